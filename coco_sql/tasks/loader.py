@@ -1,0 +1,648 @@
+"""Loading and validating task packs.
+
+A task pack is a directory ``<name>/`` holding ``task.toml``, a seed program and its data files. Everything
+a run needs lives inside the pack (data is copied in, never referenced from elsewhere), so a pack can be
+fingerprinted, shipped in the wheel and reloaded on ``--resume`` with the same result.
+
+task.toml format (every key is validated; unknown keys are errors)::
+
+    name = "lockpicking6"            # required; must equal the directory name; [a-z0-9][a-z0-9_-]*
+    description = "one line"         # required; a single line
+    dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake
+
+    [data]                           # required
+    pool = "data/pool.csv"           # required; labelled search pool (train/val come from here)
+    test = "data/test.csv"           # optional held-out file; without it test is carved from the pool
+    id_column = "id"                 # optional (default "id"); ids are read as strings and must be unique
+    expected_column = "label"        # required; parsed to contract.type (first bad id is reported)
+    [data.input_columns]             # required, ordered: name = DuckDB type (VARCHAR kept verbatim,
+    code = "VARCHAR"                 #   other types cast with empty cells as NULL)
+
+    [splits]                         # required
+    seed = 42                        # required integer
+    mode = "partition"               # optional (default partition): partition | shared
+    train_fraction = 0.34            # partition only (required there), in (0, 1); the rest of the pool is val
+    test_fraction = 0.0              # partition only, in [0, 1); must be > 0 without data.test and 0 with it
+
+    [contract]                       # required
+    output = "label"                 # required column name the program must return (besides id)
+    type = "INTEGER"                 # required: INTEGER | DOUBLE | VARCHAR | BOOLEAN | VARCHAR[]
+
+    [scorer]                         # required
+    kind = "exact"                   # exact | numeric | multilabel_f1 | token_match | sql
+    # numeric: abs_tol (default 1e-9), rel_tol (default 0.0); contract type INTEGER or DOUBLE
+    # multilabel_f1: separator (default ";") for joined label strings; contract type VARCHAR[] or VARCHAR
+    # sql: expression over `output` and `expected` returning a number clamped to [0, 1] (checked at load)
+
+    [program]                        # required
+    seed = "seed.sql"                # required; the seed program, in `dialect`
+    allowed_functions = []           # optional: extra function names on top of the base SQL allow-list
+    timeout_seconds = 10.0           # optional (default 10.0), > 0
+
+    [source]                         # optional attribution: name, url, license, revision, notes (strings)
+
+Split modes: ``partition`` splits the pool into train/val (and test when there is no test file) by the
+fractions; ``shared`` uses the whole pool as both train and val (diagnostic tasks scored on all rows), and
+the test file as test (or the pool again, when there is none, meaning nothing is held out).
+
+Every problem is raised as a one-line :class:`~coco_sql.errors.TaskError` naming the file, the key and
+the problem, e.g. ``tasks/foo/task.toml: key 'scorer.kind': must be one of ... (got 'bogus')``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from coco_sql.errors import TaskError
+from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR, parse_expected
+from coco_sql.tasks.scorers import (
+    SCORER_KINDS,
+    ExactScorer,
+    MultilabelF1Scorer,
+    NumericScorer,
+    Scorer,
+    SqlScorer,
+    TokenMatchScorer,
+)
+from coco_sql.tasks.splits import SPLIT_MODES, SPLIT_NAMES, Split, partition_ids
+
+TASK_FILE = "task.toml"
+DIALECTS: tuple[str, ...] = ("duckdb", "snowflake")
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FUNCTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
+_DUCKDB_TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_ ]*(\(\s*\d+\s*(,\s*\d+\s*)?\))?(\[\])*$")
+
+_TOP_KEYS = ("name", "description", "dialect", "data", "splits", "contract", "scorer", "program", "source")
+_DATA_KEYS = ("pool", "test", "id_column", "expected_column", "input_columns")
+_SPLIT_KEYS = ("seed", "mode", "train_fraction", "test_fraction")
+_CONTRACT_KEYS = ("output", "type")
+_PROGRAM_KEYS = ("seed", "allowed_functions", "timeout_seconds")
+_SOURCE_KEYS = ("name", "url", "license", "revision", "notes")
+_SCORER_KEYS: dict[str, tuple[str, ...]] = {
+    "exact": (),
+    "numeric": ("abs_tol", "rel_tol"),
+    "multilabel_f1": ("separator",),
+    "token_match": (),
+    "sql": ("expression",),
+}
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What a program must return: one row per id with column ``output`` of contract ``type``."""
+
+    output: str
+    type: str
+
+
+@dataclass(frozen=True, eq=False)
+class TaskPack:
+    """A loaded, validated task pack. Splits are computed at load time and handed out as copies."""
+
+    name: str
+    description: str
+    root: Path
+    dialect: str
+    input_columns: dict[str, str]
+    contract: Contract
+    scorer: Scorer
+    seed_program: str
+    allowed_functions: frozenset[str]
+    timeout_seconds: float
+    split_seed: int
+    split_mode: str
+    source: dict[str, str]
+    _splits: Mapping[str, Split] = field(repr=False)
+    _fingerprint: str = field(repr=False)
+
+    def split(self, name: str) -> Split:
+        """Return split ``name`` (train, val or test). Copies, so callers cannot corrupt the cache."""
+        if name not in self._splits:
+            raise TaskError(f"task '{self.name}': no split named {name!r} (known: {', '.join(SPLIT_NAMES)})")
+        cached = self._splits[name]
+        expected = {k: list(v) if isinstance(v, list) else v for k, v in cached.expected.items()}
+        return Split(name=cached.name, inputs=cached.inputs.copy(), expected=expected)
+
+    def fingerprint(self) -> str:
+        """sha256 (hex) over task.toml, the seed program and the data files, as read at load time."""
+        return self._fingerprint
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One entry of :func:`list_tasks`: either a loaded ``pack`` or the one-line ``error`` it raised.
+
+    Listing never fails because one pack is broken; the CLI shows the error next to the name instead.
+    """
+
+    name: str
+    root: Path
+    pack: TaskPack | None = None
+    error: str | None = None
+
+    @property
+    def description(self) -> str:
+        """The pack's description, or ``(broken: <error>)`` so a listing shows why a pack is unusable."""
+        return self.pack.description if self.pack is not None else f"(broken: {self.error})"
+
+    @property
+    def source(self) -> dict[str, str]:
+        """The pack's attribution (empty for a broken pack)."""
+        return dict(self.pack.source) if self.pack is not None else {}
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _display(path: Path) -> str:
+    """Paths in messages are relative to the CWD when possible (``tasks/foo/task.toml``)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _type_name(value: object) -> str:
+    names = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Reader:
+    """Typed access to a parsed task.toml that turns every problem into a one-line TaskError."""
+
+    def __init__(self, toml_path: Path) -> None:
+        self.path = toml_path
+        self.file = _display(toml_path)
+
+    def error(self, key: str, problem: str) -> TaskError:
+        return TaskError(f"{self.file}: key '{key}': {problem}")
+
+    def table(
+        self, parent: Mapping[str, Any], key: str, allowed: Sequence[str], *, required: bool = True
+    ) -> dict[str, Any]:
+        """Sub-table ``key`` of ``parent``; ``key`` is dotted from the root (``data.input_columns``)."""
+        local = key.rsplit(".", 1)[-1]
+        if local not in parent:
+            if required:
+                raise self.error(key, "missing required section")
+            return {}
+        value = parent[local]
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a table, got {_type_name(value)} {_short(value)}")
+        self.check_keys(value, key, allowed)
+        return value
+
+    def check_keys(self, table: Mapping[str, Any], prefix: str, allowed: Sequence[str]) -> None:
+        for name in table:
+            if name not in allowed:
+                full = f"{prefix}.{name}" if prefix else name
+                raise self.error(full, f"unknown key (allowed: {', '.join(allowed) or 'none'})")
+
+    def get(
+        self, table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any = ...
+    ) -> Any:
+        """Value of ``key`` (dotted) in ``table`` checked against ``kind``; ints are accepted as floats."""
+        local = key.rsplit(".", 1)[-1]
+        if local not in table:
+            if default is ...:
+                raise self.error(key, "missing required key")
+            return default
+        value = table[local]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        ok = False if isinstance(value, bool) and bool not in kinds else isinstance(value, kinds)
+        if not ok:
+            wanted = " or ".join(_type_name(k()) for k in kinds)
+            raise self.error(key, f"expected {wanted}, got {_type_name(value)} {_short(value)}")
+        return value
+
+    def choice(self, table: Mapping[str, Any], key: str, choices: Sequence[str], default: Any = ...) -> str:
+        value = self.get(table, key, str, default)
+        if value not in choices:
+            raise self.error(key, f"must be one of {', '.join(choices)} (got {value!r})")
+        return value
+
+    def file_path(self, root: Path, table: Mapping[str, Any], key: str, default: Any = ...) -> Path | None:
+        """A file inside the pack; absolute paths and ``..`` are refused so a pack never reads outside."""
+        value = self.get(table, key, str, default)
+        if value is None:
+            return None
+        relative = Path(value)
+        if relative.is_absolute() or ".." in relative.parts:
+            raise self.error(key, f"must be a relative path inside the pack (got {value!r})")
+        path = root / relative
+        if not path.is_file():
+            raise self.error(key, f"file not found: {_display(path)}")
+        return path
+
+
+def _check_duckdb_type(reader: _Reader, key: str, type_: str, con: duckdb.DuckDBPyConnection) -> str:
+    if not _DUCKDB_TYPE_RE.match(type_):
+        raise reader.error(key, f"not a DuckDB type name (got {type_!r})")
+    try:
+        con.execute(f"SELECT CAST(NULL AS {type_})").fetchall()
+    except duckdb.Error as error:
+        first = str(error).strip().splitlines()[0]
+        raise reader.error(key, f"unknown DuckDB type {type_!r} ({first})") from None
+    return type_.upper()
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """Every cell as a string ('' for empty), so ids with leading zeros and codes like '012345' survive."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise TaskError(f"{_display(path)}: cannot read CSV: {first}") from None
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One data file after validation: typed inputs (``id`` + input columns) and parsed expected values."""
+
+    inputs: pd.DataFrame
+    expected: dict[str, object]
+
+
+def _load_table(
+    path: Path,
+    reader: _Reader,
+    *,
+    id_column: str,
+    expected_column: str,
+    input_columns: Mapping[str, str],
+    contract_type: str,
+    separator: str,
+    con: duckdb.DuckDBPyConnection,
+) -> _Table:
+    raw = _read_csv(path)
+    csv = _display(path)
+    required = {id_column: "data.id_column", expected_column: "data.expected_column"}
+    required.update({name: f"data.input_columns.{name}" for name in input_columns})
+    for column, key in required.items():
+        if column not in raw.columns:
+            present = ", ".join(map(str, raw.columns))
+            raise TaskError(
+                f"{csv}: missing column '{column}' (key '{key}' in {reader.file}); columns present: {present}"
+            )
+    ids = raw[id_column].str.strip()
+    for line, value in enumerate(ids, start=2):
+        if not value:
+            raise TaskError(f"{csv}: line {line}: empty id (key 'data.id_column')")
+    duplicated = ids[ids.duplicated()]
+    if len(duplicated):
+        raise TaskError(f"{csv}: duplicate id '{duplicated.iloc[0]}' (key 'data.id_column')")
+
+    expected: dict[str, object] = {}
+    for row_id, value in zip(ids, raw[expected_column], strict=True):
+        try:
+            expected[row_id] = parse_expected(value, contract_type, separator=separator)
+        except ValueError as error:
+            raise TaskError(
+                f"{csv}: id '{row_id}': column '{expected_column}' value {_short(value)} is not a valid "
+                f"{contract_type} (key 'contract.type'): {error}"
+            ) from None
+
+    frame = pd.DataFrame({"__row": range(len(raw)), "id": ids.tolist()})
+    for name in input_columns:
+        frame[name] = raw[name].tolist()
+    select = ["id"]
+    for name, type_ in input_columns.items():
+        if type_ == "VARCHAR":
+            select.append(f'"{name}"')
+        else:
+            select.append(f'TRY_CAST(NULLIF("{name}", \'\') AS {type_}) AS "{name}"')
+    con.register("raw_table", frame)
+    try:
+        typed = con.execute(f"SELECT {', '.join(select)} FROM raw_table ORDER BY __row").df()
+    finally:
+        con.unregister("raw_table")
+    for name, type_ in input_columns.items():
+        if type_ == "VARCHAR":
+            continue
+        bad = (raw[name] != "").to_numpy() & typed[name].isna().to_numpy()
+        if bad.any():
+            index = int(bad.argmax())
+            raise TaskError(
+                f"{csv}: id '{ids.iloc[index]}': column '{name}' value {_short(raw[name].iloc[index])} "
+                f"is not a valid {type_} (key 'data.input_columns.{name}')"
+            )
+    # VARCHAR columns are taken verbatim (plain Python str, object dtype) rather than DuckDB's string dtype,
+    # so every consumer sees the exact CSV text; ORDER BY __row keeps both frames aligned.
+    typed["id"] = pd.Series(ids.tolist(), dtype=object)
+    for name, type_ in input_columns.items():
+        if type_ == "VARCHAR":
+            typed[name] = pd.Series(raw[name].tolist(), dtype=object)
+    return _Table(inputs=typed, expected=expected)
+
+
+def _make_split(name: str, ids: Sequence[str], tables: Sequence[_Table]) -> Split:
+    wanted = set(ids)
+    parts = [t.inputs[t.inputs["id"].isin(wanted)] for t in tables]
+    inputs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    inputs = inputs.sort_values("id", kind="stable").reset_index(drop=True)
+    expected: dict[str, object] = {}
+    for table in tables:
+        expected.update({i: v for i, v in table.expected.items() if i in wanted})
+    return Split(name=name, inputs=inputs, expected={i: expected[i] for i in inputs["id"]})
+
+
+def _fingerprint(root: Path, files: Sequence[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        content = path.read_bytes()
+        label = path.relative_to(root).as_posix().encode()
+        digest.update(len(label).to_bytes(8, "big") + label + len(content).to_bytes(8, "big") + content)
+    return digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+
+def _build_scorer(reader: _Reader, table: Mapping[str, Any], contract: Contract) -> tuple[Scorer, str]:
+    """Return the scorer and the separator used to parse joined list strings in the expected column."""
+    kind = reader.choice(table, "scorer.kind", SCORER_KINDS)
+    reader.check_keys(table, "scorer", ("kind", *_SCORER_KEYS[kind]))
+    if kind == "exact":
+        return ExactScorer(type_=contract.type), DEFAULT_LIST_SEPARATOR
+    if kind == "numeric":
+        if contract.type not in ("INTEGER", "DOUBLE"):
+            raise reader.error(
+                "scorer.kind", f"'numeric' needs contract type INTEGER or DOUBLE, not {contract.type}"
+            )
+        tolerances = {}
+        for key, default in (("abs_tol", 1e-9), ("rel_tol", 0.0)):
+            value = reader.get(table, f"scorer.{key}", float, default)
+            if not value >= 0:
+                raise reader.error(f"scorer.{key}", f"must be >= 0 (got {value!r})")
+            tolerances[key] = value
+        return NumericScorer(**tolerances), DEFAULT_LIST_SEPARATOR
+    if kind == "multilabel_f1":
+        if contract.type not in ("VARCHAR[]", "VARCHAR"):
+            raise reader.error(
+                "scorer.kind",
+                f"'multilabel_f1' needs contract type VARCHAR[] or VARCHAR, not {contract.type}",
+            )
+        separator = reader.get(table, "scorer.separator", str, DEFAULT_LIST_SEPARATOR)
+        if not separator:
+            raise reader.error("scorer.separator", "must be a non-empty string")
+        return MultilabelF1Scorer(separator=separator), separator
+    if kind == "token_match":
+        if contract.type != "VARCHAR":
+            raise reader.error(
+                "scorer.kind", f"'token_match' needs contract type VARCHAR, not {contract.type}"
+            )
+        return TokenMatchScorer(), DEFAULT_LIST_SEPARATOR
+    expression = reader.get(table, "scorer.expression", str)
+    scorer = SqlScorer(expression=expression, type_=contract.type)
+    try:
+        scorer.validate()
+    except ValueError as error:
+        raise reader.error("scorer.expression", f"invalid SQL expression: {error}") from None
+    return scorer, DEFAULT_LIST_SEPARATOR
+
+
+def _load_pack(root: Path) -> TaskPack:
+    toml_path = root / TASK_FILE
+    reader = _Reader(toml_path)
+    if not toml_path.is_file():
+        raise TaskError(f"{reader.file}: not found (a task pack is a directory with a {TASK_FILE})")
+    toml_bytes = toml_path.read_bytes()
+    try:
+        doc = tomllib.loads(toml_bytes.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise TaskError(f"{reader.file}: invalid TOML: not UTF-8 ({error.reason})") from None
+    except tomllib.TOMLDecodeError as error:
+        raise TaskError(f"{reader.file}: invalid TOML: {error}") from None
+    reader.check_keys(doc, "", _TOP_KEYS)
+
+    name = reader.get(doc, "name", str)
+    if not _NAME_RE.match(name):
+        raise reader.error("name", f"must match [a-z0-9][a-z0-9_-]* (got {name!r})")
+    if name != root.name:
+        raise reader.error("name", f"must equal the pack directory name {root.name!r} (got {name!r})")
+    description = reader.get(doc, "description", str)
+    if "\n" in description.strip() or not description.strip():
+        raise reader.error("description", "must be a single non-empty line")
+    dialect = reader.choice(doc, "dialect", DIALECTS, "duckdb")
+
+    con = duckdb.connect(":memory:")
+    try:
+        data = reader.table(doc, "data", _DATA_KEYS)
+        pool_path = reader.file_path(root, data, "data.pool")
+        test_path = reader.file_path(root, data, "data.test", None)
+        id_column = reader.get(data, "data.id_column", str, "id")
+        expected_column = reader.get(data, "data.expected_column", str)
+        raw_inputs = reader.get(data, "data.input_columns", dict)
+        if not raw_inputs:
+            raise reader.error("data.input_columns", "must declare at least one input column")
+        input_columns: dict[str, str] = {}
+        for column, type_ in raw_inputs.items():
+            key = f"data.input_columns.{column}"
+            if not _COLUMN_RE.match(column):
+                raise reader.error(key, "column names must be plain identifiers ([A-Za-z_][A-Za-z0-9_]*)")
+            if column in ("id", id_column):
+                raise reader.error(key, "'id' and the id column are reserved for the instance id")
+            if column == expected_column:
+                raise reader.error(key, "the expected column must not be an input (it would leak the label)")
+            if not isinstance(type_, str):
+                raise reader.error(key, f"expected string (a DuckDB type), got {_type_name(type_)}")
+            input_columns[column] = _check_duckdb_type(reader, key, type_.strip(), con)
+
+        splits = reader.table(doc, "splits", _SPLIT_KEYS)
+        split_seed = reader.get(splits, "splits.seed", int)
+        split_mode = reader.choice(splits, "splits.mode", SPLIT_MODES, "partition")
+        train_fraction = test_fraction = 0.0
+        if split_mode == "shared":
+            for key in ("train_fraction", "test_fraction"):
+                if key in splits:
+                    raise reader.error(f"splits.{key}", "only allowed with mode 'partition'")
+        else:
+            train_fraction = reader.get(splits, "splits.train_fraction", float)
+            if not 0 < train_fraction < 1:
+                raise reader.error("splits.train_fraction", f"must be in (0, 1) (got {train_fraction!r})")
+            test_fraction = reader.get(splits, "splits.test_fraction", float, 0.0)
+            if not 0 <= test_fraction < 1:
+                raise reader.error("splits.test_fraction", f"must be in [0, 1) (got {test_fraction!r})")
+            if test_path is not None and test_fraction > 0:
+                raise reader.error("splits.test_fraction", "must be 0 when data.test gives a test file")
+            if test_path is None and test_fraction == 0:
+                raise reader.error("splits.test_fraction", "must be > 0 when there is no data.test file")
+            if train_fraction + test_fraction >= 1:
+                raise reader.error(
+                    "splits.train_fraction", "train_fraction + test_fraction must leave rows for val (< 1)"
+                )
+
+        contract_table = reader.table(doc, "contract", _CONTRACT_KEYS)
+        output = reader.get(contract_table, "contract.output", str)
+        if not _COLUMN_RE.match(output) or output == "id":
+            raise reader.error(
+                "contract.output", f"must be a plain identifier other than 'id' (got {output!r})"
+            )
+        contract_type = reader.get(contract_table, "contract.type", str).strip().upper()
+        if contract_type not in CONTRACT_TYPES:
+            raise reader.error(
+                "contract.type", f"must be one of {', '.join(CONTRACT_TYPES)} (got {contract_type!r})"
+            )
+        contract = Contract(output=output, type=contract_type)
+
+        scorer_table = reader.table(
+            doc, "scorer", ("kind", *sorted({k for v in _SCORER_KEYS.values() for k in v}))
+        )
+        scorer, separator = _build_scorer(reader, scorer_table, contract)
+
+        program = reader.table(doc, "program", _PROGRAM_KEYS)
+        seed_path = reader.file_path(root, program, "program.seed")
+        assert seed_path is not None
+        try:
+            seed_program = seed_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise reader.error("program.seed", f"{_display(seed_path)} is not UTF-8 text") from None
+        if not seed_program.strip():
+            raise reader.error("program.seed", f"{_display(seed_path)} is empty")
+        functions = reader.get(program, "program.allowed_functions", list, [])
+        for function in functions:
+            if not isinstance(function, str) or not _FUNCTION_RE.match(function):
+                raise reader.error("program.allowed_functions", f"not a function name: {_short(function)}")
+        timeout_seconds = reader.get(program, "program.timeout_seconds", float, 10.0)
+        if not timeout_seconds > 0:
+            raise reader.error("program.timeout_seconds", f"must be > 0 (got {timeout_seconds!r})")
+
+        source_table = reader.table(doc, "source", _SOURCE_KEYS, required=False)
+        source = {key: reader.get(source_table, f"source.{key}", str) for key in source_table}
+
+        load = {
+            "id_column": id_column,
+            "expected_column": expected_column,
+            "input_columns": input_columns,
+            "contract_type": contract_type,
+            "separator": separator,
+            "con": con,
+        }
+        assert pool_path is not None
+        pool = _load_table(pool_path, reader, **load)
+        test = _load_table(test_path, reader, **load) if test_path is not None else None
+    finally:
+        con.close()
+
+    pool_ids = sorted(pool.expected)
+    if test is not None:
+        overlap = sorted(set(pool_ids) & set(test.expected))
+        if overlap:
+            raise TaskError(
+                f"{_display(test_path)}: id '{overlap[0]}' also appears in the pool (key 'data.test'): "  # type: ignore[arg-type]
+                "test rows must be held out"
+            )
+    if split_mode == "shared":
+        assigned = {"train": pool_ids, "val": pool_ids}
+        assigned["test"] = sorted(test.expected) if test is not None else pool_ids
+    else:
+        assigned = partition_ids(pool_ids, split_seed, train_fraction, test_fraction)
+        if test is not None:
+            assigned["test"] = sorted(test.expected)
+    for split_name in SPLIT_NAMES:
+        if not assigned[split_name]:
+            key = "splits.test_fraction" if split_name == "test" else "splits.train_fraction"
+            raise reader.error(key, f"leaves the {split_name} split empty ({len(pool_ids)} pool rows)")
+    tables = [pool] if test is None else [pool, test]
+    split_objects = {n: _make_split(n, assigned[n], tables) for n in SPLIT_NAMES}
+
+    files = [toml_path, seed_path, pool_path] + ([test_path] if test_path is not None else [])
+    return TaskPack(
+        name=name,
+        description=description.strip(),
+        root=root,
+        dialect=dialect,
+        input_columns=input_columns,
+        contract=contract,
+        scorer=scorer,
+        seed_program=seed_program,
+        allowed_functions=frozenset(f.upper() for f in functions),
+        timeout_seconds=timeout_seconds,
+        split_seed=split_seed,
+        split_mode=split_mode,
+        source=source,
+        _splits=split_objects,
+        _fingerprint=_fingerprint(root, files),
+    )
+
+
+# ---------------------------------------------------------------------------------------- discovery
+
+
+def default_search_paths() -> list[Path]:
+    """Where packs are looked up, first match wins: ./tasks, the repo's tasks/, then the wheel's copy."""
+    here = Path(__file__).resolve()
+    candidates = [Path.cwd() / "tasks", here.parents[2] / "tasks", here.parents[1] / "_data" / "tasks"]
+    paths: list[Path] = []
+    for candidate in candidates:
+        if candidate.resolve() not in [p.resolve() for p in paths]:
+            paths.append(candidate)
+    return paths
+
+
+def _discover(search_paths: Sequence[Path]) -> dict[str, Path]:
+    """Pack name -> directory, earlier search paths shadowing later ones."""
+    found: dict[str, Path] = {}
+    for base in search_paths:
+        if not base.is_dir():
+            continue
+        for child in sorted(base.iterdir()):
+            if (child / TASK_FILE).is_file() and child.name not in found:
+                found[child.name] = child
+    return found
+
+
+def _looks_like_path(value: str | Path) -> bool:
+    if isinstance(value, Path):
+        return True
+    return "/" in value or "\\" in value or value.endswith(".toml") or value in (".", "..")
+
+
+def load_task(name_or_path: str | Path, search_paths: Sequence[Path] | None = None) -> TaskPack:
+    """Load a pack by name (looked up in ``search_paths``) or by path (a pack directory or its task.toml).
+
+    A ``Path``, or a string containing a path separator or ending in ``.toml``, is a path; anything else
+    is a name.
+    """
+    if _looks_like_path(name_or_path):
+        path = Path(name_or_path)
+        root = path.parent if path.name == TASK_FILE or path.suffix == ".toml" else path
+        if not (root / TASK_FILE).is_file():
+            raise TaskError(f"{_display(root)}: no task pack here ({TASK_FILE} not found)")
+        return _load_pack(root)
+    paths = list(search_paths) if search_paths is not None else default_search_paths()
+    found = _discover(paths)
+    if name_or_path not in found:
+        known = ", ".join(sorted(found)) or "none"
+        raise TaskError(f"no task named {str(name_or_path)!r} (known: {known})")
+    return _load_pack(found[name_or_path])
+
+
+def list_tasks(search_paths: Sequence[Path] | None = None) -> list[TaskInfo]:
+    """Every pack in ``search_paths``, sorted by name; broken packs carry ``error`` instead of ``pack``."""
+    paths = list(search_paths) if search_paths is not None else default_search_paths()
+    infos: list[TaskInfo] = []
+    for name, root in sorted(_discover(paths).items()):
+        try:
+            infos.append(TaskInfo(name=name, root=root, pack=_load_pack(root)))
+        except TaskError as error:
+            infos.append(TaskInfo(name=name, root=root, error=str(error)))
+    return infos
