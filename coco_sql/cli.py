@@ -1,0 +1,215 @@
+"""The `coco-sql` command. Thin: parses arguments, calls the library, prints. No logic of its own.
+
+User errors (CocoError) print as one line on stderr and exit 2; `--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from coco_sql.errors import CocoError, ConfigError, StoreError
+from coco_sql.evaluate import Evaluator
+from coco_sql.loop import EvolutionLoop, IterationReport, RunConfig
+from coco_sql.store import DuckDBStore
+from coco_sql.tasks import list_tasks, load_task
+
+DEFAULT_DB = "coco.duckdb"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except CocoError as error:
+        if args.debug:
+            raise
+        print(f"coco-sql: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "coco-sql: interrupted; every committed iteration is kept (continue with --resume)",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="coco-sql", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tasks = commands.add_parser("tasks", help="list the task packs")
+    tasks.set_defaults(handler=cmd_tasks)
+
+    evolve = commands.add_parser("evolve", help="evolve a task's seed program")
+    evolve.add_argument("task", help="task pack name or directory")
+    evolve.add_argument("--budget", type=int, default=None, help="mutation iterations (default 60)")
+    evolve.add_argument("--seed", type=int, default=0, help="run seed: same seed, same run")
+    evolve.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB store file (default {DEFAULT_DB})")
+    evolve.add_argument("--resume", action="store_true", help="continue the task's latest run in --db")
+    evolve.add_argument("--run", type=int, default=None, help="with --resume: the run id to continue")
+    evolve.add_argument("--islands", type=int, default=RunConfig.islands)
+    evolve.add_argument("--policy", default=RunConfig.policy)
+    evolve.add_argument(
+        "--max-drafts",
+        type=int,
+        default=RunConfig.max_drafts,
+        help="drafts the offline mutator tests on training rows per iteration",
+    )
+    evolve.add_argument("--json", action="store_true", help="end stdout with one JSON summary line")
+    evolve.add_argument("--quiet", action="store_true", help="no per-iteration progress")
+    evolve.set_defaults(handler=cmd_evolve)
+
+    evaluate = commands.add_parser("eval", help="score a program file on one split")
+    evaluate.add_argument("task")
+    evaluate.add_argument("--program", required=True, type=Path, help="SQL file")
+    evaluate.add_argument("--split", choices=("train", "val", "test"), default="val")
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(handler=cmd_eval)
+
+    status = commands.add_parser("status", help="runs in a store and how far they got")
+    status.add_argument("--db", default=DEFAULT_DB)
+    status.set_defaults(handler=cmd_status)
+
+    export = commands.add_parser("export", help="print a run's champion SQL")
+    export.add_argument("--db", default=DEFAULT_DB)
+    export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    export.set_defaults(handler=cmd_export)
+    return parser
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    for task in list_tasks():
+        print(f"{task.name:<16} {task.description}")
+    return 0
+
+
+def cmd_evolve(args: argparse.Namespace) -> int:
+    task = load_task(args.task)
+    progress = None if args.quiet else _print_progress
+    with DuckDBStore(args.db) as store:
+        loop = EvolutionLoop(store, task, progress=progress)
+        if args.resume:
+            run_id = args.run if args.run is not None else store.latest_run_id(task.name)
+            if run_id is None:
+                raise StoreError(f"no run of task {task.name!r} in {args.db} to resume")
+            summary = loop.resume(run_id, budget=args.budget)
+        else:
+            if args.run is not None:
+                raise ConfigError("--run only makes sense with --resume")
+            config = RunConfig(
+                seed=args.seed,
+                budget=60 if args.budget is None else args.budget,
+                islands=args.islands,
+                policy=args.policy,
+                max_drafts=args.max_drafts,
+            )
+            summary = loop.start(config)
+    result = summary.as_dict()
+    print(
+        f"run {summary.run_id}: champion {summary.champion_id}  "
+        f"val {summary.seed_val_score:.3f} -> {summary.champion_val_score:.3f}  "
+        f"test {_fmt(summary.seed_test_score)} -> {_fmt(summary.champion_test_score)}",
+        file=sys.stderr if args.json else sys.stdout,
+    )
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    task = load_task(args.task)
+    try:
+        code = args.program.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read program file {args.program}: {error.strerror}") from None
+    evaluator = Evaluator(task, (args.split,))
+    try:
+        outcome = evaluator.evaluate(code, args.split)
+    finally:
+        evaluator.close()
+    failing = [r for r in outcome.rows if r.score < 1.0]
+    result = {
+        "task": task.name,
+        "split": args.split,
+        "score": outcome.score,
+        "rows": len(outcome.rows),
+        "failing_rows": len(failing),
+        "error": outcome.error,
+        "latency_ms": round(outcome.latency_ms, 3),
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"{task.name} {args.split}: score {outcome.score:.4f} over {len(outcome.rows)} rows "
+            f"({len(failing)} not fully correct)"
+        )
+        if outcome.error:
+            print(f"error: {outcome.error}")
+    return 0 if outcome.error is None else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with DuckDBStore(args.db, read_only=True) as store:
+        runs = store.query(
+            "SELECT r.run_id, r.task, r.seed, r.budget, r.status, "
+            "  (SELECT MAX(iteration) FROM programs p WHERE p.run_id = r.run_id) AS iterations, "
+            "  (SELECT MAX(val_score) FROM leaderboard l WHERE l.run_id = r.run_id) AS best_val "
+            "FROM runs r ORDER BY r.run_id"
+        )
+    if runs.empty:
+        print(f"no runs in {args.db}")
+        return 0
+    print(f"{'run':>4} {'task':<16} {'seed':>5} {'iter':>9} {'best val':>9}  status")
+    for row in runs.itertuples(index=False):
+        iterations = 0 if row.iterations is None else int(row.iterations)
+        best = "-" if row.best_val is None else f"{row.best_val:.4f}"
+        print(
+            f"{row.run_id:>4} {row.task:<16} {row.seed:>5} {iterations:>4}/{row.budget:<4} {best:>9}  {row.status}"
+        )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with DuckDBStore(args.db, read_only=True) as store:
+        run_id = args.run if args.run is not None else store.latest_run_id()
+        if run_id is None:
+            raise StoreError(f"no runs in {args.db}")
+        store.get_run(run_id)
+        best = store.query(
+            "SELECT program_id, code, val_score FROM leaderboard JOIN programs USING (program_id) "
+            "WHERE leaderboard.run_id = ? AND valid ORDER BY val_score DESC, programs.iteration LIMIT 1",
+            [run_id],
+        )
+    if best.empty:
+        raise StoreError(f"run {run_id} has no valid program")
+    row = best.iloc[0]
+    print(f"-- coco-sql champion {row.program_id} of run {run_id} (validation score {row.val_score:.4f})")
+    print(row.code.rstrip())
+    return 0
+
+
+def _print_progress(report: IterationReport) -> None:
+    score = "invalid" if report.val_score is None else f"{report.val_score:.3f}"
+    mark = "+" if report.admitted else " "
+    parent = f"{report.parent_id} -> " if report.parent_id else ""
+    print(
+        f"[{report.iteration:>3}/{report.budget}] {parent}{report.program_id} val {score} {mark} "
+        f"best {report.best_score:.3f}  {report.approach[:90]}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Score a candidate on one split: validate, run in the split's sandbox, score every row.
+
+Scoring rules (the program contract, README "Program contract"):
+- every instance of the split gets exactly one evaluation row;
+- a rejected, failing or timed-out program scores 0 on every row, with the diagnostic as the row's error;
+- an instance with no output row, several output rows, or an output that does not convert to the contract
+  type scores 0 with the reason as its error;
+- otherwise the task's scorer gives the row score in [0, 1].
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
+from coco_sql.evaluate.sandbox import QueryResult, Sandbox
+from coco_sql.sqlcheck import ValidatedProgram, ValidationSpec, validate_candidate
+from coco_sql.store.records import EvaluationRow, ProgramScore, SplitEvaluation, to_json
+from coco_sql.tasks import TaskPack, coerce_output
+
+SEARCH_SPLITS: tuple[str, ...] = ("train", "val")
+REPORT_SPLITS: tuple[str, ...] = ("test",)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running a program on a split produced, before it is tied to a program id."""
+
+    split: str
+    rows: tuple[EvaluationRow, ...]
+    score: float
+    error: str | None  # program-level diagnostic (rejection, runtime error, deadline), else None
+    latency_ms: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def as_split_evaluation(self, program_id: str) -> SplitEvaluation:
+        return SplitEvaluation(
+            summary=ProgramScore(
+                program_id=program_id,
+                split=self.split,
+                score=self.score,
+                n_rows=len(self.rows),
+                n_errors=sum(1 for r in self.rows if r.error is not None),
+                model_calls=sum(r.model_calls for r in self.rows),
+                input_tokens=sum(r.input_tokens for r in self.rows),
+                output_tokens=sum(r.output_tokens for r in self.rows),
+                latency_ms=self.latency_ms,
+            ),
+            rows=self.rows,
+        )
+
+
+class Evaluator:
+    """Evaluates programs of one task on a fixed set of splits.
+
+    The search builds its evaluator with SEARCH_SPLITS and cannot score the test split through it; reports
+    build a separate one with REPORT_SPLITS. Results are memoised per (split, SQL): programs are deterministic,
+    so re-running an unchanged program is wasted work.
+    """
+
+    def __init__(
+        self, task: TaskPack, splits: Iterable[str] = SEARCH_SPLITS, *, cache_size: int = 1024
+    ) -> None:
+        self.task = task
+        self.splits = tuple(splits)
+        self.spec = ValidationSpec(
+            input_columns=dict(task.input_columns),
+            output_column=task.contract.output,
+            allowed_functions=frozenset(task.allowed_functions),
+            dialect=task.dialect,
+        )
+        self._sandboxes: dict[str, Sandbox] = {}
+        self._memo: OrderedDict[tuple[str, str], Outcome] = OrderedDict()
+        self._cache_size = cache_size
+
+    def check(self, code: str) -> ValidatedProgram:
+        """Validate without running (raises CandidateRejected)."""
+        return validate_candidate(code, self.spec)
+
+    def evaluate(self, code: str, split: str) -> Outcome:
+        """Score `code` on every row of `split`. Never raises for a bad candidate: failures become row errors."""
+        if split not in self.splits:
+            raise ConfigError(
+                f"this evaluator may not score the {split!r} split (allowed: {', '.join(self.splits)})"
+            )
+        try:
+            program = self.check(code)
+        except CandidateRejected as rejection:
+            return self._failed(split, f"rejected: {rejection}", 0.0)
+        key = (split, program.sql)
+        if key in self._memo:
+            self._memo.move_to_end(key)
+            return self._memo[key]
+        outcome = self._run(program, split)
+        self._memo[key] = outcome
+        if len(self._memo) > self._cache_size:
+            self._memo.popitem(last=False)
+        return outcome
+
+    def probe(self, sql: str, split: str, deadline_s: float) -> QueryResult:
+        """Run one read-only query over `split`'s rows in its sandbox (for the mutator's live probes).
+
+        Only the split's own rows exist in that sandbox; DuckDB must read the text as exactly one SELECT.
+        """
+        if split not in self.splits:
+            raise ConfigError(
+                f"this evaluator may not read the {split!r} split (allowed: {', '.join(self.splits)})"
+            )
+        sandbox = self._sandbox(split)
+        try:
+            kinds = sandbox.statement_types(sql)
+        except Exception as error:  # duckdb parser errors
+            raise EvaluationError(f"probe does not parse: {error}") from None
+        if kinds != ["SELECT"]:
+            raise EvaluationError(f"a probe must be one SELECT, got {', '.join(kinds) or 'nothing'}")
+        return sandbox.run(sql, deadline_s)
+
+    def close(self) -> None:
+        for sandbox in self._sandboxes.values():
+            sandbox.close()
+        self._sandboxes.clear()
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _sandbox(self, split: str) -> Sandbox:
+        if split not in self._sandboxes:
+            self._sandboxes[split] = Sandbox(self.task.split(split).inputs)
+        return self._sandboxes[split]
+
+    def _run(self, program: ValidatedProgram, split: str) -> Outcome:
+        sandbox = self._sandbox(split)
+        kinds = sandbox.statement_types(program.sql)
+        if kinds != ["SELECT"]:
+            return self._failed(
+                split, f"rejected: DuckDB reads this as {', '.join(kinds)}, not one SELECT", 0.0
+            )
+        output = self.task.contract.output.replace('"', '""')
+        wrapped = f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({program.sql}) AS candidate'
+        try:
+            result = sandbox.run(wrapped, self.task.timeout_seconds)
+        except EvaluationError as error:
+            return self._failed(split, str(error), 0.0)
+        return self._score(split, result.rows, result.elapsed_ms)
+
+    def _score(self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float) -> Outcome:
+        data = self.task.split(split)
+        produced: dict[str, list[object]] = {}
+        for instance_id, value in result_rows:
+            produced.setdefault(str(instance_id), []).append(value)
+        ids = list(data.expected)
+        per_row_ms = elapsed_ms / max(len(ids), 1)
+        outputs: list[object | None] = []
+        errors: list[str | None] = []
+        for instance_id in ids:
+            values = produced.get(instance_id, [])
+            if not values:
+                outputs.append(None)
+                errors.append("no output row for this id")
+            elif len(values) > 1:
+                outputs.append(None)
+                errors.append(f"{len(values)} output rows for this id (expected one)")
+            else:
+                try:
+                    outputs.append(coerce_output(values[0], self.task.contract.type))
+                    errors.append(None)
+                except ValueError as error:
+                    outputs.append(None)
+                    errors.append(f"output is not {self.task.contract.type}: {error}")
+        expected = [data.expected[i] for i in ids]
+        scores = self.task.scorer.score(outputs, expected)
+        extra = len(set(produced) - set(data.expected))
+        rows = tuple(
+            EvaluationRow(
+                instance_id=instance_id,
+                score=float(score),
+                output=None if output is None else to_json(output),
+                expected=to_json(truth),
+                error=error,
+                observation={"status": "ok" if error is None else "row_error"}
+                | ({"extra_ids": extra} if extra else {}),
+                latency_ms=per_row_ms,
+            )
+            for instance_id, output, truth, error, score in zip(
+                ids, outputs, expected, errors, scores, strict=True
+            )
+        )
+        mean = sum(r.score for r in rows) / len(rows) if rows else 0.0
+        return Outcome(split=split, rows=rows, score=mean, error=None, latency_ms=elapsed_ms)
+
+    def _failed(self, split: str, message: str, elapsed_ms: float) -> Outcome:
+        data = self.task.split(split)
+        rows = tuple(
+            EvaluationRow(
+                instance_id=instance_id,
+                score=0.0,
+                output=None,
+                expected=to_json(truth),
+                error=message,
+                observation={"status": "program_error"},
+                latency_ms=elapsed_ms / max(len(data.expected), 1),
+            )
+            for instance_id, truth in data.expected.items()
+        )
+        return Outcome(split=split, rows=rows, score=0.0, error=message, latency_ms=elapsed_ms)

@@ -1,0 +1,466 @@
+"""Algorithm 1 of CoCoEvolve (Appendix C.1), composed from the parts in `search`, `mutate`, `evaluate`, `store`.
+
+    A_0 <- {p_0}, H_0 <- {}
+    for t = 1..T:
+        p'_t ~ pi(A_{t-1})                       parent policy (search.policies)
+        c_t, E_t <- curate / augment              context and live environment (reflect)
+        p_t ~ MetaReflect(p'_t, c_t; E_t)         mutator (mutate)
+        evaluate p_t on T_t -> S_t, O_t           evaluator (train and val splits)
+        H_t <- H_{t-1} + (p_t, T_t, S_t, O_t)     one store transaction
+        A_t <- update(A_{t-1}, p_t)               MAP-Elites admission (search.archive)
+    return argmax_{p in A_T} Phi(p)               champion by validation score
+
+Reproducibility: iteration t draws from its own RNG streams, seeded by (run seed, t, stream), and all other
+state is rebuilt from the tables. A run killed at any moment loses at most the iteration in flight (whose
+transaction never committed) and resumes to exactly the state an uninterrupted run would have reached.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
+from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator, Outcome
+from coco_sql.mutate import MutationRequest, Mutator, OfflineMutator, ProgramView, Proposal
+from coco_sql.reflect.environment import DraftEnvironment
+from coco_sql.search import POLICIES, Elite, IslandArchive, ParentPolicy, cell_of
+from coco_sql.sqlcheck import parse_program
+from coco_sql.store import (
+    Event,
+    IterationBatch,
+    LedgerEntry,
+    ProgramRecord,
+    RunRecord,
+    Warehouse,
+    program_id_for,
+)
+from coco_sql.tasks import TaskPack
+
+POLICY_STREAM, MUTATOR_STREAM = 0, 1
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that fixes a run besides the task. Stored as JSON in `runs.config`."""
+
+    seed: int = 0
+    budget: int = 60
+    islands: int = 2
+    migration_interval: int = 10
+    policy: str = "map_elites"
+    mutator: str = "offline"
+    max_drafts: int = 32
+
+    def __post_init__(self) -> None:
+        if self.budget < 0:
+            raise ConfigError(f"--budget must be >= 0 (got {self.budget})")
+        if self.islands < 1:
+            raise ConfigError(f"--islands must be >= 1 (got {self.islands})")
+        if self.migration_interval < 1:
+            raise ConfigError(f"migration interval must be >= 1 (got {self.migration_interval})")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"unknown policy {self.policy!r} (known: {', '.join(sorted(POLICIES))})")
+        if self.mutator != "offline":
+            raise ConfigError(f"unknown mutator {self.mutator!r} (known: offline)")
+        if self.max_drafts < 1:
+            raise ConfigError(f"--max-drafts must be >= 1 (got {self.max_drafts})")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class IterationReport:
+    """What one iteration did, for progress display and benchmarks (timings are not stored)."""
+
+    iteration: int
+    budget: int
+    program_id: str
+    parent_id: str | None
+    val_score: float | None
+    parent_score: float | None
+    admitted: bool
+    approach: str
+    best_score: float
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: int
+    task: str
+    iterations: int
+    champion_id: str
+    seed_val_score: float
+    champion_val_score: float
+    seed_test_score: float | None
+    champion_test_score: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def iteration_rng(seed: int, iteration: int, stream: int) -> np.random.Generator:
+    """The RNG of one stream of one iteration: independent of how many draws earlier iterations made."""
+    return np.random.default_rng(np.random.SeedSequence([seed, iteration, stream]))
+
+
+def make_policy(config: RunConfig) -> ParentPolicy:
+    return POLICIES[config.policy]()
+
+
+def make_mutator(config: RunConfig) -> Mutator:
+    return OfflineMutator(max_drafts=config.max_drafts)
+
+
+class EvolutionLoop:
+    """Runs (or resumes) one evolution run of `task` in `store`."""
+
+    def __init__(
+        self,
+        store: Warehouse,
+        task: TaskPack,
+        *,
+        policy: ParentPolicy | None = None,
+        mutator: Mutator | None = None,
+        progress: Callable[[IterationReport], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.task = task
+        self._policy = policy
+        self._mutator = mutator
+        self._progress = progress or (lambda report: None)
+
+    # -- entry points ----------------------------------------------------------------------------------------
+    def start(self, config: RunConfig) -> RunSummary:
+        run_id = self.store.next_run_id()
+        run = RunRecord(
+            run_id=run_id,
+            task=self.task.name,
+            task_fingerprint=self.task.fingerprint(),
+            seed=config.seed,
+            budget=config.budget,
+            config=asdict(config),
+        )
+        self.store.create_run(run)
+        return self._run(run, config, resumed=False)
+
+    def resume(self, run_id: int, budget: int | None = None) -> RunSummary:
+        run = self.store.get_run(run_id)
+        if run.task != self.task.name:
+            raise StoreError(f"run {run_id} evolved task {run.task!r}, not {self.task.name!r}")
+        if run.task_fingerprint != self.task.fingerprint():
+            raise StoreError(
+                f"task pack {self.task.name!r} changed since run {run_id} started; "
+                "resuming would mix two tasks (start a new run instead)"
+            )
+        config = RunConfig.from_dict(run.config)
+        if budget is not None and budget != config.budget:
+            if budget < self.store.last_iteration(run_id):
+                raise ConfigError(
+                    f"run {run_id} already has {self.store.last_iteration(run_id)} iterations; "
+                    f"--budget {budget} cannot shrink it"
+                )
+            config = RunConfig.from_dict({**asdict(config), "budget": budget})
+            self.store.set_budget(run_id, budget)
+        return self._run(run, config, resumed=True)
+
+    # -- the loop --------------------------------------------------------------------------------------------
+    def _run(self, run: RunRecord, config: RunConfig, *, resumed: bool) -> RunSummary:
+        policy = self._policy or make_policy(config)
+        mutator = self._mutator or make_mutator(config)
+        evaluator = Evaluator(self.task, SEARCH_SPLITS)
+        env = DraftEnvironment(evaluator)
+        try:
+            state = _RunState.load(self.store, run.run_id, config)
+            if state.last_iteration < 0:
+                self._commit_seed(run, config, evaluator, state)
+            elif resumed:
+                self.store.write_iteration(
+                    IterationBatch(
+                        run.run_id,
+                        state.last_iteration,
+                        events=(
+                            Event(
+                                state.last_iteration,
+                                "run_resumed",
+                                payload={"from_iteration": state.last_iteration + 1, "budget": config.budget},
+                            ),
+                        ),
+                    )
+                )
+            for t in range(state.last_iteration + 1, config.budget + 1):
+                self._iterate(run, config, t, state, policy, mutator, evaluator, env)
+            return self._finish(run, config, state)
+        finally:
+            evaluator.close()
+
+    def _commit_seed(self, run: RunRecord, config: RunConfig, evaluator: Evaluator, state: _RunState) -> None:
+        code = self.task.seed_program
+        try:
+            evaluator.check(code)
+        except CandidateRejected as rejection:
+            raise TaskError(
+                f"{self.task.root / 'task.toml'}: the seed program is rejected: {rejection}"
+            ) from None
+        pid = program_id_for(run.run_id, 0)
+        outcomes = {split: evaluator.evaluate(code, split) for split in SEARCH_SPLITS}
+        if not outcomes["val"].ok:
+            raise TaskError(
+                f"{self.task.name}: the seed program fails on the validation split: {outcomes['val'].error}"
+            )
+        cell = cell_of(parse_program(code, evaluator.spec))
+        record = ProgramRecord(
+            pid,
+            run.run_id,
+            0,
+            None,
+            None,
+            code,
+            "sql",
+            self.task.dialect,
+            0,
+            cell,
+            "seed program of the task",
+            "seed",
+            True,
+            None,
+        )
+        elite = Elite(pid, 0, outcomes["val"].score)
+        landings = tuple(
+            state.archive.try_admit(island, cell, elite, iteration=0, seq=island, reason="seed")
+            for island in range(config.islands)
+        )
+        state.add(record, outcomes)
+        self.store.write_iteration(
+            IterationBatch(
+                run.run_id,
+                0,
+                programs=(record,),
+                evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
+                archive=tuple(entry for entry in landings if entry is not None),
+                events=(Event(0, "run_started", pid, {"config": asdict(config), "task": self.task.name}),),
+            )
+        )
+        self._progress(
+            IterationReport(
+                0,
+                config.budget,
+                pid,
+                None,
+                elite.score,
+                None,
+                True,
+                "seed program of the task",
+                state.best_score(),
+            )
+        )
+
+    def _iterate(
+        self,
+        run: RunRecord,
+        config: RunConfig,
+        t: int,
+        state: _RunState,
+        policy: ParentPolicy,
+        mutator: Mutator,
+        evaluator: Evaluator,
+        env: DraftEnvironment,
+    ) -> None:
+        clock = time.perf_counter()
+        island = (t - 1) % config.islands
+        parent = policy.select(state.archive, island, iteration_rng(run.seed, t, POLICY_STREAM))
+        parent_view = state.view(parent.program_id)
+        others = tuple(
+            state.view(e.program_id) for e in state.archive.elites() if e.program_id != parent.program_id
+        )
+        select_ms = _ms_since(clock)
+
+        clock = time.perf_counter()
+        proposal: Proposal = mutator.propose(
+            MutationRequest(t, parent_view, others, env), iteration_rng(run.seed, t, MUTATOR_STREAM)
+        )
+        mutate_ms = _ms_since(clock)
+
+        clock = time.perf_counter()
+        outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}
+        evaluate_ms = _ms_since(clock)
+
+        clock = time.perf_counter()
+        pid = program_id_for(run.run_id, t)
+        val = outcomes["val"]
+        cell = cell_of(parse_program(proposal.code, evaluator.spec)) if val.ok else None
+        record = ProgramRecord(
+            pid,
+            run.run_id,
+            t,
+            parent.program_id,
+            proposal.donor_id,
+            proposal.code,
+            "sql",
+            self.task.dialect,
+            island,
+            cell,
+            proposal.approach,
+            proposal.strategy,
+            val.ok,
+            val.error,
+        )
+        landings = []
+        if cell is not None:
+            entry = state.archive.try_admit(
+                island, cell, Elite(pid, t, val.score), iteration=t, seq=0, reason="admitted"
+            )
+            if entry is not None:
+                landings.append(entry)
+        if t % config.migration_interval == 0:
+            landings.extend(state.archive.migrate(t, first_seq=len(landings)))
+        state.add(record, outcomes)
+        delta = val.score - parent.score if val.ok else None
+        status = (
+            "failed"
+            if delta is None
+            else "improved"
+            if delta > 0
+            else "regressed"
+            if delta < 0
+            else "neutral"
+        )
+        events = [
+            Event(t, "parent_selected", parent.program_id, {"island": island, "parent_score": parent.score}),
+            Event(t, "mutation", pid, {"mutator": getattr(mutator, "name", "?"), **proposal.notes}),
+        ]
+        events.extend(
+            Event(t, e.reason, e.program_id, {"island": e.island, "cell": e.cell}) for e in landings
+        )
+        self.store.write_iteration(
+            IterationBatch(
+                run.run_id,
+                t,
+                programs=(record,),
+                evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
+                archive=tuple(landings),
+                ledger=(
+                    LedgerEntry(
+                        t,
+                        pid,
+                        proposal.strategy,
+                        "hillclimb" if proposal.strategy == "hillclimb" else "direction",
+                        status,
+                        parent.score,
+                        val.score if val.ok else None,
+                        delta,
+                        note=proposal.approach,
+                    ),
+                ),
+                events=tuple(events),
+            )
+        )
+        overhead_ms = select_ms + _ms_since(clock)
+        self._progress(
+            IterationReport(
+                t,
+                config.budget,
+                pid,
+                parent.program_id,
+                val.score if val.ok else None,
+                parent.score,
+                any(e.program_id == pid for e in landings),
+                proposal.approach if val.ok else f"invalid: {val.error}",
+                state.best_score(),
+                {"select": select_ms, "mutate": mutate_ms, "evaluate": evaluate_ms, "overhead": overhead_ms},
+            )
+        )
+
+    def _finish(self, run: RunRecord, config: RunConfig, state: _RunState) -> RunSummary:
+        """Score the seed and the champion on the test split (reports only) and mark the run finished."""
+        seed_id = program_id_for(run.run_id, 0)
+        champion_id = state.champion_id()
+        test_scores = self.store.program_scores(run.run_id, "test")
+        pending = [pid for pid in dict.fromkeys((seed_id, champion_id)) if pid not in test_scores]
+        if pending or self.store.get_run(run.run_id).status != "finished":
+            reporter = Evaluator(self.task, REPORT_SPLITS)
+            try:
+                evaluations = tuple(
+                    reporter.evaluate(state.programs[pid].code, "test").as_split_evaluation(pid)
+                    for pid in pending
+                )
+            finally:
+                reporter.close()
+            self.store.write_iteration(
+                IterationBatch(
+                    run.run_id,
+                    config.budget,
+                    evaluations=evaluations,
+                    events=(
+                        Event(
+                            config.budget,
+                            "run_finished",
+                            champion_id,
+                            {"champion_val_score": state.val_scores[champion_id]},
+                        ),
+                    ),
+                    finish_run=True,
+                )
+            )
+            test_scores = self.store.program_scores(run.run_id, "test")
+        return RunSummary(
+            run_id=run.run_id,
+            task=self.task.name,
+            iterations=state.last_iteration,
+            champion_id=champion_id,
+            seed_val_score=state.val_scores[seed_id],
+            champion_val_score=state.val_scores[champion_id],
+            seed_test_score=test_scores[seed_id].score if seed_id in test_scores else None,
+            champion_test_score=test_scores[champion_id].score if champion_id in test_scores else None,
+        )
+
+
+class _RunState:
+    """The in-memory mirror of a run's tables that the loop needs: programs, scores and the archive."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.programs: dict[str, ProgramRecord] = {}
+        self.val_scores: dict[str, float] = {}
+        self.archive = IslandArchive(config.islands)
+        self.last_iteration = -1
+
+    @classmethod
+    def load(cls, store: Warehouse, run_id: int, config: RunConfig) -> _RunState:
+        state = cls(config)
+        for record in store.programs(run_id):
+            state.programs[record.program_id] = record
+            state.last_iteration = max(state.last_iteration, record.iteration)
+        for pid, score in store.program_scores(run_id, "val").items():
+            if state.programs[pid].valid:
+                state.val_scores[pid] = score.score
+        elites = {pid: Elite(pid, state.programs[pid].iteration, s) for pid, s in state.val_scores.items()}
+        state.archive = IslandArchive.from_entries(config.islands, store.archive_entries(run_id), elites)
+        return state
+
+    def add(self, record: ProgramRecord, outcomes: dict[str, Outcome]) -> None:
+        self.programs[record.program_id] = record
+        if record.valid:
+            self.val_scores[record.program_id] = outcomes["val"].score
+        self.last_iteration = max(self.last_iteration, record.iteration)
+
+    def view(self, program_id: str) -> ProgramView:
+        return ProgramView(program_id, self.programs[program_id].code, self.val_scores.get(program_id, 0.0))
+
+    def champion_id(self) -> str:
+        """argmax of validation score over valid programs; ties go to the earliest (Algorithm 1, line 11)."""
+        return min(self.val_scores, key=lambda pid: (-self.val_scores[pid], self.programs[pid].iteration))
+
+    def best_score(self) -> float:
+        return max(self.val_scores.values(), default=0.0)
+
+
+def _ms_since(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0

@@ -1,0 +1,64 @@
+"""The warehouse interface. The loop, the CLI and the reflection tools talk to this protocol only.
+
+Implementations hold every piece of raw SQL (``DuckDBStore`` now, a Snowpark store later). Engine differences
+stay inside them, so the loop never branches on the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import pandas as pd
+
+from coco_sql.store.records import ArchiveEntry, IterationBatch, ProgramRecord, ProgramScore, RunRecord
+
+
+class Warehouse(Protocol):
+    def next_run_id(self) -> int:
+        """The id a new run gets: one past the largest run id in the store."""
+        ...
+
+    def create_run(self, run: RunRecord) -> None:
+        """Insert a run row (status 'running')."""
+        ...
+
+    def get_run(self, run_id: int) -> RunRecord:
+        """Raise StoreError naming the id when absent."""
+        ...
+
+    def latest_run_id(self, task: str | None = None) -> int | None:
+        """The newest run (of `task`, if given), or None."""
+        ...
+
+    def set_budget(self, run_id: int, budget: int) -> None:
+        """Change a run's budget and mark it running again (resume with a larger budget)."""
+        ...
+
+    def write_iteration(self, batch: IterationBatch) -> None:
+        """Commit one iteration's rows as a single transaction (all or nothing)."""
+        ...
+
+    def last_iteration(self, run_id: int) -> int:
+        """The largest committed iteration of a run, or -1 if none is."""
+        ...
+
+    def programs(self, run_id: int) -> list[ProgramRecord]:
+        """All programs of a run, by iteration."""
+        ...
+
+    def program(self, program_id: str) -> ProgramRecord: ...
+
+    def program_scores(self, run_id: int, split: str) -> dict[str, ProgramScore]:
+        """program_id -> aggregate score on `split`."""
+        ...
+
+    def archive_entries(self, run_id: int) -> list[ArchiveEntry]:
+        """Every archive landing of a run, in landing order."""
+        ...
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        """Run a trusted, read-only query of coco-sql's own (status, history tools). Never candidate SQL."""
+        ...
+
+    def close(self) -> None: ...

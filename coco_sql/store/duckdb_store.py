@@ -1,0 +1,375 @@
+"""The DuckDB warehouse: one database file holds every run. The only module with raw SQL for DuckDB."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from coco_sql.errors import StoreError
+from coco_sql.store.records import (
+    ArchiveEntry,
+    IterationBatch,
+    ProgramRecord,
+    ProgramScore,
+    RunRecord,
+    to_json,
+)
+from coco_sql.store.schema import schema_statements
+
+_PROGRAM_COLUMNS = (
+    "program_id, run_id, iteration, parent_id, donor_id, code, language, dialect, island, cell, "
+    "approach, strategy, valid, error, created_at"
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class DuckDBStore:
+    """A coco-sql store in a DuckDB file (or ':memory:').
+
+    One connection, guarded by a lock: DuckDB 2.0 refuses concurrent use of one connection from two threads.
+    Raises StoreError when the file is locked by another process or is not a DuckDB database.
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = str(path)
+        self._lock = threading.Lock()
+        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+            raise StoreError(f"no coco-sql database at {self.path}")
+        try:
+            self._con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.IOException as error:
+            raise StoreError(f"cannot open {self.path}: {_first_line(error)}") from error
+        except duckdb.Error as error:
+            raise StoreError(f"cannot open {self.path} as a DuckDB database: {_first_line(error)}") from error
+        if not read_only:
+            self._create_schema()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def _create_schema(self) -> None:
+        with self._lock:
+            for statement in schema_statements("duckdb"):
+                self._con.execute(statement)
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+    def __enter__(self) -> DuckDBStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs ------------------------------------------------------------------------------------------------
+    def next_run_id(self) -> int:
+        (value,) = self._fetchone("SELECT COALESCE(MAX(run_id), 0) + 1 FROM runs")
+        return int(value)
+
+    def latest_run_id(self, task: str | None = None) -> int | None:
+        if task is None:
+            (value,) = self._fetchone("SELECT MAX(run_id) FROM runs")
+        else:
+            (value,) = self._fetchone("SELECT MAX(run_id) FROM runs WHERE task = ?", [task])
+        return None if value is None else int(value)
+
+    def create_run(self, run: RunRecord) -> None:
+        with self._lock:
+            self._con.execute(
+                "INSERT INTO runs (run_id, task, task_fingerprint, seed, budget, config, status, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    run.run_id,
+                    run.task,
+                    run.task_fingerprint,
+                    run.seed,
+                    run.budget,
+                    to_json(run.config),
+                    run.status,
+                    _now(),
+                ],
+            )
+
+    def get_run(self, run_id: int) -> RunRecord:
+        row = self._fetchone(
+            "SELECT run_id, task, task_fingerprint, seed, budget, config, status, created_at, finished_at "
+            "FROM runs WHERE run_id = ?",
+            [run_id],
+            allow_none=True,
+        )
+        if row is None:
+            raise StoreError(f"no run {run_id} in {self.path}")
+        return RunRecord(
+            run_id=int(row[0]),
+            task=row[1],
+            task_fingerprint=row[2],
+            seed=int(row[3]),
+            budget=int(row[4]),
+            config=json.loads(row[5]),
+            status=row[6],
+            created_at=row[7],
+            finished_at=row[8],
+        )
+
+    def set_budget(self, run_id: int, budget: int) -> None:
+        """Extend a run's budget (``evolve --resume --budget N`` with a larger N)."""
+        with self._lock:
+            self._con.execute(
+                "UPDATE runs SET budget = ?, status = 'running', finished_at = NULL WHERE run_id = ?",
+                [budget, run_id],
+            )
+
+    # -- iterations ------------------------------------------------------------------------------------------
+    def write_iteration(self, batch: IterationBatch) -> None:
+        with self._lock:
+            con = self._con
+            con.execute("BEGIN TRANSACTION")
+            try:
+                self._insert_batch(batch)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def _insert_batch(self, batch: IterationBatch) -> None:
+        con = self._con
+        now = _now()
+        run_id = batch.run_id
+        if batch.programs:
+            con.executemany(
+                f"INSERT INTO programs ({_PROGRAM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    [
+                        p.program_id,
+                        p.run_id,
+                        p.iteration,
+                        p.parent_id,
+                        p.donor_id,
+                        p.code,
+                        p.language,
+                        p.dialect,
+                        p.island,
+                        p.cell,
+                        p.approach,
+                        p.strategy,
+                        p.valid,
+                        p.error,
+                        now,
+                    ]
+                    for p in batch.programs
+                ],
+            )
+        if batch.evaluations:
+            summaries = pd.DataFrame(
+                [
+                    (
+                        run_id,
+                        s.summary.program_id,
+                        s.summary.split,
+                        s.summary.score,
+                        s.summary.n_rows,
+                        s.summary.n_errors,
+                        s.summary.model_calls,
+                        s.summary.input_tokens,
+                        s.summary.output_tokens,
+                        s.summary.latency_ms,
+                        now,
+                    )
+                    for s in batch.evaluations
+                ],
+                columns=[
+                    "run_id",
+                    "program_id",
+                    "split",
+                    "score",
+                    "n_rows",
+                    "n_errors",
+                    "model_calls",
+                    "input_tokens",
+                    "output_tokens",
+                    "latency_ms",
+                    "created_at",
+                ],
+            )
+            rows = pd.DataFrame(
+                [
+                    (
+                        run_id,
+                        s.summary.program_id,
+                        s.summary.split,
+                        r.instance_id,
+                        r.score,
+                        r.output,
+                        r.expected,
+                        r.error,
+                        to_json(r.observation),
+                        r.model_calls,
+                        r.input_tokens,
+                        r.output_tokens,
+                        r.latency_ms,
+                    )
+                    for s in batch.evaluations
+                    for r in s.rows
+                ],
+                columns=[
+                    "run_id",
+                    "program_id",
+                    "split",
+                    "instance_id",
+                    "score",
+                    "output",
+                    "expected",
+                    "error",
+                    "observation",
+                    "model_calls",
+                    "input_tokens",
+                    "output_tokens",
+                    "latency_ms",
+                ],
+            )
+            con.register("_summaries", summaries)
+            con.register("_rows", rows)
+            try:
+                con.execute("INSERT INTO program_scores SELECT * FROM _summaries")
+                con.execute(
+                    "INSERT INTO evaluations SELECT run_id, program_id, split, instance_id, score, output, expected,"
+                    " error, CAST(observation AS JSON), model_calls, input_tokens, output_tokens, latency_ms"
+                    " FROM _rows"
+                )
+            finally:
+                con.unregister("_summaries")
+                con.unregister("_rows")
+        if batch.archive:
+            con.executemany(
+                "INSERT INTO archive_entries VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    [run_id, a.iteration, a.seq, a.island, a.cell, a.program_id, a.reason]
+                    for a in batch.archive
+                ],
+            )
+        if batch.ledger:
+            con.executemany(
+                "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    [
+                        run_id,
+                        e.iteration,
+                        e.program_id,
+                        e.strategy,
+                        e.kind,
+                        e.status,
+                        e.parent_score,
+                        e.child_score,
+                        e.score_delta,
+                        e.paradigm,
+                        e.note,
+                        now,
+                    ]
+                    for e in batch.ledger
+                ],
+            )
+        if batch.events:
+            con.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                [[run_id, e.iteration, e.kind, e.program_id, to_json(e.payload), now] for e in batch.events],
+            )
+        if batch.finish_run:
+            con.execute(
+                "UPDATE runs SET status = 'finished', finished_at = ? WHERE run_id = ?", [now, run_id]
+            )
+
+    def last_iteration(self, run_id: int) -> int:
+        (value,) = self._fetchone(
+            "SELECT COALESCE(MAX(iteration), -1) FROM programs WHERE run_id = ?", [run_id]
+        )
+        return int(value)
+
+    # -- reads -----------------------------------------------------------------------------------------------
+    def programs(self, run_id: int) -> list[ProgramRecord]:
+        rows = self._fetchall(
+            f"SELECT {_PROGRAM_COLUMNS} FROM programs WHERE run_id = ? ORDER BY iteration", [run_id]
+        )
+        return [_program(row) for row in rows]
+
+    def program(self, program_id: str) -> ProgramRecord:
+        rows = self._fetchall(f"SELECT {_PROGRAM_COLUMNS} FROM programs WHERE program_id = ?", [program_id])
+        if not rows:
+            raise StoreError(f"no program {program_id!r} in {self.path}")
+        return _program(rows[0])
+
+    def program_scores(self, run_id: int, split: str) -> dict[str, ProgramScore]:
+        rows = self._fetchall(
+            "SELECT program_id, split, score, n_rows, n_errors, model_calls, input_tokens, output_tokens, "
+            "latency_ms FROM program_scores WHERE run_id = ? AND split = ?",
+            [run_id, split],
+        )
+        return {
+            row[0]: ProgramScore(
+                row[0],
+                row[1],
+                float(row[2]),
+                int(row[3]),
+                int(row[4]),
+                int(row[5]),
+                int(row[6]),
+                int(row[7]),
+                float(row[8]),
+            )
+            for row in rows
+        }
+
+    def archive_entries(self, run_id: int) -> list[ArchiveEntry]:
+        rows = self._fetchall(
+            "SELECT iteration, seq, island, cell, program_id, reason FROM archive_entries "
+            "WHERE run_id = ? ORDER BY iteration, seq",
+            [run_id],
+        )
+        return [ArchiveEntry(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows]
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        with self._lock:
+            return self._con.execute(sql, list(params)).df()
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._con.execute(sql, list(params)).fetchall()
+
+    def _fetchone(self, sql: str, params: Sequence[Any] = (), *, allow_none: bool = False) -> Any:
+        with self._lock:
+            row = self._con.execute(sql, list(params)).fetchone()
+        if row is None and not allow_none:
+            raise StoreError(f"query returned no row: {sql}")
+        return row
+
+
+def _program(row: tuple[Any, ...]) -> ProgramRecord:
+    return ProgramRecord(
+        program_id=row[0],
+        run_id=int(row[1]),
+        iteration=int(row[2]),
+        parent_id=row[3],
+        donor_id=row[4],
+        code=row[5],
+        language=row[6],
+        dialect=row[7],
+        island=int(row[8]),
+        cell=row[9],
+        approach=row[10],
+        strategy=row[11],
+        valid=bool(row[12]),
+        error=row[13],
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

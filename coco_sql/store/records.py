@@ -1,0 +1,140 @@
+"""Plain records that cross the store boundary. One dataclass per table; no behaviour beyond conversion."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+def program_id_for(run_id: int, iteration: int) -> str:
+    """Program ids are '<run>-<iteration>': readable in SQL, and equal across a resumed and an uninterrupted run."""
+    return f"{run_id}-{iteration}"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: int
+    task: str
+    task_fingerprint: str
+    seed: int
+    budget: int
+    config: dict[str, Any]
+    status: str = "running"
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ProgramRecord:
+    program_id: str
+    run_id: int
+    iteration: int
+    parent_id: str | None
+    donor_id: str | None
+    code: str
+    language: str
+    dialect: str
+    island: int
+    cell: str | None
+    approach: str | None
+    strategy: str | None
+    valid: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    instance_id: str
+    score: float
+    output: str | None
+    expected: str | None
+    error: str | None
+    observation: dict[str, Any] = field(default_factory=dict)
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProgramScore:
+    program_id: str
+    split: str
+    score: float
+    n_rows: int
+    n_errors: int
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class SplitEvaluation:
+    """A program's evaluation on one split: the aggregate and its rows, written together."""
+
+    summary: ProgramScore
+    rows: tuple[EvaluationRow, ...]
+
+
+@dataclass(frozen=True)
+class ArchiveEntry:
+    iteration: int
+    seq: int
+    island: int
+    cell: str
+    program_id: str
+    reason: str  # seed | admitted | migrated
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    iteration: int
+    program_id: str
+    strategy: str
+    kind: str
+    status: str
+    parent_score: float | None
+    child_score: float | None
+    score_delta: float | None
+    paradigm: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    iteration: int
+    kind: str
+    program_id: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IterationBatch:
+    """Everything one iteration writes. The store commits it as one transaction: all of it or none."""
+
+    run_id: int
+    iteration: int
+    programs: tuple[ProgramRecord, ...] = ()
+    evaluations: tuple[SplitEvaluation, ...] = ()
+    archive: tuple[ArchiveEntry, ...] = ()
+    ledger: tuple[LedgerEntry, ...] = ()
+    events: tuple[Event, ...] = ()
+    finish_run: bool = False
+
+
+def to_json(value: Any) -> str:
+    """Stable JSON for the store (sorted keys, numpy scalars converted)."""
+    return json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalar
+        return value.item()
+    if hasattr(value, "tolist"):  # numpy array
+        return value.tolist()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -1,0 +1,97 @@
+-- coco-sql warehouse schema. Written once in DuckDB dialect; the Snowflake store transpiles it with sqlglot.
+-- Every program, evaluation row, ledger entry and event of a run is a row here: a run can be resumed,
+-- audited and queried with SQL. Tables are append-only except runs.status/finished_at.
+
+CREATE TABLE IF NOT EXISTS runs (
+    run_id           BIGINT PRIMARY KEY,
+    task             VARCHAR NOT NULL,
+    task_fingerprint VARCHAR NOT NULL,   -- sha256 of the task pack; --resume refuses a changed pack
+    seed             BIGINT NOT NULL,
+    budget           BIGINT NOT NULL,    -- mutation iterations (the seed program is iteration 0)
+    config           JSON NOT NULL,      -- policy, mutator and archive settings, as given
+    status           VARCHAR NOT NULL,   -- running | finished
+    created_at       TIMESTAMP NOT NULL,
+    finished_at      TIMESTAMP
+);
+
+CREATE TABLE IF NOT EXISTS programs (
+    program_id  VARCHAR PRIMARY KEY,     -- '<run_id>-<iteration>'
+    run_id      BIGINT NOT NULL,
+    iteration   BIGINT NOT NULL,         -- 0 is the seed; one child per iteration after that
+    parent_id   VARCHAR,                 -- the selected parent
+    donor_id    VARCHAR,                 -- second parent of a recombination, or the donor the mutator used
+    code        VARCHAR NOT NULL,        -- the program as committed
+    language    VARCHAR NOT NULL,        -- sql
+    dialect     VARCHAR NOT NULL,        -- dialect of code: duckdb | snowflake
+    island      BIGINT NOT NULL,
+    cell        VARCHAR,                 -- MAP-Elites cell 'complexity:branches'; NULL when the child is invalid
+    approach    VARCHAR,                 -- what the mutator did, in a sentence
+    strategy    VARCHAR,                 -- the ledger strategy this child belongs to
+    valid       BOOLEAN NOT NULL,        -- passed the validator and ran
+    error       VARCHAR,                 -- rejection or runtime message when not valid
+    created_at  TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS evaluations (  -- one row per program x split x instance
+    run_id        BIGINT NOT NULL,
+    program_id    VARCHAR NOT NULL,
+    split         VARCHAR NOT NULL,       -- train | val | test
+    instance_id   VARCHAR NOT NULL,
+    score         DOUBLE NOT NULL,        -- in [0, 1]
+    output        VARCHAR,                -- JSON text of the program's output cell
+    expected      VARCHAR,                -- JSON text of the label
+    error         VARCHAR,
+    observation   JSON,                   -- everything else recorded while scoring the row
+    model_calls   BIGINT NOT NULL,
+    input_tokens  BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    latency_ms    DOUBLE NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS program_scores (  -- one row per program x split: the aggregate of its evaluations
+    run_id        BIGINT NOT NULL,
+    program_id    VARCHAR NOT NULL,
+    split         VARCHAR NOT NULL,
+    score         DOUBLE NOT NULL,        -- mean row score
+    n_rows        BIGINT NOT NULL,
+    n_errors      BIGINT NOT NULL,
+    model_calls   BIGINT NOT NULL,
+    input_tokens  BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    latency_ms    DOUBLE NOT NULL,        -- wall-clock time of the whole evaluation
+    created_at    TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS archive_entries (  -- MAP-Elites landings: the occupant of (island, cell) from `iteration` on
+    run_id     BIGINT NOT NULL,
+    iteration  BIGINT NOT NULL,
+    seq        BIGINT NOT NULL,           -- order of landings within one iteration
+    island     BIGINT NOT NULL,
+    cell       VARCHAR NOT NULL,
+    program_id VARCHAR NOT NULL,
+    reason     VARCHAR NOT NULL           -- seed | admitted | migrated
+);
+
+CREATE TABLE IF NOT EXISTS ledger (  -- the strategy ledger: what each iteration tried and what it gained
+    run_id       BIGINT NOT NULL,
+    iteration    BIGINT NOT NULL,
+    program_id   VARCHAR NOT NULL,
+    strategy     VARCHAR NOT NULL,        -- 'hillclimb' or the name of a new direction
+    kind         VARCHAR NOT NULL,        -- hillclimb | direction
+    status       VARCHAR NOT NULL,        -- improved | neutral | regressed | failed
+    parent_score DOUBLE,
+    child_score  DOUBLE,
+    score_delta  DOUBLE,
+    paradigm     VARCHAR,                 -- the active paradigm text, if one is in force
+    note         VARCHAR,
+    created_at   TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS events (
+    run_id     BIGINT NOT NULL,
+    iteration  BIGINT NOT NULL,
+    kind       VARCHAR NOT NULL,          -- run_started | run_resumed | parent_selected | mutation | admitted | migrated | run_finished
+    program_id VARCHAR,
+    payload    JSON,
+    created_at TIMESTAMP NOT NULL
+);

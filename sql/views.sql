@@ -1,0 +1,44 @@
+-- Views that answer a user's first questions. Same dialect and transpilation rule as schema.sql.
+
+-- Every program of every run with its validation score and, once reported, its test score.
+CREATE OR REPLACE VIEW leaderboard AS
+SELECT
+    p.run_id,
+    p.program_id,
+    p.iteration,
+    p.parent_id,
+    p.island,
+    p.cell,
+    p.approach,
+    v.score AS val_score,
+    t.score AS train_score,
+    x.score AS test_score,
+    RANK() OVER (PARTITION BY p.run_id ORDER BY v.score DESC NULLS LAST) AS val_rank
+FROM programs AS p
+LEFT JOIN program_scores AS v ON v.program_id = p.program_id AND v.split = 'val'
+LEFT JOIN program_scores AS t ON t.program_id = p.program_id AND t.split = 'train'
+LEFT JOIN program_scores AS x ON x.program_id = p.program_id AND x.split = 'test';
+
+-- Ancestry: one row per (program, ancestor), depth 1 is the parent. Filter on program_id.
+CREATE OR REPLACE VIEW lineage AS
+WITH RECURSIVE up (program_id, ancestor_id, depth) AS (
+    SELECT program_id, parent_id, 1 FROM programs WHERE parent_id IS NOT NULL
+    UNION ALL
+    SELECT up.program_id, p.parent_id, up.depth + 1
+    FROM up JOIN programs AS p ON p.program_id = up.ancestor_id
+    WHERE p.parent_id IS NOT NULL
+)
+SELECT program_id, ancestor_id, depth FROM up;
+
+-- Which programs solve a given row (row score >= 0.9, the paper's "solved" threshold, Appendix C.3).
+CREATE OR REPLACE VIEW row_solvers AS
+SELECT e.run_id, e.split, e.instance_id, e.program_id, p.iteration, p.parent_id, e.score
+FROM evaluations AS e
+JOIN programs AS p ON p.program_id = e.program_id
+WHERE e.score >= 0.9;
+
+-- The MAP-Elites archive now: the latest occupant of every (run, island, cell).
+CREATE OR REPLACE VIEW archive AS
+SELECT run_id, island, cell, program_id, iteration AS since_iteration, reason
+FROM archive_entries
+QUALIFY ROW_NUMBER() OVER (PARTITION BY run_id, island, cell ORDER BY iteration DESC, seq DESC) = 1;
