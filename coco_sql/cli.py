@@ -145,14 +145,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     }
     if args.json:
         print(json.dumps(result))
-    else:
+    if outcome.error is not None:  # the program as a whole failed: one line, like every user error
+        print(f"coco-sql: error: {args.program}: {outcome.error}", file=sys.stderr)
+        return 2
+    if not args.json:
         print(
             f"{task.name} {args.split}: score {outcome.score:.4f} over {len(outcome.rows)} rows "
             f"({len(failing)} not fully correct)"
         )
-        if outcome.error:
-            print(f"error: {outcome.error}")
-    return 0 if outcome.error is None else 1
+    return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:

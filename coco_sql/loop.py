@@ -296,7 +296,7 @@ class EvolutionLoop:
         clock = time.perf_counter()
         pid = program_id_for(run.run_id, t)
         val = outcomes["val"]
-        cell = cell_of(parse_program(proposal.code, evaluator.spec)) if val.ok else None
+        cell = cell_of(val.query) if val.ok and val.query is not None else None
         record = ProgramRecord(
             pid,
             run.run_id,

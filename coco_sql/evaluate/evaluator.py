@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
 from coco_sql.evaluate.sandbox import QueryResult, Sandbox
@@ -33,6 +35,7 @@ class Outcome:
     score: float
     error: str | None  # program-level diagnostic (rejection, runtime error, deadline), else None
     latency_ms: float
+    query: exp.Expression | None = None  # the validated DuckDB AST, when the program passed validation
 
     @property
     def ok(self) -> bool:
@@ -96,7 +99,7 @@ class Evaluator:
         if key in self._memo:
             self._memo.move_to_end(key)
             return self._memo[key]
-        outcome = self._run(program, split)
+        outcome = replace(self._run(program, split), query=program.expression)
         self._memo[key] = outcome
         if len(self._memo) > self._cache_size:
             self._memo.popitem(last=False)

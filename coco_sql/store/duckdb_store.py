@@ -29,6 +29,36 @@ _PROGRAM_COLUMNS = (
 )
 
 
+_SCORE_TYPES = (
+    "BIGINT",
+    "VARCHAR",
+    "VARCHAR",
+    "DOUBLE",
+    "BIGINT",
+    "BIGINT",
+    "BIGINT",
+    "BIGINT",
+    "BIGINT",
+    "DOUBLE",
+    "TIMESTAMP",
+)
+_EVALUATION_TYPES = (
+    "BIGINT",
+    "VARCHAR",
+    "VARCHAR",
+    "VARCHAR",
+    "DOUBLE",
+    "VARCHAR",
+    "VARCHAR",
+    "VARCHAR",
+    "JSON",
+    "BIGINT",
+    "BIGINT",
+    "BIGINT",
+    "DOUBLE",
+)
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -141,151 +171,124 @@ class DuckDBStore:
                 raise
 
     def _insert_batch(self, batch: IterationBatch) -> None:
-        con = self._con
+        """One statement per table. DuckDB's fixed cost is per statement, not per row, so rows travel as
+        multi-row VALUES (small tables) or as one list per column, unnested (evaluation rows)."""
         now = _now()
         run_id = batch.run_id
-        if batch.programs:
-            con.executemany(
-                f"INSERT INTO programs ({_PROGRAM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [
-                        p.program_id,
-                        p.run_id,
-                        p.iteration,
-                        p.parent_id,
-                        p.donor_id,
-                        p.code,
-                        p.language,
-                        p.dialect,
-                        p.island,
-                        p.cell,
-                        p.approach,
-                        p.strategy,
-                        p.valid,
-                        p.error,
-                        now,
-                    ]
-                    for p in batch.programs
-                ],
-            )
-        if batch.evaluations:
-            summaries = pd.DataFrame(
-                [
-                    (
-                        run_id,
-                        s.summary.program_id,
-                        s.summary.split,
-                        s.summary.score,
-                        s.summary.n_rows,
-                        s.summary.n_errors,
-                        s.summary.model_calls,
-                        s.summary.input_tokens,
-                        s.summary.output_tokens,
-                        s.summary.latency_ms,
-                        now,
-                    )
-                    for s in batch.evaluations
-                ],
-                columns=[
-                    "run_id",
-                    "program_id",
-                    "split",
-                    "score",
-                    "n_rows",
-                    "n_errors",
-                    "model_calls",
-                    "input_tokens",
-                    "output_tokens",
-                    "latency_ms",
-                    "created_at",
-                ],
-            )
-            rows = pd.DataFrame(
-                [
-                    (
-                        run_id,
-                        s.summary.program_id,
-                        s.summary.split,
-                        r.instance_id,
-                        r.score,
-                        r.output,
-                        r.expected,
-                        r.error,
-                        to_json(r.observation),
-                        r.model_calls,
-                        r.input_tokens,
-                        r.output_tokens,
-                        r.latency_ms,
-                    )
-                    for s in batch.evaluations
-                    for r in s.rows
-                ],
-                columns=[
-                    "run_id",
-                    "program_id",
-                    "split",
-                    "instance_id",
-                    "score",
-                    "output",
-                    "expected",
-                    "error",
-                    "observation",
-                    "model_calls",
-                    "input_tokens",
-                    "output_tokens",
-                    "latency_ms",
-                ],
-            )
-            con.register("_summaries", summaries)
-            con.register("_rows", rows)
-            try:
-                con.execute("INSERT INTO program_scores SELECT * FROM _summaries")
-                con.execute(
-                    "INSERT INTO evaluations SELECT run_id, program_id, split, instance_id, score, output, expected,"
-                    " error, CAST(observation AS JSON), model_calls, input_tokens, output_tokens, latency_ms"
-                    " FROM _rows"
+        self._insert_values(
+            "programs",
+            [
+                (
+                    p.program_id,
+                    p.run_id,
+                    p.iteration,
+                    p.parent_id,
+                    p.donor_id,
+                    p.code,
+                    p.language,
+                    p.dialect,
+                    p.island,
+                    p.cell,
+                    p.approach,
+                    p.strategy,
+                    p.valid,
+                    p.error,
+                    now,
                 )
-            finally:
-                con.unregister("_summaries")
-                con.unregister("_rows")
-        if batch.archive:
-            con.executemany(
-                "INSERT INTO archive_entries VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [run_id, a.iteration, a.seq, a.island, a.cell, a.program_id, a.reason]
-                    for a in batch.archive
-                ],
-            )
-        if batch.ledger:
-            con.executemany(
-                "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [
-                        run_id,
-                        e.iteration,
-                        e.program_id,
-                        e.strategy,
-                        e.kind,
-                        e.status,
-                        e.parent_score,
-                        e.child_score,
-                        e.score_delta,
-                        e.paradigm,
-                        e.note,
-                        now,
-                    ]
-                    for e in batch.ledger
-                ],
-            )
-        if batch.events:
-            con.executemany(
-                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
-                [[run_id, e.iteration, e.kind, e.program_id, to_json(e.payload), now] for e in batch.events],
-            )
+                for p in batch.programs
+            ],
+        )
+        self._insert_columns(
+            "program_scores",
+            _SCORE_TYPES,
+            [
+                (
+                    run_id,
+                    s.summary.program_id,
+                    s.summary.split,
+                    s.summary.score,
+                    s.summary.n_rows,
+                    s.summary.n_errors,
+                    s.summary.model_calls,
+                    s.summary.input_tokens,
+                    s.summary.output_tokens,
+                    s.summary.latency_ms,
+                    now,
+                )
+                for s in batch.evaluations
+            ],
+        )
+        self._insert_columns(
+            "evaluations",
+            _EVALUATION_TYPES,
+            [
+                (
+                    run_id,
+                    s.summary.program_id,
+                    s.summary.split,
+                    r.instance_id,
+                    r.score,
+                    r.output,
+                    r.expected,
+                    r.error,
+                    to_json(r.observation),
+                    r.model_calls,
+                    r.input_tokens,
+                    r.output_tokens,
+                    r.latency_ms,
+                )
+                for s in batch.evaluations
+                for r in s.rows
+            ],
+        )
+        self._insert_values(
+            "archive_entries",
+            [(run_id, a.iteration, a.seq, a.island, a.cell, a.program_id, a.reason) for a in batch.archive],
+        )
+        self._insert_values(
+            "ledger",
+            [
+                (
+                    run_id,
+                    e.iteration,
+                    e.program_id,
+                    e.strategy,
+                    e.kind,
+                    e.status,
+                    e.parent_score,
+                    e.child_score,
+                    e.score_delta,
+                    e.paradigm,
+                    e.note,
+                    now,
+                )
+                for e in batch.ledger
+            ],
+        )
+        self._insert_values(
+            "events",
+            [(run_id, e.iteration, e.kind, e.program_id, to_json(e.payload), now) for e in batch.events],
+        )
         if batch.finish_run:
-            con.execute(
+            self._con.execute(
                 "UPDATE runs SET status = 'finished', finished_at = ? WHERE run_id = ?", [now, run_id]
             )
+
+    def _insert_values(self, table: str, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        placeholders = "(" + ", ".join("?" * len(rows[0])) + ")"
+        self._con.execute(
+            f"INSERT INTO {table} VALUES {', '.join([placeholders] * len(rows))}",
+            [value for row in rows for value in row],
+        )
+
+    def _insert_columns(self, table: str, types: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        selects = ", ".join(f"unnest(?::{t}[])::JSON" if t == "JSON" else f"unnest(?::{t}[])" for t in types)
+        self._con.execute(f"INSERT INTO {table} SELECT {selects}", columns)
 
     def last_iteration(self, run_id: int) -> int:
         (value,) = self._fetchone(

@@ -1,0 +1,191 @@
+"""The evolution loop end to end on real DuckDB: determinism, SIGKILL + resume, archive, and split isolation."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from coco_sql.evaluate import Evaluator
+from coco_sql.loop import EvolutionLoop, RunConfig, iteration_rng
+from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView, Proposal
+from coco_sql.reflect import DraftEnvironment
+from coco_sql.search import Elite, IslandArchive, MapElitesPolicy
+from coco_sql.store import DuckDBStore
+from coco_sql.tasks import load_task
+
+# What must be identical between two runs with the same seed (timestamps and latencies are not).
+COMPARED = {
+    "programs": "program_id, iteration, parent_id, donor_id, code, island, cell, approach, strategy, valid, error",
+    "evaluations": "program_id, split, instance_id, score, output, expected, error, observation",
+    "program_scores": "program_id, split, score, n_rows, n_errors",
+    "archive_entries": "iteration, seq, island, cell, program_id, reason",
+    "ledger": "iteration, program_id, strategy, kind, status, parent_score, child_score, score_delta, note",
+}
+
+
+def snapshot(db: Path) -> dict[str, list[tuple]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return {
+            table: con.execute(f"SELECT {cols} FROM {table} ORDER BY ALL").fetchall()
+            for table, cols in COMPARED.items()
+        }
+
+
+def evolve_cli(db: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "coco_sql.cli", "evolve", "lockpicking6", "--db", str(db), *extra]
+
+
+@pytest.fixture(scope="module")
+def lockpicking():
+    return load_task("lockpicking6")
+
+
+def test_same_seed_same_run_and_other_seed_differs(tmp_path: Path, lockpicking) -> None:
+    config = RunConfig(seed=5, budget=4, max_drafts=6)
+    for name in ("a", "b"):
+        with DuckDBStore(tmp_path / f"{name}.duckdb") as store:
+            EvolutionLoop(store, lockpicking).start(config)
+    with DuckDBStore(tmp_path / "c.duckdb") as store:
+        EvolutionLoop(store, lockpicking).start(RunConfig(seed=6, budget=4, max_drafts=6))
+    a, b, c = (snapshot(tmp_path / f"{n}.duckdb") for n in "abc")
+    assert a == b
+    assert a["programs"] != c["programs"]
+
+
+def test_sigkill_mid_iteration_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
+    args = ("--budget", "8", "--seed", "3", "--max-drafts", "8", "--json")
+    whole, killed = tmp_path / "whole.duckdb", tmp_path / "killed.duckdb"
+    done = subprocess.run(evolve_cli(whole, *args), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+    process = subprocess.Popen(evolve_cli(killed, *args), stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    for line in process.stderr:  # kill as soon as iteration 3 is committed: iteration 4 is in flight
+        if line.startswith("[  3/8]"):
+            process.send_signal(signal.SIGKILL)
+            break
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    with duckdb.connect(str(killed), read_only=True) as con:
+        (last,) = con.execute("SELECT MAX(iteration) FROM programs").fetchone()
+        (status,) = con.execute("SELECT status FROM runs").fetchone()
+    assert 3 <= last < 8 and status == "running"
+
+    resumed = subprocess.run(
+        evolve_cli(killed, "--resume", "--json"), capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert snapshot(killed) == snapshot(whole)
+    whole_summary, resumed_summary = done.stdout.splitlines()[-1], resumed.stdout.splitlines()[-1]
+    assert whole_summary == resumed_summary  # same champion and scores
+
+
+def test_resume_of_a_finished_run_changes_nothing(tmp_path: Path, lockpicking) -> None:
+    db = tmp_path / "s.duckdb"
+    with DuckDBStore(db) as store:
+        first = EvolutionLoop(store, lockpicking).start(RunConfig(seed=1, budget=2, max_drafts=4))
+    before = snapshot(db)
+    with DuckDBStore(db) as store:
+        again = EvolutionLoop(store, lockpicking).resume(first.run_id)
+    assert again == first
+    assert snapshot(db) == before
+
+
+def test_offline_mutator_beats_the_lockpicking_seed(tmp_path: Path, lockpicking) -> None:
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        summary = EvolutionLoop(store, lockpicking).start(RunConfig(seed=2, budget=12, max_drafts=16))
+        ledger = store.query("SELECT status, COUNT(*) AS n FROM ledger GROUP BY status")
+    assert summary.champion_val_score >= summary.seed_val_score + 0.2
+    assert summary.champion_test_score > summary.seed_test_score
+    assert "improved" in set(ledger["status"])
+
+
+def test_mutator_tests_its_drafts_on_training_rows_before_commit(lockpicking) -> None:
+    evaluator = Evaluator(lockpicking)
+    env = DraftEnvironment(evaluator)
+    parent = ProgramView("1-0", lockpicking.seed_program, 0.02)
+    proposal = OfflineMutator(max_drafts=12).propose(
+        MutationRequest(1, parent, (), env), iteration_rng(0, 1, 1)
+    )
+    assert env.drafts_tested == 13  # the parent once, then every draft
+    assert proposal.notes["drafts_tested"] == 12
+    assert proposal.notes["child_train_score"] == evaluator.evaluate(proposal.code, "train").score
+    assert proposal.code != lockpicking.seed_program
+    evaluator.close()
+
+
+def test_archive_admission_migration_and_replay() -> None:
+    archive = IslandArchive(2)
+    elites = {
+        pid: Elite(pid, i, score) for i, (pid, score) in enumerate([("a", 0.5), ("b", 0.5), ("c", 0.6)])
+    }
+    landings = [archive.try_admit(0, "1:1", elites["a"], iteration=1, seq=0, reason="admitted")]
+    assert (
+        archive.try_admit(0, "1:1", elites["b"], iteration=2, seq=0, reason="admitted") is None
+    )  # a tie keeps a
+    landings.append(archive.try_admit(0, "1:1", elites["c"], iteration=3, seq=0, reason="admitted"))
+    migrated = archive.migrate(iteration=4, first_seq=0)
+    assert [(e.island, e.cell, e.program_id, e.reason) for e in migrated] == [(1, "1:1", "c", "migrated")]
+    assert archive.migrate(iteration=5, first_seq=0) == []  # nothing better to move any more
+
+    replayed = IslandArchive.from_entries(2, [*landings, *migrated], elites)
+    assert [replayed.cells(i) for i in range(2)] == [archive.cells(i) for i in range(2)]
+    assert replayed.best() == elites["c"]
+
+
+def test_map_elites_policy_draws_follow_its_weights() -> None:
+    archive = IslandArchive(1)
+    for i, (cell, score) in enumerate([("0:0", 0.1), ("0:1", 0.9), ("1:0", 0.4)]):
+        archive.place(0, cell, Elite(f"p{i}", i, score))
+    policy = MapElitesPolicy(exploration=0.2, exploitation=0.65)
+    rng = np.random.default_rng(0)
+    picks = [policy.select(archive, 0, rng).program_id for _ in range(20000)]
+    share_best = picks.count("p1") / len(picks)
+    # P(best) = 0.65 + 0.2/3 + 0.15 * 0.901/1.403
+    expected = 0.65 + 0.2 / 3 + 0.15 * (0.901 / 1.403)
+    assert abs(share_best - expected) < 0.015
+
+
+class _RecordingMutator:
+    """A real mutator that records what it can see through its environment."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.seen_ids: set[str] = set()
+
+    def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
+        result = request.env.probe("SELECT id FROM input")
+        self.seen_ids.update(str(row[0]) for row in result.rows)
+        outcome = request.env.test_draft(request.parent.code)
+        self.seen_ids.update(row.instance_id for row in outcome.rows)
+        return Proposal(code=request.parent.code, approach="resubmit the parent")
+
+
+def test_the_mutator_only_ever_sees_training_rows(tmp_path: Path) -> None:
+    pack = tmp_path / "thirds"
+    (pack / "data").mkdir(parents=True)
+    rows = "\n".join(f"t{n:03d},{n},{int(n % 3 == 0)}" for n in range(90))
+    (pack / "data" / "pool.csv").write_text("id,n,label\n" + rows + "\n")
+    (pack / "seed.sql").write_text("SELECT id, 0 AS label FROM input\n")
+    (pack / "task.toml").write_text(
+        'name = "thirds"\ndescription = "multiples of three"\ndialect = "duckdb"\n'
+        '[data]\npool = "data/pool.csv"\nid_column = "id"\nexpected_column = "label"\n'
+        '[data.input_columns]\nn = "INTEGER"\n'
+        '[splits]\nseed = 7\nmode = "partition"\ntrain_fraction = 0.3\ntest_fraction = 0.3\n'
+        '[contract]\noutput = "label"\ntype = "INTEGER"\n[scorer]\nkind = "exact"\n'
+        '[program]\nseed = "seed.sql"\n'
+    )
+    task = load_task(pack)
+    mutator = _RecordingMutator()
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        EvolutionLoop(store, task, mutator=mutator).start(RunConfig(seed=0, budget=3))
+    train = set(task.split("train").expected)
+    assert mutator.seen_ids == train
+    assert not mutator.seen_ids & (set(task.split("val").expected) | set(task.split("test").expected))
