@@ -53,7 +53,9 @@ def populate(db: Path, programs: int) -> RunConfig:
             "'admitted' FROM range(?) t(i) WHERE i % 7 = 0",
             [programs],
         )
-        counts = {t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("programs", "evaluations")}
+        counts = {
+            t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("programs", "evaluations")
+        }
     print(f"store: {counts['programs']:,} programs, {counts['evaluations']:,} evaluation rows")
     return config
 
@@ -79,11 +81,17 @@ def main() -> None:
     evaluate = [r.timings_ms["evaluate"] for r in reports if r.timings_ms]
     p95 = overhead[max(0, round(0.95 * len(overhead)) - 1)]
     select = [r.timings_ms["select"] for r in reports if r.timings_ms]
-    print(f"{len(overhead)} iterations resumed in {total:.1f} s (incl. loading the run and the final test report)")
-    print(f"loop overhead per iteration: median {statistics.median(overhead):.2f} ms, p95 {p95:.2f} ms, "
-          f"max {overhead[-1]:.2f} ms  (target <= 20 ms); parent selection alone median {statistics.median(select):.2f} ms")
-    print(f"for scale: mutation median {statistics.median(mutate):.0f} ms, "
-          f"evaluation median {statistics.median(evaluate):.1f} ms")
+    print(
+        f"{len(overhead)} iterations resumed in {total:.1f} s (incl. loading the run and the final test report)"
+    )
+    print(
+        f"loop overhead per iteration: median {statistics.median(overhead):.2f} ms, p95 {p95:.2f} ms, "
+        f"max {overhead[-1]:.2f} ms  (target <= 20 ms); parent selection alone median {statistics.median(select):.2f} ms"
+    )
+    print(
+        f"for scale: mutation median {statistics.median(mutate):.0f} ms, "
+        f"evaluation median {statistics.median(evaluate):.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -92,6 +92,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def cmd_evolve(args: argparse.Namespace) -> int:
     task = load_task(args.task)
     progress = None if args.quiet else _print_progress
+    if args.resume and not Path(args.db).exists():
+        raise StoreError(f"no coco-sql database at {args.db} to resume")
     with DuckDBStore(args.db) as store:
         loop = EvolutionLoop(store, task, progress=progress)
         if args.resume:

@@ -212,7 +212,10 @@ def test_resume_without_a_run_of_the_task_is_one_line(
     assert table_counts(db) == before
 
 
-def test_resume_on_an_empty_store_is_one_line(cli: CliRunner, store_path: Path) -> None:
+def test_resume_on_a_missing_or_empty_store_is_one_line(cli: CliRunner, store_path: Path) -> None:
+    assert_user_error(cli("evolve", "lockpicking6", "--resume", "--db", store_path), "no coco-sql database")
+    assert not store_path.exists()
+    DuckDBStore(store_path).close()  # an empty store: schema, no runs
     assert_user_error(
         cli("evolve", "lockpicking6", "--resume", "--db", store_path), "no run of task 'lockpicking6'"
     )

@@ -75,6 +75,8 @@ class DuckDBStore:
         self._lock = threading.Lock()
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
             raise StoreError(f"no coco-sql database at {self.path}")
+        if not read_only and self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.IOException as error:

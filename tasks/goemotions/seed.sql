@@ -5,5 +5,5 @@ SELECT
     text,
     ['admiration', 'amusement', 'anger', 'annoyance', 'approval', 'caring', 'confusion', 'curiosity', 'desire', 'disappointment', 'disapproval', 'disgust', 'embarrassment', 'excitement', 'fear', 'gratitude', 'grief', 'joy', 'love', 'nervousness', 'optimism', 'pride', 'realization', 'relief', 'remorse', 'sadness', 'surprise', 'neutral'],
     {'output_mode': 'multi'}
-  ):labels::ARRAY AS labels
+  ):labels AS labels
 FROM input
