@@ -17,6 +17,7 @@ transaction never committed) and resumes to exactly the state an uninterrupted r
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -39,6 +40,7 @@ from coco_sql.store import (
     Warehouse,
     program_id_for,
 )
+from coco_sql.store.committer import Committer
 from coco_sql.tasks import TaskPack
 
 POLICY_STREAM, MUTATOR_STREAM = 0, 1
@@ -137,6 +139,7 @@ class EvolutionLoop:
         self._policy = policy
         self._mutator = mutator
         self._progress = progress or (lambda report: None)
+        self._committer = Committer(store)  # write-behind: iteration t commits while t + 1 is mutated
 
     # -- entry points ----------------------------------------------------------------------------------------
     def start(self, config: RunConfig) -> RunSummary:
@@ -183,7 +186,7 @@ class EvolutionLoop:
             if state.last_iteration < 0:
                 self._commit_seed(run, config, evaluator, state)
             elif resumed:
-                self.store.write_iteration(
+                self._committer.submit(
                     IterationBatch(
                         run.run_id,
                         state.last_iteration,
@@ -198,7 +201,12 @@ class EvolutionLoop:
                 )
             for t in range(state.last_iteration + 1, config.budget + 1):
                 self._iterate(run, config, t, state, policy, mutator, evaluator, env)
+            self._committer.flush()
             return self._finish(run, config, state)
+        except BaseException:
+            with contextlib.suppress(Exception):  # let the batch in flight land; the first error wins
+                self._committer.flush()
+            raise
         finally:
             evaluator.close()
 
@@ -239,7 +247,18 @@ class EvolutionLoop:
             for island in range(config.islands)
         )
         state.add(record, outcomes)
-        self.store.write_iteration(
+        report = IterationReport(
+            0,
+            config.budget,
+            pid,
+            None,
+            elite.score,
+            None,
+            True,
+            "seed program of the task",
+            state.best_score(),
+        )
+        self._committer.submit(
             IterationBatch(
                 run.run_id,
                 0,
@@ -247,20 +266,8 @@ class EvolutionLoop:
                 evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
                 archive=tuple(entry for entry in landings if entry is not None),
                 events=(Event(0, "run_started", pid, {"config": asdict(config), "task": self.task.name}),),
-            )
-        )
-        self._progress(
-            IterationReport(
-                0,
-                config.budget,
-                pid,
-                None,
-                elite.score,
-                None,
-                True,
-                "seed program of the task",
-                state.best_score(),
-            )
+            ),
+            lambda: self._progress(report),
         )
 
     def _iterate(
@@ -340,44 +347,43 @@ class EvolutionLoop:
         events.extend(
             Event(t, e.reason, e.program_id, {"island": e.island, "cell": e.cell}) for e in landings
         )
-        self.store.write_iteration(
-            IterationBatch(
-                run.run_id,
-                t,
-                programs=(record,),
-                evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
-                archive=tuple(landings),
-                ledger=(
-                    LedgerEntry(
-                        t,
-                        pid,
-                        proposal.strategy,
-                        "hillclimb" if proposal.strategy == "hillclimb" else "direction",
-                        status,
-                        parent.score,
-                        val.score if val.ok else None,
-                        delta,
-                        note=proposal.approach,
-                    ),
+        batch = IterationBatch(
+            run.run_id,
+            t,
+            programs=(record,),
+            evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
+            archive=tuple(landings),
+            ledger=(
+                LedgerEntry(
+                    t,
+                    pid,
+                    proposal.strategy,
+                    "hillclimb" if proposal.strategy == "hillclimb" else "direction",
+                    status,
+                    parent.score,
+                    val.score if val.ok else None,
+                    delta,
+                    note=proposal.approach,
                 ),
-                events=tuple(events),
-            )
+            ),
+            events=tuple(events),
         )
-        overhead_ms = select_ms + _ms_since(clock)
-        self._progress(
-            IterationReport(
-                t,
-                config.budget,
-                pid,
-                parent.program_id,
-                val.score if val.ok else None,
-                parent.score,
-                any(e.program_id == pid for e in landings),
-                proposal.approach if val.ok else f"invalid: {val.error}",
-                state.best_score(),
-                {"select": select_ms, "mutate": mutate_ms, "evaluate": evaluate_ms, "overhead": overhead_ms},
-            )
+        timings = {"select": select_ms, "mutate": mutate_ms, "evaluate": evaluate_ms}
+        report = IterationReport(
+            t,
+            config.budget,
+            pid,
+            parent.program_id,
+            val.score if val.ok else None,
+            parent.score,
+            any(e.program_id == pid for e in landings),
+            proposal.approach if val.ok else f"invalid: {val.error}",
+            state.best_score(),
+            timings,
         )
+        self._committer.submit(batch, lambda: self._progress(report))
+        # Loop overhead: selection, bookkeeping, and any wait for the previous iteration's commit.
+        timings["overhead"] = select_ms + _ms_since(clock)
 
     def _finish(self, run: RunRecord, config: RunConfig, state: _RunState) -> RunSummary:
         """Score the seed and the champion on the test split (reports only) and mark the run finished."""
