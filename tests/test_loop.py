@@ -113,9 +113,14 @@ def test_mutator_tests_its_drafts_on_training_rows_before_commit(lockpicking) ->
     proposal = OfflineMutator(max_drafts=12).propose(
         MutationRequest(1, parent, (), env), iteration_rng(0, 1, 1)
     )
-    assert env.drafts_tested == 13  # the parent once, then every draft
-    assert proposal.notes["drafts_tested"] == 12
+    tested = proposal.notes["drafts_tested"]
+    assert 1 <= tested <= 12
+    assert env.drafts_tested == tested + 1  # the parent once, then every draft
+    assert proposal.notes["targets"] and all(
+        t in lockpicking.split("train").expected for t in proposal.notes["targets"]
+    )
     assert proposal.notes["child_train_score"] == evaluator.evaluate(proposal.code, "train").score
+    assert proposal.notes["net_gain"] > 0  # the seed leaves plenty to fix: the committed draft gains
     assert proposal.code != lockpicking.seed_program
     evaluator.close()
 

@@ -8,14 +8,15 @@ One proposal:
 3. form hypotheses as AST edits (`sql_edits`): guards fitted to the target row, leaf changes, arms recombined
    from another elite, dropped arms;
 4. test up to `max_drafts` of them on the training rows and commit the best, ranked by net row-level gain over
-   the parent (regressions weighted by `regression_penalty`), then (for numeric contracts) by mean absolute
-   error, then by the RNG's order.
+   the parent (closeness is the row score, or minus the absolute error for numeric contracts; regressions
+   weighted by `regression_penalty`), then by training score, then by the RNG's order.
 
 Everything random comes from the injected RNG, so a proposal is a pure function of (parent, others, data, RNG).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ from coco_sql.evaluate import Outcome
 from coco_sql.mutate.base import MutationRequest, ProgramView, Proposal
 from coco_sql.mutate.sql_edits import (
     Edit,
+    Fires,
     ScopeData,
     cases,
     change_leaf,
@@ -38,6 +40,7 @@ from coco_sql.mutate.sql_edits import (
 )
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sqlcheck import ValidationSpec, parse_program
+from coco_sql.store.records import EvaluationRow
 
 NUMERIC_TYPES = {"INTEGER", "BIGINT", "DOUBLE", "FLOAT", "DECIMAL"}
 
@@ -46,9 +49,9 @@ NUMERIC_TYPES = {"INTEGER", "BIGINT", "DOUBLE", "FLOAT", "DECIMAL"}
 class OperatorShares:
     """How the draft budget is split between operators (unused share flows to the others)."""
 
-    duplicate_guard: float = 0.6
-    change_leaf: float = 0.15
-    recombine: float = 0.15
+    duplicate_guard: float = 0.7
+    change_leaf: float = 0.1
+    recombine: float = 0.1
     drop_guard: float = 0.1
 
 
@@ -56,26 +59,34 @@ class OfflineMutator:
     name = "offline"
 
     def __init__(
-        self, max_drafts: int = 32, shares: OperatorShares | None = None, regression_penalty: float = 10.0
+        self,
+        max_drafts: int = 32,
+        shares: OperatorShares | None = None,
+        regression_penalty: float = 10.0,
+        max_targets: int = 3,
     ) -> None:
-        if max_drafts < 1:
-            raise ValueError("max_drafts must be at least 1")
+        if max_drafts < 1 or max_targets < 1:
+            raise ValueError("max_drafts and max_targets must be at least 1")
         self.max_drafts = max_drafts
+        self.max_targets = max_targets
         self.shares = shares or OperatorShares()
         self.regression_penalty = regression_penalty
 
-    def _net_gain(self, parent: Outcome, draft: Outcome) -> float:
+    def _net_gain(self, parent: Outcome, draft: Outcome, numeric: bool) -> float:
         """Row-level gain with regressions weighted up: sum max(0, d_i - p_i) - lambda * sum max(0, p_i - d_i).
 
-        A draft that fixes the target while breaking rows the parent solved is usually a surrogate rule that
-        fits the sample, not the rule behind it; lambda > 1 makes the mutator prefer edits that do no harm.
+        d_i and p_i are the draft's and the parent's closeness on row i: the row score, or for numeric contracts
+        minus the absolute error, which also credits an edit that moves a row toward its label without reaching
+        it (interacting rules often need two edits before a row is exact). A draft that fixes the target while
+        breaking rows the parent had is usually a surrogate rule that fits the sample, not the rule behind it;
+        lambda > 1 makes the mutator prefer edits that do no harm.
         """
         if not draft.ok:
             return float("-inf")
-        before = {row.instance_id: row.score for row in parent.rows}
+        before = {row.instance_id: _closeness(row, numeric) for row in parent.rows}
         gain = 0.0
         for row in draft.rows:
-            delta = row.score - before.get(row.instance_id, 0.0)
+            delta = _closeness(row, numeric) - before.get(row.instance_id, 0.0)
             gain += delta if delta > 0 else self.regression_penalty * delta
         return gain
 
@@ -89,48 +100,57 @@ class OfflineMutator:
                 notes={"error": "unparseable parent"},
             )
         parent_outcome = env.test_draft(request.parent.code)
-        failures = [row for row in parent_outcome.rows if row.score < 1.0]
-        target = failures[int(rng.integers(len(failures)))].instance_id if failures else None
+        numeric = env.output_type.upper() in NUMERIC_TYPES
+        failures = [row.instance_id for row in parent_outcome.rows if row.score < 1.0]
+        order = [failures[int(i)] for i in rng.permutation(len(failures))] if failures else [None]
+        targets = order[: self.max_targets]
 
-        scopes = self._profile_scopes(parent_query, env, target)
-        pools: dict[str, list[Edit]] = {
-            "duplicate_guard": duplicate_guard(parent_query, scopes),
-            "change_leaf": change_leaf(parent_query, scopes),
-            "recombine": self._recombinations(parent_query, request.others, env, rng),
-            "drop_guard": drop_guard(parent_query),
-        }
-        edits = self._allocate(pools, rng)
-        if not edits:
+        # Investigate one target failure at a time; move on to the next only if no draft for it gains.
+        tested: dict[str, tuple[Edit, Outcome, float]] = {}
+        hypotheses: dict[str, int] = {}
+        tried: list[str | None] = []
+        budget = self.max_drafts
+        for position, target in enumerate(targets):
+            quota = budget // (len(targets) - position)
+            scopes = self._profile_scopes(parent_query, env, target)
+            pools: dict[str, list[Edit]] = {
+                "duplicate_guard": duplicate_guard(parent_query, scopes, self._fires(env, target)),
+                "change_leaf": change_leaf(parent_query, scopes),
+                "recombine": self._recombinations(parent_query, request.others, env, rng),
+                "drop_guard": drop_guard(parent_query),
+            }
+            for name, pool in pools.items():
+                hypotheses[name] = hypotheses.get(name, 0) + len(pool)
+            tried.append(target)
+            for edit in self._allocate(pools, rng, quota):
+                code = self._render(edit.apply(parent_query), env)
+                if code in tested or code == request.parent.code:
+                    continue
+                outcome = env.test_draft(code)
+                tested[code] = (edit, outcome, self._net_gain(parent_outcome, outcome, numeric))
+                budget -= 1
+            if any(gain > 0 for _, _, gain in tested.values()):
+                break
+        if not tested:
             return Proposal(
                 code=request.parent.code,
                 approach="no applicable edit; resubmitted unchanged",
-                notes={"target": target},
+                notes={"targets": tried},
             )
-
-        tested = []
-        for edit in edits:
-            code = self._render(edit.apply(parent_query), env)
-            tested.append((edit, code, env.test_draft(code)))
-        ranked = sorted(
-            range(len(tested)),
-            key=lambda i: (
-                -self._net_gain(parent_outcome, tested[i][2]),
-                self._residual(tested[i][2], env),
-                i,
-            ),
-        )
-        best, code, outcome = tested[ranked[0]]
+        # Best net gain, then training score; ties keep the order in which drafts were drawn.
+        code = min(tested, key=lambda c: (-tested[c][2], -tested[c][1].score))
+        best, outcome, gain = tested[code]
         return Proposal(
             code=code,
             approach=f"{best.operator}: {best.description}",
             donor_id=best.donor_id,
             notes={
-                "target": target,
-                "hypotheses": {name: len(pool) for name, pool in pools.items()},
+                "targets": tried,
+                "hypotheses": hypotheses,
                 "drafts_tested": len(tested),
                 "parent_train_score": parent_outcome.score,
                 "child_train_score": outcome.score,
-                "net_gain": self._net_gain(parent_outcome, outcome),
+                "net_gain": gain,
             },
         )
 
@@ -163,6 +183,26 @@ class OfflineMutator:
         return scopes
 
     @staticmethod
+    def _fires(env: DraftEnvironment, target: str | None) -> Fires:
+        """Evaluate candidate conditions on the target row with one live query per scope."""
+
+        def fires(scope: ScopeData, conditions: list[exp.Expression]) -> list[bool]:
+            if target is None or not conditions:
+                return [False] * len(conditions)
+            checks = ", ".join(
+                f"COALESCE(({condition.sql(dialect='duckdb')}), FALSE) AS h{i}"
+                for i, condition in enumerate(conditions)
+            )
+            sql = f"SELECT {checks} FROM ({scope.probe}) AS scope WHERE scope.id = {exp.Literal.string(target).sql()}"
+            try:
+                rows = env.probe(sql).rows
+            except EvaluationError:
+                return [False] * len(conditions)
+            return [bool(v) for v in rows[0]] if rows else [False] * len(conditions)
+
+        return fires
+
+    @staticmethod
     def _run_probe(sql: str, env: DraftEnvironment, target: str | None) -> ScopeData | None:
         try:
             result = env.probe(sql)
@@ -177,7 +217,7 @@ class OfflineMutator:
                     target_row = dict(zip(columns, row, strict=True))
                     break
         return ScopeData(
-            columns=columns, target_row=target_row, frequent=frequent_values(result.rows, columns)
+            columns=columns, target_row=target_row, frequent=frequent_values(result.rows, columns), probe=sql
         )
 
     def _recombinations(
@@ -193,38 +233,35 @@ class OfflineMutator:
         donor_query = self._parse(donor.code, env)
         return recombine(query, donor_query, donor.program_id) if donor_query is not None else []
 
-    def _allocate(self, pools: dict[str, list[Edit]], rng: np.random.Generator) -> list[Edit]:
-        """Sample drafts from each pool by its share of max_drafts, passing unused quota on to the others."""
+    def _allocate(self, pools: dict[str, list[Edit]], rng: np.random.Generator, quota: int) -> list[Edit]:
+        """Sample `quota` drafts across the pools by their shares, passing unused quota on to the others."""
         shares = {name: getattr(self.shares, name) for name in pools}
-        remaining = self.max_drafts
+        remaining = quota
         chosen: list[Edit] = []
         order = sorted(pools, key=lambda name: len(pools[name]))  # small pools first so their slack flows on
         total_share = sum(shares.values()) or 1.0
         for position, name in enumerate(order):
             pool = pools[name]
             later_share = sum(shares[n] for n in order[position:]) or total_share
-            quota = (
+            take = (
                 min(len(pool), round(remaining * shares[name] / later_share))
                 if position < len(order) - 1
                 else min(len(pool), remaining)
             )
-            picks = rng.choice(len(pool), size=quota, replace=False) if quota else []
+            picks = rng.choice(len(pool), size=take, replace=False) if take else []
             chosen.extend(pool[int(i)] for i in sorted(picks))
-            remaining -= quota
+            remaining -= take
         return chosen
 
-    @staticmethod
-    def _residual(outcome: Outcome, env: DraftEnvironment) -> float:
-        """Mean |output - expected| on numeric contracts (a finer signal than exact match); 0 otherwise."""
-        if not outcome.ok or env.output_type.upper() not in NUMERIC_TYPES:
-            return 0.0 if outcome.ok else float("inf")
-        total = 0.0
-        for row in outcome.rows:
-            try:
-                total += abs(float(row.output) - float(row.expected))  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                total += 1e6
-        return total / max(len(outcome.rows), 1)
+
+def _closeness(row: EvaluationRow, numeric: bool) -> float:
+    """How close a row is to its label: its score, or -|output - expected| for numeric contracts."""
+    if not numeric:
+        return row.score
+    try:
+        return -abs(float(json.loads(row.output)) - float(json.loads(row.expected)))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return -1e6 if row.output is None else -1e3
 
 
 __all__ = ["OfflineMutator", "OperatorShares"]

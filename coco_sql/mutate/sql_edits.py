@@ -42,6 +42,11 @@ class ScopeData:
     columns: tuple[str, ...]
     target_row: Mapping[str, object] | None
     frequent: Mapping[str, tuple[object, ...]]
+    probe: str = ""  # the DuckDB query that produced this profile (see scope_probe)
+
+
+# Which of these conditions hold on the target row of this scope (evaluated by the live data, not guessed).
+Fires = Callable[[ScopeData, list[exp.Expression]], list[bool]]
 
 
 def cases(query: exp.Expression) -> list[exp.Case]:
@@ -135,8 +140,14 @@ def _with_arm(case_index: int, arm: exp.If) -> Callable[[exp.Expression], exp.Ex
     return apply
 
 
-def duplicate_guard(query: exp.Expression, scopes: Mapping[int, ScopeData]) -> list[Edit]:
-    """Every (source arm shape, target CASE, column) hypothesis for the target row, de-duplicated by SQL."""
+def duplicate_guard(
+    query: exp.Expression, scopes: Mapping[int, ScopeData], fires: Fires | None = None
+) -> list[Edit]:
+    """Every (source arm shape, target CASE, column) hypothesis for the target row, de-duplicated by SQL.
+
+    A hypothesis says "this guard fires on the target row", so when `fires` is given, guards whose condition
+    is false on that row (e.g. `NOT p2 IN (9)` fitted to a row where p2 = 9) are dropped before any is tested.
+    """
     all_cases = cases(query)
     sources = [
         arm
@@ -144,30 +155,43 @@ def duplicate_guard(query: exp.Expression, scopes: Mapping[int, ScopeData]) -> l
         for arm in case.args.get("ifs") or []
         if any(True for _ in arm.this.find_all(exp.Column))
     ]
-    edits: dict[tuple[int, str], Edit] = {}
-    for target_index, target_case in enumerate(all_cases):
+    candidates: dict[int, dict[str, tuple[exp.Expression, exp.Expression]]] = {}
+    for target_index in range(len(all_cases)):
         scope = scopes.get(target_index)
         if scope is None or scope.target_row is None:
             continue
-        existing = _arm_keys(target_case)
+        found = candidates.setdefault(target_index, {})
         for source in sources:
             for column in scope.columns:
                 if column == "id":
                     continue
                 condition = repoint(source.this, column, scope.target_row.get)
-                if condition is None:
-                    continue
-                arm = exp.If(this=condition, true=source.args["true"].copy())
-                key = arm.sql(dialect="duckdb")
-                if key in existing or (target_index, key) in edits:
-                    continue
-                edits[(target_index, key)] = Edit(
+                if condition is not None:
+                    found.setdefault(condition.sql(dialect="duckdb"), (condition, source.args["true"]))
+    holding: dict[str, bool] = {}
+    if fires is not None:
+        for target_index, found in candidates.items():
+            unknown = [key for key in found if key not in holding]
+            if unknown:
+                verdicts = fires(scopes[target_index], [found[key][0] for key in unknown])
+                holding.update(zip(unknown, verdicts, strict=True))
+    edits: list[Edit] = []
+    for target_index, found in candidates.items():
+        existing = _arm_keys(all_cases[target_index])
+        for key, (condition, then) in found.items():
+            if fires is not None and not holding.get(key, False):
+                continue
+            arm = exp.If(this=condition, true=then.copy())
+            if arm.sql(dialect="duckdb") in existing:
+                continue
+            edits.append(
+                Edit(
                     "duplicate_guard",
-                    f"add `WHEN {condition.sql('duckdb')} THEN {source.args['true'].sql('duckdb')}` "
-                    f"to CASE #{target_index + 1}",
+                    f"add `WHEN {key} THEN {then.sql('duckdb')}` to CASE #{target_index + 1}",
                     _with_arm(target_index, arm),
                 )
-    return list(edits.values())
+            )
+    return edits
 
 
 def _with_leaf(case_index: int, arm_index: int, leaf_index: int, option: exp.Expression):
