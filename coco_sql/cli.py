@@ -14,6 +14,7 @@ from pathlib import Path
 from coco_sql.errors import CocoError, ConfigError, StoreError
 from coco_sql.evaluate import Evaluator
 from coco_sql.loop import EvolutionLoop, IterationReport, RunConfig
+from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 from coco_sql.store import DuckDBStore
 from coco_sql.tasks import list_tasks, load_task
 
@@ -80,6 +81,22 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--db", default=DEFAULT_DB)
     export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
     export.set_defaults(handler=cmd_export)
+
+    history = commands.add_parser(
+        "history", help="query a run's search history (the history tools of the paper's Table 6), as JSON"
+    )
+    history.add_argument(
+        "tool", choices=HistoryTools.TOOLS, metavar="TOOL", help=", ".join(HistoryTools.TOOLS)
+    )
+    history.add_argument("--db", default=DEFAULT_DB)
+    history.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    history.add_argument("--program", dest="program_id", default=None, help="program id, e.g. 1-42")
+    history.add_argument("--instance", dest="instance_id", default=None, help="training instance id")
+    history.add_argument("--iteration", type=int, default=None)
+    history.add_argument("--cell", default=None, help="MAP-Elites cell, e.g. 3:2")
+    history.add_argument("-n", type=int, default=None, help="how many rows")
+    history.add_argument("--depth", type=int, default=None, help="get_lineage: how many ancestors")
+    history.set_defaults(handler=cmd_history)
     return parser
 
 
@@ -195,6 +212,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     row = best.iloc[0]
     print(f"-- coco-sql champion {row.program_id} of run {run_id} (validation score {row.val_score:.4f})")
     print(row.code.rstrip())
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with DuckDBStore(args.db, read_only=True) as store:
+        run_id = args.run if args.run is not None else store.latest_run_id()
+        if run_id is None:
+            raise StoreError(f"no runs in {args.db}")
+        options = {name: getattr(args, name) for name in CLI_FLAGS}
+        result = HistoryTools(store, run_id).call(
+            args.tool, **{name: value for name, value in options.items() if value is not None}
+        )
+    print(json.dumps(result, indent=2))
     return 0
 
 

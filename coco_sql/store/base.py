@@ -6,7 +6,7 @@ stay inside them, so the loop never branches on the engine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import pandas as pd
@@ -59,6 +59,15 @@ class Warehouse(Protocol):
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """Run a trusted, read-only query of coco-sql's own (status, history tools). Never candidate SQL."""
+        ...
+
+    def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run the named history query of `coco_sql.store.history_sql.QUERIES` with named parameters.
+
+        Each query takes exactly the `$name` parameters it mentions; `params` may hold more (ignored) but not
+        fewer. Rows come back as dicts of plain JSON-able Python values (numbers, str, bool, None, lists,
+        ISO-format timestamps). Raises StoreError for an unknown query name or a missing parameter.
+        """
         ...
 
     def close(self) -> None: ...

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import duckdb
 import pandas as pd
 
 from coco_sql.errors import StoreError
+from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.records import (
     ArchiveEntry,
     IterationBatch,
@@ -344,6 +347,20 @@ class DuckDBStore:
         with self._lock:
             return self._con.execute(sql, list(params)).df()
 
+    def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        sql = HISTORY_QUERIES.get(name)
+        if sql is None:
+            raise StoreError(f"no history query {name!r} (known: {', '.join(sorted(HISTORY_QUERIES))})")
+        wanted = _named_parameters(sql)
+        missing = [key for key in wanted if key not in params]
+        if missing:
+            raise StoreError(f"history query {name!r} needs parameter(s) {', '.join(missing)}")
+        with self._lock:
+            cursor = self._con.execute(sql, {key: params[key] for key in wanted})
+            columns = [d[0] for d in cursor.description or ()]
+            rows = cursor.fetchall()
+        return [{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+
     # -- helpers ---------------------------------------------------------------------------------------------
     def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -374,6 +391,37 @@ def _program(row: tuple[Any, ...]) -> ProgramRecord:
         valid=bool(row[12]),
         error=row[13],
     )
+
+
+_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _named_parameters(sql: str) -> list[str]:
+    """The `$name` parameters of a query, in first-use order."""
+    return list(dict.fromkeys(_PARAMETER.findall(sql)))
+
+
+_PLAIN_TYPES = frozenset((bool, int, float, str))
+
+
+def _plain(value: Any) -> Any:
+    """A DuckDB result value as plain JSON-able Python: Decimal -> float, timestamps -> ISO text, numpy scalars
+    -> Python scalars, lists and structs recursively; JSON columns stay text (the caller parses them)."""
+    if value is None or type(value) in _PLAIN_TYPES:
+        return value
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "item"):  # numpy scalar
+        return _plain(value.item())
+    if hasattr(value, "tolist"):  # numpy array
+        return _plain(value.tolist())
+    return str(value)
 
 
 def _first_line(error: BaseException) -> str:

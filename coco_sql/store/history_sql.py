@@ -1,0 +1,238 @@
+"""The SQL of the history query tools (CoCoEvolve Table 6), as named, parameterised DuckDB queries.
+
+`Warehouse.history(name, params)` runs ``QUERIES[name]`` with DuckDB named parameters (``$run_id``, ...).
+The Python API over them is `coco_sql.reflect.history.HistoryTools`; every contract is stated there.
+
+Rules every query here keeps, because the results go to the search (the mutator):
+
+- every query is filtered on ``run_id`` first;
+- per-instance rows come from ``split = 'train'`` only;
+- program-level scores are the ``'val'`` and ``'train'`` aggregates of ``program_scores``; nothing reads a
+  ``'test'`` row of any table;
+- a program's ``error`` column is the message its *validation* evaluation produced; it is returned only when a
+  training row carries the same message (so it cannot quote a validation row), and replaced by a fixed text
+  otherwise.
+
+Speed (a store of 10,000 programs and 1,000,000 evaluation rows, see bench/bench_history.py): no query runs a
+window over a whole table; windows run over one run's programs or one instance's rows after filtering.
+"""
+
+from __future__ import annotations
+
+WITHHELD_ERROR = (
+    "failed on validation rows (the message is withheld: validation rows are hidden from the search)"
+)
+
+# One program's scores: joined by the queries below as `v` (validation) and `t` (training).
+_SCORES = """
+LEFT JOIN program_scores AS v ON v.run_id = $run_id AND v.program_id = p.program_id AND v.split = 'val'
+LEFT JOIN program_scores AS t ON t.run_id = $run_id AND t.program_id = p.program_id AND t.split = 'train'
+"""
+
+QUERIES: dict[str, str] = {
+    # -- checks --------------------------------------------------------------------------------------------
+    "has_program": """
+SELECT program_id FROM programs WHERE run_id = $run_id AND program_id = $program_id
+""",
+    "has_train_instance": """
+SELECT instance_id FROM evaluations
+WHERE run_id = $run_id AND split = 'train' AND instance_id = $instance_id
+LIMIT 1
+""",
+    "iterations": """
+SELECT MIN(iteration) AS first, MAX(iteration) AS last FROM programs WHERE run_id = $run_id
+""",
+    # -- lineage -------------------------------------------------------------------------------------------
+    "program": f"""
+SELECT p.program_id, p.iteration, p.parent_id, p.donor_id, p.island, p.cell, p.approach, p.strategy, p.valid,
+       CASE
+           WHEN p.error IS NULL THEN NULL
+           WHEN EXISTS (
+               SELECT 1 FROM evaluations AS e
+               WHERE e.run_id = $run_id AND e.program_id = p.program_id AND e.split = 'train'
+                 AND e.error = p.error
+           ) THEN p.error
+           ELSE '{WITHHELD_ERROR}'
+       END AS error,
+       v.score AS val_score, t.score AS train_score, p.code
+FROM programs AS p
+{_SCORES}
+WHERE p.run_id = $run_id AND p.program_id = $program_id
+""",
+    "parent": f"""
+SELECT p.program_id, p.iteration, v.score AS val_score, p.parent_id, pv.score AS parent_val_score,
+       v.score - pv.score AS delta, p.donor_id, dv.score AS donor_val_score
+FROM programs AS p
+{_SCORES}
+LEFT JOIN program_scores AS pv ON pv.run_id = $run_id AND pv.program_id = p.parent_id AND pv.split = 'val'
+LEFT JOIN program_scores AS dv ON dv.run_id = $run_id AND dv.program_id = p.donor_id AND dv.split = 'val'
+WHERE p.run_id = $run_id AND p.program_id = $program_id
+""",
+    "children": f"""
+SELECT p.program_id, p.iteration, p.valid, v.score AS val_score, v.score - pv.score AS delta, p.approach,
+       p.strategy
+FROM programs AS p
+{_SCORES}
+LEFT JOIN program_scores AS pv ON pv.run_id = $run_id AND pv.program_id = $program_id AND pv.split = 'val'
+WHERE p.run_id = $run_id AND p.parent_id = $program_id
+ORDER BY p.iteration
+""",
+    "lineage": f"""
+WITH RECURSIVE run_programs AS (
+    SELECT program_id, parent_id FROM programs WHERE run_id = $run_id
+), up (ancestor_id, depth) AS (
+    SELECT parent_id, 1 FROM run_programs WHERE program_id = $program_id AND parent_id IS NOT NULL
+    UNION ALL
+    SELECT r.parent_id, up.depth + 1
+    FROM up JOIN run_programs AS r ON r.program_id = up.ancestor_id
+    WHERE r.parent_id IS NOT NULL AND up.depth < $depth
+)
+SELECT up.depth, p.program_id, p.iteration, p.parent_id, v.score AS val_score, t.score AS train_score,
+       p.approach, p.strategy
+FROM up
+JOIN programs AS p ON p.run_id = $run_id AND p.program_id = up.ancestor_id
+{_SCORES}
+ORDER BY up.depth
+""",
+    "best_programs": f"""
+SELECT p.program_id, p.iteration, v.score AS val_score, t.score AS train_score, p.parent_id, p.island, p.cell,
+       p.approach, p.strategy
+FROM programs AS p
+{_SCORES}
+WHERE p.run_id = $run_id AND p.valid AND v.score IS NOT NULL
+ORDER BY v.score DESC, p.iteration
+LIMIT $n
+""",
+    "diverse_programs": f"""
+WITH occupants AS (  -- the `archive` view for this run, without a window: the latest landing per (island, cell)
+    SELECT island, cell, ARG_MAX(program_id, iteration * 1000000 + seq) AS program_id
+    FROM archive_entries
+    WHERE run_id = $run_id
+    GROUP BY island, cell
+), best AS (  -- per cell: the best occupant (val score, then the earliest)
+    SELECT o.cell,
+           ARG_MAX(o.program_id, {{'score': COALESCE(v.score, -1.0), 'early': -p.iteration}}) AS program_id,
+           LIST(DISTINCT o.island ORDER BY o.island) AS islands
+    FROM occupants AS o
+    JOIN programs AS p ON p.run_id = $run_id AND p.program_id = o.program_id
+    LEFT JOIN program_scores AS v ON v.run_id = $run_id AND v.program_id = o.program_id AND v.split = 'val'
+    GROUP BY o.cell
+)
+SELECT b.cell, p.program_id, p.iteration, v.score AS val_score, t.score AS train_score, p.approach, b.islands
+FROM best AS b
+JOIN programs AS p ON p.run_id = $run_id AND p.program_id = b.program_id
+{_SCORES}
+ORDER BY v.score DESC NULLS LAST, p.iteration, b.cell
+""",
+    "architecture_history": f"""
+WITH landings AS (
+    SELECT iteration, seq, island, cell, program_id, reason,
+           LAG(program_id) OVER (PARTITION BY island, cell ORDER BY iteration, seq) AS replaced_id
+    FROM archive_entries
+    WHERE run_id = $run_id AND (CAST($cell AS VARCHAR) IS NULL OR cell = $cell)  -- one cell's whole history
+)
+SELECT l.iteration, l.seq, l.island, l.cell, l.program_id, l.reason, v.score AS val_score,
+       l.replaced_id, rv.score AS replaced_val_score, p.approach
+FROM landings AS l
+JOIN programs AS p ON p.run_id = $run_id AND p.program_id = l.program_id
+{_SCORES}
+LEFT JOIN program_scores AS rv ON rv.run_id = $run_id AND rv.program_id = l.replaced_id AND rv.split = 'val'
+ORDER BY l.iteration, l.seq
+""",
+    # -- trajectory ----------------------------------------------------------------------------------------
+    "recent_scores": """
+WITH scored AS (
+    SELECT p.iteration, p.program_id, p.parent_id, p.valid, CASE WHEN p.valid THEN v.score END AS val_score
+    FROM programs AS p
+    LEFT JOIN program_scores AS v ON v.run_id = $run_id AND v.program_id = p.program_id AND v.split = 'val'
+    WHERE p.run_id = $run_id
+), cut AS (
+    SELECT MAX(iteration) - $n AS before FROM programs WHERE run_id = $run_id
+), earlier AS (  -- best val score before the window, so the running max runs over n rows only
+    SELECT MAX(val_score) AS best FROM scored WHERE iteration <= (SELECT before FROM cut)
+), recent AS (
+    SELECT * FROM scored WHERE iteration > (SELECT before FROM cut)
+)
+SELECT r.iteration, r.program_id, r.parent_id, r.valid, r.val_score,
+       GREATEST(MAX(r.val_score) OVER (ORDER BY r.iteration), (SELECT best FROM earlier)) AS best_so_far,
+       l.status, l.score_delta
+FROM recent AS r
+LEFT JOIN ledger AS l ON l.run_id = $run_id AND l.iteration = r.iteration
+ORDER BY r.iteration
+""",
+    "thinking_trace": """
+SELECT iteration, kind, program_id, payload
+FROM events
+WHERE run_id = $run_id AND iteration = $iteration
+ORDER BY rowid
+""",
+    # -- per task: training rows only ----------------------------------------------------------------------
+    "question_solvers": """
+WITH row_scores AS MATERIALIZED (  -- one scan of the evaluations: this training row of every program
+    SELECT program_id, score, output, error
+    FROM evaluations
+    WHERE run_id = $run_id AND split = 'train' AND instance_id = $instance_id
+), top AS (
+    SELECT s.program_id, p.iteration, s.score, s.output, s.error, p.parent_id, p.approach
+    FROM row_scores AS s
+    JOIN programs AS p ON p.run_id = $run_id AND p.program_id = s.program_id
+    ORDER BY s.score DESC, p.iteration
+    LIMIT $n
+)
+SELECT t.program_id, t.iteration, t.score, t.output, t.error, v.score AS val_score, t.parent_id,
+       ps.score AS parent_score, t.approach
+FROM top AS t
+LEFT JOIN program_scores AS v ON v.run_id = $run_id AND v.program_id = t.program_id AND v.split = 'val'
+LEFT JOIN row_scores AS ps ON ps.program_id = t.parent_id
+ORDER BY t.score DESC, t.iteration
+""",
+    "question_memory": """
+WITH row_scores AS MATERIALIZED (  -- one scan of the evaluations: this training row of every program
+    SELECT program_id, score, output
+    FROM evaluations
+    WHERE run_id = $run_id AND split = 'train' AND instance_id = $instance_id
+), edges AS (  -- narrow columns first; the text columns are fetched for the regressions only
+    SELECT program_id, parent_id, iteration FROM programs WHERE run_id = $run_id AND parent_id IS NOT NULL
+), regressions AS (
+    SELECT c.program_id AS child_id, g.iteration, g.parent_id, c.score AS child_score, ps.score AS parent_score,
+           c.output AS child_output, ps.output AS parent_output
+    FROM row_scores AS c
+    JOIN edges AS g ON g.program_id = c.program_id
+    JOIN row_scores AS ps ON ps.program_id = g.parent_id
+    WHERE c.score < ps.score
+    ORDER BY g.iteration DESC
+    LIMIT $n  -- the latest n
+)
+SELECT r.child_id, r.iteration, r.parent_id, r.child_score, r.parent_score, r.child_score - r.parent_score AS delta,
+       r.child_output, r.parent_output, p.approach, p.strategy
+FROM regressions AS r
+JOIN programs AS p ON p.run_id = $run_id AND p.program_id = r.child_id
+ORDER BY r.iteration
+""",
+    "suggested_questions": """
+WITH mine AS (
+    SELECT instance_id, score, output, expected, error
+    FROM evaluations
+    WHERE run_id = $run_id AND split = 'train' AND program_id = $program_id
+), population AS (
+    SELECT e.instance_id, MAX(e.score) AS population_best, COUNT(*) FILTER (WHERE e.score >= 0.9) AS solvers
+    FROM evaluations AS e
+    WHERE e.run_id = $run_id AND e.split = 'train'
+    GROUP BY e.instance_id
+)
+SELECT m.instance_id, m.score, m.output, m.expected, m.error, g.population_best, g.solvers
+FROM mine AS m
+LEFT JOIN population AS g USING (instance_id)
+ORDER BY m.score, g.population_best DESC, m.instance_id
+LIMIT $n
+""",
+    "hard_questions": """
+SELECT instance_id, MAX(score) AS population_best, AVG(score) AS mean_score,
+       COUNT(*) FILTER (WHERE score >= 0.9) AS solvers, COUNT(*) AS programs
+FROM evaluations
+WHERE run_id = $run_id AND split = 'train'
+GROUP BY instance_id
+ORDER BY population_best, mean_score, instance_id
+LIMIT $n
+""",
+}
