@@ -55,7 +55,14 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument("--resume", action="store_true", help="continue the task's latest run in --db")
     evolve.add_argument("--run", type=int, default=None, help="with --resume: the run id to continue")
     evolve.add_argument("--islands", type=int, default=RunConfig.islands)
-    evolve.add_argument("--policy", default=RunConfig.policy)
+    evolve.add_argument(
+        "--policy", default=RunConfig.policy, help="lp_roster | map_elites | rare_capability | pareto | best"
+    )
+    evolve.add_argument("--targeting", choices=("infogain", "uniform"), default=RunConfig.targeting)
+    evolve.add_argument(
+        "--parent-local", action="store_true", help="ablation: no history access for the mutator"
+    )
+    evolve.add_argument("--no-probe", action="store_true", help="ablation: no live probes or draft tests")
     evolve.add_argument(
         "--max-drafts",
         type=int,
@@ -127,6 +134,9 @@ def cmd_evolve(args: argparse.Namespace) -> int:
                 islands=args.islands,
                 policy=args.policy,
                 max_drafts=args.max_drafts,
+                targeting=args.targeting,
+                history=not args.parent_local,
+                probe=not args.no_probe,
             )
             summary = loop.start(config)
     result = summary.as_dict()

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,9 +28,12 @@ import numpy as np
 
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator, Outcome
-from coco_sql.mutate import MutationRequest, Mutator, OfflineMutator, ProgramView, Proposal
+from coco_sql.mutate import MutationRequest, Mutator, OfflineMutator, Proposal
+from coco_sql.reflect.context import ContextBundle, ProgramView, StrategyNote
+from coco_sql.reflect.curator import Curator
 from coco_sql.reflect.environment import DraftEnvironment
-from coco_sql.search import POLICIES, Elite, IslandArchive, ParentPolicy, cell_of
+from coco_sql.search import POLICIES, Elite, IslandArchive, ParentPolicy, Population, cell_of
+from coco_sql.search.infogain import SOLVED, InfoGainTargets, TargetPicker, UniformTargets, text_kernel
 from coco_sql.sqlcheck import parse_program
 from coco_sql.store import (
     Event,
@@ -43,7 +47,8 @@ from coco_sql.store import (
 from coco_sql.store.committer import Committer
 from coco_sql.tasks import TaskPack
 
-POLICY_STREAM, MUTATOR_STREAM = 0, 1
+POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM = 0, 1, 2
+TARGETING = ("infogain", "uniform")
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,12 @@ class RunConfig:
     budget: int = 60
     islands: int = 2
     migration_interval: int = 10
-    policy: str = "map_elites"
+    policy: str = "lp_roster"
     mutator: str = "offline"
     max_drafts: int = 32
+    targeting: str = "infogain"  # infogain | uniform
+    history: bool = True  # off: parent-local mutation (no ledger, elites, donors)
+    probe: bool = True  # off: no live probes or draft tests (static mutation)
 
     def __post_init__(self) -> None:
         if self.budget < 0:
@@ -71,6 +79,8 @@ class RunConfig:
             raise ConfigError(f"unknown mutator {self.mutator!r} (known: offline)")
         if self.max_drafts < 1:
             raise ConfigError(f"--max-drafts must be >= 1 (got {self.max_drafts})")
+        if self.targeting not in TARGETING:
+            raise ConfigError(f"unknown targeting {self.targeting!r} (known: {', '.join(TARGETING)})")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
@@ -119,7 +129,18 @@ def make_policy(config: RunConfig) -> ParentPolicy:
 
 
 def make_mutator(config: RunConfig) -> Mutator:
-    return OfflineMutator(max_drafts=config.max_drafts)
+    return OfflineMutator(max_drafts=config.max_drafts, probe=config.probe)
+
+
+def make_curator(config: RunConfig, task: TaskPack) -> Curator:
+    """InfoGain over a text kernel of the training inputs, or uniform targets (Appendix C.3)."""
+    if config.targeting == "infogain":
+        inputs = task.split("train").inputs
+        texts = [" ".join(str(v) for v in row[1:]) for row in inputs.itertuples(index=False)]
+        picker: TargetPicker = InfoGainTargets(text_kernel(texts))
+    else:
+        picker = UniformTargets()
+    return Curator(picker, history=config.history)
 
 
 class EvolutionLoop:
@@ -179,10 +200,11 @@ class EvolutionLoop:
     def _run(self, run: RunRecord, config: RunConfig, *, resumed: bool) -> RunSummary:
         policy = self._policy or make_policy(config)
         mutator = self._mutator or make_mutator(config)
+        curator = make_curator(config, self.task)
         evaluator = Evaluator(self.task, SEARCH_SPLITS)
         env = DraftEnvironment(evaluator)
         try:
-            state = _RunState.load(self.store, run.run_id, config)
+            state = _RunState.load(self.store, run.run_id, config, self.task)
             if state.last_iteration < 0:
                 self._commit_seed(run, config, evaluator, state)
             elif resumed:
@@ -200,7 +222,7 @@ class EvolutionLoop:
                     )
                 )
             for t in range(state.last_iteration + 1, config.budget + 1):
-                self._iterate(run, config, t, state, policy, mutator, evaluator, env)
+                self._iterate(run, config, t, state, policy, curator, mutator, evaluator, env)
             self._committer.flush()
             return self._finish(run, config, state)
         except BaseException:
@@ -277,22 +299,26 @@ class EvolutionLoop:
         t: int,
         state: _RunState,
         policy: ParentPolicy,
+        curator: Curator,
         mutator: Mutator,
         evaluator: Evaluator,
         env: DraftEnvironment,
     ) -> None:
         clock = time.perf_counter()
         island = (t - 1) % config.islands
-        parent = policy.select(state.archive, island, iteration_rng(run.seed, t, POLICY_STREAM))
-        parent_view = state.view(parent.program_id)
-        others = tuple(
-            state.view(e.program_id) for e in state.archive.elites() if e.program_id != parent.program_id
-        )
+        population = Population.from_archive(state.archive, island, state.val_rows)
+        parent_id = policy.select(population, iteration_rng(run.seed, t, POLICY_STREAM))
+        parent = state.elite(parent_id)
         select_ms = _ms_since(clock)
 
         clock = time.perf_counter()
+        context = curator.bundle(state, parent_id, env, iteration_rng(run.seed, t, CURATOR_STREAM))
+        curate_ms = _ms_since(clock)
+
+        clock = time.perf_counter()
         proposal: Proposal = mutator.propose(
-            MutationRequest(t, parent_view, others, env), iteration_rng(run.seed, t, MUTATOR_STREAM)
+            MutationRequest(t, state.view(parent_id), env, context),
+            iteration_rng(run.seed, t, MUTATOR_STREAM),
         )
         mutate_ms = _ms_since(clock)
 
@@ -331,6 +357,7 @@ class EvolutionLoop:
             landings.extend(state.archive.migrate(t, first_seq=len(landings)))
         state.add(record, outcomes)
         delta = val.score - parent.score if val.ok else None
+        state.note_targets(pid, proposal.notes.get("targets", ()))
         status = (
             "failed"
             if delta is None
@@ -340,8 +367,26 @@ class EvolutionLoop:
             if delta < 0
             else "neutral"
         )
+        ledger_entry = LedgerEntry(
+            t,
+            pid,
+            proposal.strategy,
+            "hillclimb" if proposal.strategy == "hillclimb" else "direction",
+            status,
+            parent.score,
+            val.score if val.ok else None,
+            delta,
+            note=proposal.approach,
+        )
+        state.add_ledger(ledger_entry)
         events = [
-            Event(t, "parent_selected", parent.program_id, {"island": island, "parent_score": parent.score}),
+            Event(
+                t,
+                "parent_selected",
+                parent.program_id,
+                {"island": island, "parent_score": parent.score, "policy": getattr(policy, "name", "?")},
+            ),
+            Event(t, "curated", pid, _bundle_summary(context)),
             Event(t, "mutation", pid, {"mutator": getattr(mutator, "name", "?"), **proposal.notes}),
         ]
         events.extend(
@@ -353,22 +398,10 @@ class EvolutionLoop:
             programs=(record,),
             evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
             archive=tuple(landings),
-            ledger=(
-                LedgerEntry(
-                    t,
-                    pid,
-                    proposal.strategy,
-                    "hillclimb" if proposal.strategy == "hillclimb" else "direction",
-                    status,
-                    parent.score,
-                    val.score if val.ok else None,
-                    delta,
-                    note=proposal.approach,
-                ),
-            ),
+            ledger=(ledger_entry,),
             events=tuple(events),
         )
-        timings = {"select": select_ms, "mutate": mutate_ms, "evaluate": evaluate_ms}
+        timings = {"select": select_ms, "curate": curate_ms, "mutate": mutate_ms, "evaluate": evaluate_ms}
         report = IterationReport(
             t,
             config.budget,
@@ -430,35 +463,91 @@ class EvolutionLoop:
 
 
 class _RunState:
-    """The in-memory mirror of a run's tables that the loop needs: programs, scores and the archive."""
+    """The in-memory mirror of a run's tables that the loop needs: programs, scores, archive, ledger, targets.
 
-    def __init__(self, config: RunConfig) -> None:
+    It is rebuilt from the store on resume, so it holds nothing the tables do not. It also serves the curator
+    as its `HistoryView`: training-row scores and program-level validation aggregates only.
+    """
+
+    def __init__(self, config: RunConfig, task: TaskPack) -> None:
         self.programs: dict[str, ProgramRecord] = {}
         self.val_scores: dict[str, float] = {}
+        self.train_ids: tuple[str, ...] = tuple(task.split("train").expected)
+        self.val_ids: tuple[str, ...] = tuple(task.split("val").expected)
+        self.train_rows: dict[str, np.ndarray] = {}
+        self.val_rows: dict[str, np.ndarray] = {}
+        self.notes: list[StrategyNote] = []
+        self.failed_targets: Counter[str] = Counter()
         self.archive = IslandArchive(config.islands)
         self.last_iteration = -1
 
     @classmethod
-    def load(cls, store: Warehouse, run_id: int, config: RunConfig) -> _RunState:
-        state = cls(config)
+    def load(cls, store: Warehouse, run_id: int, config: RunConfig, task: TaskPack) -> _RunState:
+        state = cls(config, task)
         for record in store.programs(run_id):
             state.programs[record.program_id] = record
             state.last_iteration = max(state.last_iteration, record.iteration)
         for pid, score in store.program_scores(run_id, "val").items():
             if state.programs[pid].valid:
                 state.val_scores[pid] = score.score
+        for split, ids, rows in (
+            ("train", state.train_ids, state.train_rows),
+            ("val", state.val_ids, state.val_rows),
+        ):
+            for pid, by_id in store.row_scores(run_id, split).items():
+                rows[pid] = np.array([by_id.get(i, 0.0) for i in ids])
+        for entry in store.ledger(run_id):
+            state.add_ledger(entry)
+        for event in store.events(run_id, "mutation"):
+            if event.program_id is not None:
+                state.note_targets(event.program_id, event.payload.get("targets", ()))
         elites = {pid: Elite(pid, state.programs[pid].iteration, s) for pid, s in state.val_scores.items()}
         state.archive = IslandArchive.from_entries(config.islands, store.archive_entries(run_id), elites)
         return state
 
     def add(self, record: ProgramRecord, outcomes: dict[str, Outcome]) -> None:
-        self.programs[record.program_id] = record
+        pid = record.program_id
+        self.programs[pid] = record
         if record.valid:
-            self.val_scores[record.program_id] = outcomes["val"].score
+            self.val_scores[pid] = outcomes["val"].score
+        for split, ids, rows in (
+            ("train", self.train_ids, self.train_rows),
+            ("val", self.val_ids, self.val_rows),
+        ):
+            by_id = {row.instance_id: row.score for row in outcomes[split].rows}
+            rows[pid] = np.array([by_id.get(i, 0.0) for i in ids])
         self.last_iteration = max(self.last_iteration, record.iteration)
+
+    def add_ledger(self, entry: LedgerEntry) -> None:
+        self.notes.append(
+            StrategyNote(
+                entry.iteration, entry.strategy, entry.kind, entry.status, entry.score_delta, entry.note
+            )
+        )
+
+    def note_targets(self, child_id: str, targets: Iterable[str | None]) -> None:
+        """c(t) of Appendix C.3: count each target the child was made for and does not solve."""
+        index = {instance: k for k, instance in enumerate(self.train_ids)}
+        for target in targets:
+            if target is not None and target in index and self.train_rows[child_id][index[target]] < SOLVED:
+                self.failed_targets[target] += 1
+
+    # -- HistoryView -----------------------------------------------------------------------------------------
+    def train_scores(self, program_id: str) -> np.ndarray:
+        return self.train_rows[program_id]
+
+    def elite_ids(self) -> list[str]:
+        return [e.program_id for e in self.archive.elites()]
+
+    def recent_notes(self, n: int) -> tuple[StrategyNote, ...]:
+        return tuple(self.notes[-n:])
 
     def view(self, program_id: str) -> ProgramView:
         return ProgramView(program_id, self.programs[program_id].code, self.val_scores.get(program_id, 0.0))
+
+    # -- reads -----------------------------------------------------------------------------------------------
+    def elite(self, program_id: str) -> Elite:
+        return Elite(program_id, self.programs[program_id].iteration, self.val_scores[program_id])
 
     def champion_id(self) -> str:
         """argmax of validation score over valid programs; ties go to the earliest (Algorithm 1, line 11)."""
@@ -466,6 +555,18 @@ class _RunState:
 
     def best_score(self) -> float:
         return max(self.val_scores.values(), default=0.0)
+
+
+def _bundle_summary(context: ContextBundle) -> dict[str, Any]:
+    """What the curator put in c_t, as recorded in the 'curated' event (ids and sizes, no code)."""
+    return {
+        "history": context.history,
+        "targets": list(context.targets),
+        "donors": {target: view.program_id for target, view in context.donors.items()},
+        "elites": len(context.elites),
+        "ledger": len(context.ledger),
+        "stagnant": context.stagnant(5),
+    }
 
 
 def _ms_since(start: float) -> float:

@@ -11,24 +11,21 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from coco_sql.reflect.context import ContextBundle, ProgramView
 from coco_sql.reflect.environment import DraftEnvironment
-
-
-@dataclass(frozen=True)
-class ProgramView:
-    """A program as a mutator sees it: code and its validation score (no validation rows)."""
-
-    program_id: str
-    code: str
-    score: float
 
 
 @dataclass(frozen=True)
 class MutationRequest:
     iteration: int
     parent: ProgramView
-    others: tuple[ProgramView, ...]  # other archive elites, candidate donors for recombination
-    env: DraftEnvironment
+    env: DraftEnvironment  # E_t: live tools over the training rows
+    context: ContextBundle = field(default_factory=ContextBundle)  # c_t: curated history
+
+    @property
+    def others(self) -> tuple[ProgramView, ...]:
+        """Elites other than the parent: candidate partners for recombination."""
+        return tuple(e for e in self.context.elites if e.program_id != self.parent.program_id)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.evaluate import Outcome
-from coco_sql.mutate.base import MutationRequest, ProgramView, Proposal
+from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.sql_edits import (
     Edit,
     Fires,
@@ -37,6 +37,7 @@ from coco_sql.mutate.sql_edits import (
     frequent_values,
     recombine,
     scope_probe,
+    static_scopes,
 )
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sqlcheck import ValidationSpec, parse_program
@@ -55,6 +56,11 @@ class OperatorShares:
     drop_guard: float = 0.1
 
 
+# When the ledger shows stagnation, the mutator switches to a named direction that restructures instead of
+# adding guards: prune and recombine more, fit fewer new guards.
+RESTRUCTURE = OperatorShares(duplicate_guard=0.3, change_leaf=0.2, recombine=0.25, drop_guard=0.25)
+
+
 class OfflineMutator:
     name = "offline"
 
@@ -64,6 +70,8 @@ class OfflineMutator:
         shares: OperatorShares | None = None,
         regression_penalty: float = 10.0,
         max_targets: int = 3,
+        probe: bool = True,
+        stagnation_window: int = 5,
     ) -> None:
         if max_drafts < 1 or max_targets < 1:
             raise ValueError("max_drafts and max_targets must be at least 1")
@@ -71,6 +79,8 @@ class OfflineMutator:
         self.max_targets = max_targets
         self.shares = shares or OperatorShares()
         self.regression_penalty = regression_penalty
+        self.probe = probe  # live probing and draft tests on training rows; off = the static ablation
+        self.stagnation_window = stagnation_window
 
     def _net_gain(self, parent: Outcome, draft: Outcome, numeric: bool) -> float:
         """Row-level gain with regressions weighted up: sum max(0, d_i - p_i) - lambda * sum max(0, p_i - d_i).
@@ -99,11 +109,22 @@ class OfflineMutator:
                 approach="parent does not parse; resubmitted unchanged",
                 notes={"error": "unparseable parent"},
             )
+        context = request.context
+        strategy, shares = (
+            ("restructure", RESTRUCTURE)
+            if context.stagnant(self.stagnation_window)
+            else (
+                "hillclimb",
+                self.shares,
+            )
+        )
+        if not self.probe:
+            return self._static_proposal(request, parent_query, shares, strategy, rng)
+
         parent_outcome = env.test_draft(request.parent.code)
         numeric = env.output_type.upper() in NUMERIC_TYPES
-        failures = [row.instance_id for row in parent_outcome.rows if row.score < 1.0]
-        order = [failures[int(i)] for i in rng.permutation(len(failures))] if failures else [None]
-        targets = order[: self.max_targets]
+        targets = list(context.targets) or self._own_failures(parent_outcome, rng)
+        targets = targets[: self.max_targets] or [None]
 
         # Investigate one target failure at a time; move on to the next only if no draft for it gains.
         tested: dict[str, tuple[Edit, Outcome, float]] = {}
@@ -116,13 +137,13 @@ class OfflineMutator:
             pools: dict[str, list[Edit]] = {
                 "duplicate_guard": duplicate_guard(parent_query, scopes, self._fires(env, target)),
                 "change_leaf": change_leaf(parent_query, scopes),
-                "recombine": self._recombinations(parent_query, request.others, env, rng),
+                "recombine": self._recombinations(parent_query, request, target, rng),
                 "drop_guard": drop_guard(parent_query),
             }
             for name, pool in pools.items():
                 hypotheses[name] = hypotheses.get(name, 0) + len(pool)
             tried.append(target)
-            for edit in self._allocate(pools, rng, quota):
+            for edit in self._allocate(pools, rng, quota, shares):
                 code = self._render(edit.apply(parent_query), env)
                 if code in tested or code == request.parent.code:
                     continue
@@ -135,6 +156,7 @@ class OfflineMutator:
             return Proposal(
                 code=request.parent.code,
                 approach="no applicable edit; resubmitted unchanged",
+                strategy=strategy,
                 notes={"targets": tried},
             )
         # Best net gain, then training score; ties keep the order in which drafts were drawn.
@@ -143,6 +165,7 @@ class OfflineMutator:
         return Proposal(
             code=code,
             approach=f"{best.operator}: {best.description}",
+            strategy=strategy,
             donor_id=best.donor_id,
             notes={
                 "targets": tried,
@@ -153,6 +176,37 @@ class OfflineMutator:
                 "net_gain": gain,
             },
         )
+
+    def _static_proposal(
+        self,
+        request: MutationRequest,
+        parent_query: exp.Expression,
+        shares: OperatorShares,
+        strategy: str,
+        rng: np.random.Generator,
+    ) -> Proposal:
+        """Without live probing: hypotheses from the program's own columns and literals, committed untested."""
+        scopes = static_scopes(parent_query, rng)
+        pools: dict[str, list[Edit]] = {
+            "duplicate_guard": duplicate_guard(parent_query, scopes),
+            "change_leaf": change_leaf(parent_query, scopes),
+            "recombine": self._recombinations(parent_query, request, None, rng),
+            "drop_guard": drop_guard(parent_query),
+        }
+        for edit in self._allocate(pools, rng, 1, shares):
+            return Proposal(
+                code=self._render(edit.apply(parent_query), request.env),
+                approach=f"{edit.operator} (untested): {edit.description}",
+                strategy=strategy,
+                donor_id=edit.donor_id,
+                notes={"probe": False, "hypotheses": {name: len(pool) for name, pool in pools.items()}},
+            )
+        return Proposal(code=request.parent.code, approach="no applicable edit; resubmitted unchanged")
+
+    @staticmethod
+    def _own_failures(parent_outcome: Outcome, rng: np.random.Generator) -> list[str | None]:
+        failures = [row.instance_id for row in parent_outcome.rows if row.score < 1.0]
+        return [failures[int(i)] for i in rng.permutation(len(failures))]
 
     # -- steps -----------------------------------------------------------------------------------------------
     def _parse(self, code: str, env: DraftEnvironment) -> exp.Expression | None:
@@ -221,21 +275,24 @@ class OfflineMutator:
         )
 
     def _recombinations(
-        self,
-        query: exp.Expression,
-        others: tuple[ProgramView, ...],
-        env: DraftEnvironment,
-        rng: np.random.Generator,
+        self, query: exp.Expression, request: MutationRequest, target: str | None, rng: np.random.Generator
     ) -> list[Edit]:
-        if not others:
+        """Arms from the donor that already solves the target, if the curator found one; else a random elite."""
+        donor = request.context.donors.get(target) if target is not None else None
+        others = request.others
+        if donor is None and not others:
             return []
-        donor = others[int(rng.integers(len(others)))]
-        donor_query = self._parse(donor.code, env)
+        if donor is None:
+            donor = others[int(rng.integers(len(others)))]
+        donor_query = self._parse(donor.code, request.env)
         return recombine(query, donor_query, donor.program_id) if donor_query is not None else []
 
-    def _allocate(self, pools: dict[str, list[Edit]], rng: np.random.Generator, quota: int) -> list[Edit]:
+    @staticmethod
+    def _allocate(
+        pools: dict[str, list[Edit]], rng: np.random.Generator, quota: int, operator_shares: OperatorShares
+    ) -> list[Edit]:
         """Sample `quota` drafts across the pools by their shares, passing unused quota on to the others."""
-        shares = {name: getattr(self.shares, name) for name in pools}
+        shares = {name: getattr(operator_shares, name) for name in pools}
         remaining = quota
         chosen: list[Edit] = []
         order = sorted(pools, key=lambda name: len(pools[name]))  # small pools first so their slack flows on

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from sqlglot import exp
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
@@ -297,3 +298,29 @@ def frequent_values(
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))
         result[column] = tuple(value for value, _ in ranked[:top])
     return result
+
+
+def static_scopes(query: exp.Expression, rng: np.random.Generator) -> dict[int, ScopeData]:
+    """Scopes built from the program text alone, for mutation without live probing (the static ablation).
+
+    The columns are those the CASE conditions of the same SELECT mention; the values are the literals the
+    program compares with any column; the 'target row' is a random assignment of those values.
+    """
+    pool = sorted(
+        {lit.to_py() for lit in query.find_all(exp.Literal) if _compared_column(lit) is not None}, key=str
+    )
+    scopes: dict[int, ScopeData] = {}
+    for index, case in enumerate(cases(query)):
+        select = enclosing_select(case)
+        if select is None or not pool:
+            continue
+        columns = tuple(
+            sorted(
+                {c.name for other in select.find_all(exp.Case) for c in other.find_all(exp.Column)} - {"id"}
+            )
+        )
+        target_row = {column: pool[int(rng.integers(len(pool)))] for column in columns}
+        scopes[index] = ScopeData(
+            columns=columns, target_row=target_row, frequent={c: tuple(pool) for c in columns}
+        )
+    return scopes

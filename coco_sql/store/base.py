@@ -11,7 +11,15 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from coco_sql.store.records import ArchiveEntry, IterationBatch, ProgramRecord, ProgramScore, RunRecord
+from coco_sql.store.records import (
+    ArchiveEntry,
+    Event,
+    IterationBatch,
+    LedgerEntry,
+    ProgramRecord,
+    ProgramScore,
+    RunRecord,
+)
 
 
 class Warehouse(Protocol):
@@ -55,6 +63,18 @@ class Warehouse(Protocol):
 
     def archive_entries(self, run_id: int) -> list[ArchiveEntry]:
         """Every archive landing of a run, in landing order."""
+        ...
+
+    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
+        """program_id -> {instance_id: score} over the run's evaluations on `split` (loaded on resume)."""
+        ...
+
+    def ledger(self, run_id: int) -> list[LedgerEntry]:
+        """The run's ledger, by iteration."""
+        ...
+
+    def events(self, run_id: int, kind: str) -> list[Event]:
+        """The run's events of one kind, by iteration."""
         ...
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:

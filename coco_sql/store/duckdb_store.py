@@ -18,7 +18,9 @@ from coco_sql.errors import StoreError
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.records import (
     ArchiveEntry,
+    Event,
     IterationBatch,
+    LedgerEntry,
     ProgramRecord,
     ProgramScore,
     RunRecord,
@@ -342,6 +344,36 @@ class DuckDBStore:
             [run_id],
         )
         return [ArchiveEntry(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows]
+
+    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
+        """program_id -> {instance_id: score} for every evaluation of the run on `split`."""
+        with self._lock:
+            columns = self._con.execute(
+                "SELECT program_id, instance_id, score FROM evaluations WHERE run_id = ? AND split = ?",
+                [run_id, split],
+            ).fetchnumpy()
+        result: dict[str, dict[str, float]] = {}
+        for program_id, instance_id, score in zip(
+            columns["program_id"], columns["instance_id"], columns["score"], strict=True
+        ):
+            result.setdefault(str(program_id), {})[str(instance_id)] = float(score)
+        return result
+
+    def ledger(self, run_id: int) -> list[LedgerEntry]:
+        rows = self._fetchall(
+            "SELECT iteration, program_id, strategy, kind, status, parent_score, child_score, score_delta, "
+            "paradigm, note FROM ledger WHERE run_id = ? ORDER BY iteration",
+            [run_id],
+        )
+        return [LedgerEntry(*row) for row in rows]
+
+    def events(self, run_id: int, kind: str) -> list[Event]:
+        rows = self._fetchall(
+            "SELECT iteration, kind, program_id, payload FROM events WHERE run_id = ? AND kind = ? "
+            "ORDER BY iteration",
+            [run_id, kind],
+        )
+        return [Event(int(r[0]), r[1], r[2], json.loads(r[3]) if r[3] else {}) for r in rows]
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         with self._lock:
