@@ -132,7 +132,7 @@ class OfflineMutator:
         tried: list[str | None] = []
         budget = self.max_drafts
         for position, target in enumerate(targets):
-            quota = budget // (len(targets) - position)
+            quota = budget  # the first target gets the whole budget; later ones only what it left
             scopes = self._profile_scopes(parent_query, env, target)
             pools: dict[str, list[Edit]] = {
                 "duplicate_guard": duplicate_guard(parent_query, scopes, self._fires(env, target)),
