@@ -14,6 +14,7 @@ from pathlib import Path
 from coco_sql.errors import CocoError, ConfigError, StoreError
 from coco_sql.evaluate import Evaluator
 from coco_sql.loop import EvolutionLoop, IterationReport, RunConfig
+from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 from coco_sql.store import DuckDBStore
 from coco_sql.tasks import list_tasks, load_task
@@ -79,6 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", choices=("train", "val", "test"), default="val")
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_eval)
+
+    env = commands.add_parser("env", help="the mutator's live tools over a task's TRAINING rows (JSON)")
+    env.add_argument("task")
+    env.add_argument("tool", choices=("query", "show-draft", "check"))
+    env.add_argument("--sql", help="query: one read-only SELECT over the table `input`")
+    env.add_argument("--program", type=Path, help="show-draft / check: SQL file")
+    env.add_argument("--instance", action="append", help="show-draft: training row id (repeatable)")
+    env.add_argument("-n", type=int, default=10, help="rows to show (query: 100)")
+    env.set_defaults(handler=cmd_env)
 
     status = commands.add_parser("status", help="runs in a store and how far they got")
     status.add_argument("--db", default=DEFAULT_DB)
@@ -153,10 +163,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     task = load_task(args.task)
-    try:
-        code = args.program.read_text()
-    except OSError as error:
-        raise ConfigError(f"cannot read program file {args.program}: {error.strerror}") from None
+    code = _read_program(args.program)
     evaluator = Evaluator(task, (args.split,))
     try:
         outcome = evaluator.evaluate(code, args.split)
@@ -183,6 +190,37 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"({len(failing)} not fully correct)"
         )
     return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    task = load_task(args.task)
+    evaluator = Evaluator(task, ("train",))
+    environment = DraftEnvironment(evaluator)
+    try:
+        if args.tool == "query":
+            if not args.sql:
+                raise ConfigError("env query needs --sql")
+            result: object = environment.query(args.sql, limit=max(args.n, 100))
+        else:
+            if args.program is None:
+                raise ConfigError(f"env {args.tool} needs --program")
+            code = _read_program(args.program)
+            if args.tool == "check":
+                message = environment.check(code)
+                result = {"ok": message is None, "error": message}
+            else:
+                result = environment.show_draft(code, args.instance, limit=args.n)
+    finally:
+        evaluator.close()
+    print(json.dumps(result))
+    return 0
+
+
+def _read_program(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read program file {path}: {error.strerror}") from None
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -131,7 +131,7 @@ class OfflineMutator:
         hypotheses: dict[str, int] = {}
         tried: list[str | None] = []
         budget = self.max_drafts
-        for position, target in enumerate(targets):
+        for target in targets:
             quota = budget  # the first target gets the whole budget; later ones only what it left
             scopes = self._profile_scopes(parent_query, env, target)
             pools: dict[str, list[Edit]] = {

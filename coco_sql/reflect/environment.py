@@ -7,7 +7,10 @@ rows: the environment is bound to the evaluator's 'train' sandbox, which holds n
 
 from __future__ import annotations
 
-from coco_sql.errors import CandidateRejected, EvaluationError
+from collections.abc import Sequence
+from typing import Any
+
+from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
 from coco_sql.evaluate import Evaluator, Outcome, QueryResult
 
 TRAIN = "train"
@@ -49,6 +52,59 @@ class DraftEnvironment:
         """Run one read-only DuckDB query over the training rows (table `input`). Raises EvaluationError."""
         self.probes_run += 1
         return self._evaluator.probe(sql, TRAIN, self._probe_deadline_s)
+
+    # -- the tools as an agent calls them: JSON-ready results ------------------------------------------------
+    def query(self, sql: str, limit: int = 100) -> dict[str, Any]:
+        """Read-only SQL over the training rows: {columns, rows (at most `limit`), truncated}."""
+        result = self.probe(sql)
+        return {
+            "columns": list(result.columns),
+            "rows": [[_plain(v) for v in row] for row in result.rows[:limit]],
+            "truncated": len(result.rows) > limit,
+        }
+
+    def show_draft(
+        self, code: str, instance_ids: Sequence[str] | None = None, limit: int = 10
+    ) -> dict[str, Any]:
+        """Run a draft and show outputs against expected on up to `limit` training rows.
+
+        Without `instance_ids`, the rows shown are the draft's failures first. An id that is not a training row
+        is refused with the same message whether or not it exists elsewhere.
+        """
+        outcome = self.test_draft(code)
+        by_id = {row.instance_id: row for row in outcome.rows}
+        if instance_ids is None:
+            chosen = sorted(outcome.rows, key=lambda r: (r.score >= 1.0, r.instance_id))[:limit]
+        else:
+            unknown = [i for i in instance_ids if i not in by_id]
+            if unknown:
+                raise ConfigError(f"no training instance {unknown[0]!r}")
+            chosen = [by_id[i] for i in list(instance_ids)[:limit]]
+        return {
+            "train_score": outcome.score,
+            "error": outcome.error,
+            "rows": [
+                {
+                    "id": r.instance_id,
+                    "output": r.output,
+                    "expected": r.expected,
+                    "score": r.score,
+                    "error": r.error,
+                }
+                for r in chosen
+            ],
+        }
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready version of a DuckDB cell."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
 
 
 __all__ = ["TRAIN", "DraftEnvironment", "EvaluationError"]
