@@ -149,6 +149,16 @@ class Evaluator:
             return self._failed(split, str(error), 0.0)
         return self._score(split, result.rows, result.elapsed_ms)
 
+    def score_rows(
+        self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float = 0.0
+    ) -> Outcome:
+        """Score (id, output) pairs produced elsewhere (e.g. a batched screening query) as `evaluate` would."""
+        if split not in self.splits:
+            raise ConfigError(
+                f"this evaluator may not score the {split!r} split (allowed: {', '.join(self.splits)})"
+            )
+        return self._score(split, result_rows, elapsed_ms)
+
     def _score(self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float) -> Outcome:
         data = self.task.split(split)
         produced: dict[str, list[object]] = {}

@@ -23,8 +23,9 @@ import numpy as np
 from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected, EvaluationError
-from coco_sql.evaluate import Outcome
+from coco_sql.evaluate import Outcome, QueryResult
 from coco_sql.mutate.base import MutationRequest, Proposal
+from coco_sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 from coco_sql.mutate.sql_edits import (
     Edit,
     Fires,
@@ -72,6 +73,10 @@ class OfflineMutator:
         max_targets: int = 3,
         probe: bool = True,
         stagnation_window: int = 5,
+        screen_targets: int = 10,
+        max_screened: int = 400,
+        confirm: int = 3,
+        rank: str = "closeness",
     ) -> None:
         if max_drafts < 1 or max_targets < 1:
             raise ValueError("max_drafts and max_targets must be at least 1")
@@ -81,6 +86,10 @@ class OfflineMutator:
         self.regression_penalty = regression_penalty
         self.probe = probe  # live probing and draft tests on training rows; off = the static ablation
         self.stagnation_window = stagnation_window
+        self.screen_targets = screen_targets  # targets whose guards are screened together (0: no screening)
+        self.max_screened = max_screened
+        self.confirm = confirm  # screened hypotheses re-tested as real drafts before one is committed
+        self.rank = rank  # screening order: closeness (net gain) or exact_first (exact fixes, then closeness)
 
     def _net_gain(self, parent: Outcome, draft: Outcome, numeric: bool) -> float:
         """Row-level gain with regressions weighted up: sum max(0, d_i - p_i) - lambda * sum max(0, p_i - d_i).
@@ -123,17 +132,40 @@ class OfflineMutator:
 
         parent_outcome = env.test_draft(request.parent.code)
         numeric = env.output_type.upper() in NUMERIC_TYPES
-        targets = list(context.targets) or self._own_failures(parent_outcome, rng)
-        targets = targets[: self.max_targets] or [None]
-
-        # Investigate one target failure at a time; move on to the next only if no draft for it gains.
+        ranked_targets = list(context.targets) or self._own_failures(parent_outcome, rng)
+        targets = ranked_targets[: self.max_targets] or [None]
+        probes: dict[str, QueryResult | None] = {}
         tested: dict[str, tuple[Edit, Outcome, float]] = {}
         hypotheses: dict[str, int] = {}
         tried: list[str | None] = []
         budget = self.max_drafts
-        for target in targets:
+
+        # Stage 1: contrast many failures at once. Guards fitted to each of the top targets (and arms of the
+        # donors) are screened together in one query; the best few are then tested as real drafts.
+        if self.screen_targets:
+            screened = self._screen(
+                parent_query,
+                request,
+                ranked_targets[: self.screen_targets],
+                parent_outcome,
+                numeric,
+                probes,
+                rng,
+            )
+            hypotheses["screened"] = len(screened)
+            tried.extend(t for t in ranked_targets[: self.screen_targets] if t is not None)
+            for edit, _ in screened[: self.confirm]:
+                code = self._render(edit.apply(parent_query), env)
+                if code in tested or code == request.parent.code:
+                    continue
+                outcome = env.test_draft(code)
+                tested[code] = (edit, outcome, self._net_gain(parent_outcome, outcome, numeric))
+                budget -= 1
+
+        # Stage 2: investigate one target at a time with every operator; move on only while nothing gains.
+        for target in targets if not any(gain > 0 for _, _, gain in tested.values()) else []:
             quota = budget  # the first target gets the whole budget; later ones only what it left
-            scopes = self._profile_scopes(parent_query, env, target)
+            scopes = self._profile_scopes(parent_query, env, target, probes)
             pools: dict[str, list[Edit]] = {
                 "duplicate_guard": duplicate_guard(parent_query, scopes, self._fires(env, target)),
                 "change_leaf": change_leaf(parent_query, scopes),
@@ -142,7 +174,8 @@ class OfflineMutator:
             }
             for name, pool in pools.items():
                 hypotheses[name] = hypotheses.get(name, 0) + len(pool)
-            tried.append(target)
+            if target not in tried:
+                tried.append(target)
             for edit in self._allocate(pools, rng, quota, shares):
                 code = self._render(edit.apply(parent_query), env)
                 if code in tested or code == request.parent.code:
@@ -203,6 +236,44 @@ class OfflineMutator:
             )
         return Proposal(code=request.parent.code, approach="no applicable edit; resubmitted unchanged")
 
+    def _screen(
+        self,
+        query: exp.Expression,
+        request: MutationRequest,
+        targets: list[str | None],
+        parent_outcome: Outcome,
+        numeric: bool,
+        probes: dict[str, QueryResult | None],
+        rng: np.random.Generator,
+    ) -> list[tuple[Edit, float]]:
+        """Screen guard and donor-arm hypotheses in one query; return them by net gain, best first."""
+        env = request.env
+        candidates: dict[tuple[int, str], Edit] = {}
+        for target in targets:
+            if target is None:
+                continue
+            scopes = self._profile_scopes(query, env, target, probes)
+            edits = duplicate_guard(query, scopes, self._fires(env, target))
+            edits += self._recombinations(query, request, target, rng)
+            for edit in edits:
+                assert edit.arm is not None
+                candidates.setdefault((edit.arm[0], edit.arm[1].sql(dialect="duckdb")), edit)
+        edits = screenable(query, list(candidates.values()))[: self.max_screened]
+        if not edits:
+            return []
+        try:
+            result = env.probe(screening_sql(query, edits, env.output_column))  # type: ignore[arg-type]
+        except EvaluationError:
+            return []
+        outcomes = [env.score_outputs(rows) for rows in split_by_hypothesis(result.rows, len(edits))]
+        gains = [self._net_gain(parent_outcome, outcome, numeric) for outcome in outcomes]
+        if self.rank == "exact_first":
+            exact = [self._net_gain(parent_outcome, outcome, False) for outcome in outcomes]
+            order = sorted(range(len(edits)), key=lambda i: (-exact[i], -gains[i], i))
+        else:
+            order = sorted(range(len(edits)), key=lambda i: (-gains[i], i))
+        return [(edits[i], gains[i]) for i in order]
+
     @staticmethod
     def _own_failures(parent_outcome: Outcome, rng: np.random.Generator) -> list[str | None]:
         failures = [row.instance_id for row in parent_outcome.rows if row.score < 1.0]
@@ -220,20 +291,28 @@ class OfflineMutator:
         return query.sql(dialect=env.dialect, pretty=True)
 
     def _profile_scopes(
-        self, query: exp.Expression, env: DraftEnvironment, target: str | None
+        self,
+        query: exp.Expression,
+        env: DraftEnvironment,
+        target: str | None,
+        cache: dict[str, QueryResult | None] | None = None,
     ) -> dict[int, ScopeData]:
-        """Probe the training rows once per distinct SELECT that contains a CASE."""
-        by_probe: dict[str, ScopeData | None] = {}
+        """Probe the training rows once per distinct SELECT that contains a CASE (once per proposal with `cache`)."""
+        cache = {} if cache is None else cache
         scopes: dict[int, ScopeData] = {}
         for index, case in enumerate(cases(query)):
             select = enclosing_select(case)
             probe = scope_probe(query, select) if select is not None else None
             if probe is None:
                 continue
-            if probe not in by_probe:
-                by_probe[probe] = self._run_probe(probe, env, target)
-            if by_probe[probe] is not None:
-                scopes[index] = by_probe[probe]
+            if probe not in cache:
+                try:
+                    cache[probe] = env.probe(probe)
+                except EvaluationError:
+                    cache[probe] = None
+            result = cache[probe]
+            if result is not None:
+                scopes[index] = self._scope_data(probe, result, target)
         return scopes
 
     @staticmethod
@@ -257,19 +336,14 @@ class OfflineMutator:
         return fires
 
     @staticmethod
-    def _run_probe(sql: str, env: DraftEnvironment, target: str | None) -> ScopeData | None:
-        try:
-            result = env.probe(sql)
-        except EvaluationError:
-            return None
+    def _scope_data(sql: str, result: QueryResult, target: str | None) -> ScopeData:
         columns = result.columns
         target_row = None
         if target is not None and "id" in columns:
             at = columns.index("id")
-            for row in result.rows:
-                if str(row[at]) == target:
-                    target_row = dict(zip(columns, row, strict=True))
-                    break
+            target_row = next(
+                (dict(zip(columns, r, strict=True)) for r in result.rows if str(r[at]) == target), None
+            )
         return ScopeData(
             columns=columns, target_row=target_row, frequent=frequent_values(result.rows, columns), probe=sql
         )

@@ -34,6 +34,8 @@ class Edit:
     description: str
     apply: Callable[[exp.Expression], exp.Expression]
     donor_id: str | None = None
+    arm: tuple[int, exp.If] | None = None  # (CASE index, WHEN arm) the edit appends, if it is that simple
+    drop: tuple[int, int] | None = None  # (CASE index, arm index) the edit removes, if it is that simple
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,7 @@ def duplicate_guard(
                     "duplicate_guard",
                     f"add `WHEN {key} THEN {then.sql('duckdb')}` to CASE #{target_index + 1}",
                     _with_arm(target_index, arm),
+                    arm=(target_index, arm),
                 )
             )
     return edits
@@ -252,6 +255,7 @@ def recombine(query: exp.Expression, donor: exp.Expression, donor_id: str) -> li
                     f"take `WHEN {arm.this.sql('duckdb')}` of CASE #{index + 1} from {donor_id}",
                     _with_arm(index, arm),
                     donor_id=donor_id,
+                    arm=(index, arm),
                 )
             )
     return edits
@@ -281,6 +285,47 @@ def drop_guard(query: exp.Expression) -> list[Edit]:
                     "drop_guard",
                     f"drop `WHEN {arm.this.sql('duckdb')}` from CASE #{case_index + 1}",
                     _without_arm(case_index, arm_index),
+                    drop=(case_index, arm_index),
+                )
+            )
+    return edits
+
+
+def swap_guard(query: exp.Expression, additions: list[Edit]) -> list[Edit]:
+    """Replace an existing arm by a new one in the same CASE: a drop and an append as one edit.
+
+    Greedy addition can lock in a surrogate guard that later blocks the true one (both explain the same rows);
+    swapping it out is a move neither a drop nor an append makes on its own.
+    """
+    edits: list[Edit] = []
+    all_cases = cases(query)
+    for addition in additions:
+        if addition.arm is None:
+            continue
+        case_index, new_arm = addition.arm
+        for arm_index, old in enumerate(all_cases[case_index].args.get("ifs") or []):
+            if not any(True for _ in old.this.find_all(exp.Column)):
+                continue
+
+            def apply(
+                q: exp.Expression, k: int = case_index, j: int = arm_index, arm: exp.If = new_arm
+            ) -> exp.Expression:
+                child = q.copy()
+                case = cases(child)[k]
+                arms = list(case.args.get("ifs") or [])
+                arms[j] = arm.copy()
+                case.set("ifs", arms)
+                return child
+
+            edits.append(
+                Edit(
+                    "swap_guard",
+                    f"in CASE #{case_index + 1}, replace `WHEN {old.this.sql('duckdb')}` by "
+                    f"`WHEN {new_arm.this.sql('duckdb')}`",
+                    apply,
+                    donor_id=addition.donor_id,
+                    arm=addition.arm,
+                    drop=(case_index, arm_index),
                 )
             )
     return edits

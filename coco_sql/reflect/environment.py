@@ -17,9 +17,10 @@ TRAIN = "train"
 
 
 class DraftEnvironment:
-    def __init__(self, evaluator: Evaluator, *, probe_deadline_s: float = 5.0) -> None:
+    def __init__(self, evaluator: Evaluator, *, probe_deadline_s: float | None = None) -> None:
         self._evaluator = evaluator
-        self._probe_deadline_s = probe_deadline_s
+        # Probes get the same deadline as a candidate run, so that load on the machine does not decide a run.
+        self._probe_deadline_s = probe_deadline_s or evaluator.task.timeout_seconds
         self.drafts_tested = 0
         self.probes_run = 0
 
@@ -52,6 +53,10 @@ class DraftEnvironment:
         """Run one read-only DuckDB query over the training rows (table `input`). Raises EvaluationError."""
         self.probes_run += 1
         return self._evaluator.probe(sql, TRAIN, self._probe_deadline_s)
+
+    def score_outputs(self, rows: list[tuple[object, object]]) -> Outcome:
+        """Score (id, output) pairs against the training labels, as `test_draft` scores a program's rows."""
+        return self._evaluator.score_rows(TRAIN, rows)
 
     # -- the tools as an agent calls them: JSON-ready results ------------------------------------------------
     def query(self, sql: str, limit: int = 100) -> dict[str, Any]:
