@@ -477,6 +477,7 @@ class _RunState:
         self.train_rows: dict[str, np.ndarray] = {}
         self.val_rows: dict[str, np.ndarray] = {}
         self.notes: list[StrategyNote] = []
+        self.children_approaches: dict[str, set[str]] = {}
         self.failed_targets: Counter[str] = Counter()
         self.archive = IslandArchive(config.islands)
         self.last_iteration = -1
@@ -487,6 +488,8 @@ class _RunState:
         for record in store.programs(run_id):
             state.programs[record.program_id] = record
             state.last_iteration = max(state.last_iteration, record.iteration)
+            if record.parent_id is not None and record.approach is not None:
+                state.children_approaches.setdefault(record.parent_id, set()).add(record.approach)
         for pid, score in store.program_scores(run_id, "val").items():
             if state.programs[pid].valid:
                 state.val_scores[pid] = score.score
@@ -508,6 +511,8 @@ class _RunState:
     def add(self, record: ProgramRecord, outcomes: dict[str, Outcome]) -> None:
         pid = record.program_id
         self.programs[pid] = record
+        if record.parent_id is not None and record.approach is not None:
+            self.children_approaches.setdefault(record.parent_id, set()).add(record.approach)
         if record.valid:
             self.val_scores[pid] = outcomes["val"].score
         for split, ids, rows in (
@@ -541,6 +546,9 @@ class _RunState:
 
     def recent_notes(self, n: int) -> tuple[StrategyNote, ...]:
         return tuple(self.notes[-n:])
+
+    def tried_from(self, parent_id: str) -> frozenset[str]:
+        return frozenset(self.children_approaches.get(parent_id, ()))
 
     def view(self, program_id: str) -> ProgramView:
         return ProgramView(program_id, self.programs[program_id].code, self.val_scores.get(program_id, 0.0))

@@ -87,6 +87,9 @@ class History:
     def recent_notes(self, n: int) -> tuple[StrategyNote, ...]:
         return tuple(StrategyNote(i, "hillclimb", "hillclimb", "neutral", 0.0) for i in range(n))
 
+    def tried_from(self, parent_id: str) -> frozenset[str]:
+        return frozenset({"duplicate_guard: add `WHEN p1 = 4 THEN 0` to CASE #3"})
+
 
 def test_curator_bundles_donors_ledger_and_the_target_observation() -> None:
     task = load_task("lockpicking6")
@@ -105,6 +108,7 @@ def test_curator_bundles_donors_ledger_and_the_target_observation() -> None:
     assert bundle.donors == {target: history.view("1-7")}  # the only row some elite solves
     assert [e.program_id for e in bundle.elites] == ["1-7"]
     assert len(bundle.ledger) == 8 and bundle.stagnant(5)
+    assert bundle.tried == history.tried_from("1-0")
     first = bundle.target_observation
     assert first is not None and first["instance_id"] == bundle.targets[0] and first["expected"] is not None
 

@@ -76,7 +76,6 @@ class OfflineMutator:
         screen_targets: int = 10,
         max_screened: int = 400,
         confirm: int = 3,
-        rank: str = "closeness",
     ) -> None:
         if max_drafts < 1 or max_targets < 1:
             raise ValueError("max_drafts and max_targets must be at least 1")
@@ -89,7 +88,6 @@ class OfflineMutator:
         self.screen_targets = screen_targets  # targets whose guards are screened together (0: no screening)
         self.max_screened = max_screened
         self.confirm = confirm  # screened hypotheses re-tested as real drafts before one is committed
-        self.rank = rank  # screening order: closeness (net gain) or exact_first (exact fixes, then closeness)
 
     def _net_gain(self, parent: Outcome, draft: Outcome, numeric: bool) -> float:
         """Row-level gain with regressions weighted up: sum max(0, d_i - p_i) - lambda * sum max(0, p_i - d_i).
@@ -154,7 +152,8 @@ class OfflineMutator:
             )
             hypotheses["screened"] = len(screened)
             tried.extend(t for t in ranked_targets[: self.screen_targets] if t is not None)
-            for edit, _ in screened[: self.confirm]:
+            fresh = [(e, g) for e, g in screened if f"{e.operator}: {e.description}" not in context.tried]
+            for edit, _ in fresh[: self.confirm]:
                 code = self._render(edit.apply(parent_query), env)
                 if code in tested or code == request.parent.code:
                     continue
@@ -177,6 +176,8 @@ class OfflineMutator:
             if target not in tried:
                 tried.append(target)
             for edit in self._allocate(pools, rng, quota, shares):
+                if f"{edit.operator}: {edit.description}" in context.tried:
+                    continue
                 code = self._render(edit.apply(parent_query), env)
                 if code in tested or code == request.parent.code:
                     continue
@@ -267,11 +268,7 @@ class OfflineMutator:
             return []
         outcomes = [env.score_outputs(rows) for rows in split_by_hypothesis(result.rows, len(edits))]
         gains = [self._net_gain(parent_outcome, outcome, numeric) for outcome in outcomes]
-        if self.rank == "exact_first":
-            exact = [self._net_gain(parent_outcome, outcome, False) for outcome in outcomes]
-            order = sorted(range(len(edits)), key=lambda i: (-exact[i], -gains[i], i))
-        else:
-            order = sorted(range(len(edits)), key=lambda i: (-gains[i], i))
+        order = sorted(range(len(edits)), key=lambda i: (-gains[i], i))
         return [(edits[i], gains[i]) for i in order]
 
     @staticmethod

@@ -47,6 +47,7 @@ class ContextBundle:
     targets: tuple[str, ...] = ()
     target_observation: Mapping[str, Any] | None = None
     donors: Mapping[str, ProgramView] = field(default_factory=dict)
+    tried: frozenset[str] = frozenset()  # approaches of this parent's earlier children: not worth repeating
     history: bool = True
 
     def stagnant(self, window: int) -> bool:

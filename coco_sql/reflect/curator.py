@@ -32,6 +32,10 @@ class HistoryView(Protocol):
 
     def recent_notes(self, n: int) -> tuple[StrategyNote, ...]: ...
 
+    def tried_from(self, parent_id: str) -> frozenset[str]:
+        """Approaches of the parent's children so far."""
+        ...
+
 
 class Curator:
     def __init__(
@@ -78,6 +82,7 @@ class Curator:
             targets=targets,
             target_observation=observation,
             donors=self._donors(history, elites, targets),
+            tried=history.tried_from(parent_id),
             history=True,
         )
 
