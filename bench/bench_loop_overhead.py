@@ -90,12 +90,17 @@ def main() -> None:
     evaluate = [r.timings_ms["evaluate"] for r in reports if r.timings_ms]
     p95 = overhead[max(0, round(0.95 * len(overhead)) - 1)]
     select = [r.timings_ms["select"] for r in reports if r.timings_ms]
+    curate = [r.timings_ms["curate"] for r in reports if r.timings_ms]
     print(
         f"{len(overhead)} iterations resumed in {total:.1f} s (incl. loading the run and the final test report)"
     )
     print(
         f"loop overhead per iteration: median {statistics.median(overhead):.2f} ms, p95 {p95:.2f} ms, "
         f"max {overhead[-1]:.2f} ms  (target <= 20 ms); parent selection alone median {statistics.median(select):.2f} ms"
+    )
+    print(
+        f"curation of the context bundle (InfoGain targets, donors, ledger; counted with mutation): "
+        f"median {statistics.median(curate):.2f} ms"
     )
     print(
         f"one-transaction commit of an iteration (off the critical path): median {statistics.median(commits):.1f} ms"

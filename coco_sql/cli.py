@@ -61,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     evolve.add_argument("--targeting", choices=("infogain", "uniform"), default=RunConfig.targeting)
     evolve.add_argument(
+        "--admission",
+        choices=("map_elites", "jp"),
+        default=RunConfig.admission,
+        help="archive admission: beat the cell's occupant, or raise the population's J_p (Appendix C.5)",
+    )
+    evolve.add_argument(
         "--parent-local", action="store_true", help="ablation: no history access for the mutator"
     )
     evolve.add_argument("--no-probe", action="store_true", help="ablation: no live probes or draft tests")
@@ -145,6 +151,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
                 policy=args.policy,
                 max_drafts=args.max_drafts,
                 targeting=args.targeting,
+                admission=args.admission,
                 history=not args.parent_local,
                 probe=not args.no_probe,
             )

@@ -34,8 +34,10 @@ from coco_sql.reflect.curator import Curator
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.search import POLICIES, Elite, IslandArchive, ParentPolicy, Population, cell_of
 from coco_sql.search.infogain import SOLVED, InfoGainTargets, TargetPicker, UniformTargets, text_kernel
+from coco_sql.search.roster import build_roster, jp_score
 from coco_sql.sqlcheck import parse_program
 from coco_sql.store import (
+    ArchiveEntry,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -63,6 +65,7 @@ class RunConfig:
     mutator: str = "offline"
     max_drafts: int = 32
     targeting: str = "infogain"  # infogain | uniform
+    admission: str = "map_elites"  # map_elites: beat the cell's occupant | jp: raise the population's J_p
     history: bool = True  # off: parent-local mutation (no ledger, elites, donors)
     probe: bool = True  # off: no live probes or draft tests (static mutation)
 
@@ -79,6 +82,8 @@ class RunConfig:
             raise ConfigError(f"unknown mutator {self.mutator!r} (known: offline)")
         if self.max_drafts < 1:
             raise ConfigError(f"--max-drafts must be >= 1 (got {self.max_drafts})")
+        if self.admission not in ("map_elites", "jp"):
+            raise ConfigError(f"unknown admission {self.admission!r} (known: map_elites, jp)")
         if self.targeting not in TARGETING:
             raise ConfigError(f"unknown targeting {self.targeting!r} (known: {', '.join(TARGETING)})")
 
@@ -348,9 +353,11 @@ class EvolutionLoop:
         )
         landings = []
         if cell is not None:
-            entry = state.archive.try_admit(
-                island, cell, Elite(pid, t, val.score), iteration=t, seq=0, reason="admitted"
-            )
+            elite = Elite(pid, t, val.score)
+            if config.admission == "jp":
+                entry = state.admit_by_jp(island, cell, elite, outcomes["val"], iteration=t)
+            else:
+                entry = state.archive.try_admit(island, cell, elite, iteration=t, seq=0, reason="admitted")
             if entry is not None:
                 landings.append(entry)
         if t % config.migration_interval == 0:
@@ -523,6 +530,28 @@ class _RunState:
             rows[pid] = np.array([by_id.get(i, 0.0) for i in ids])
         self.last_iteration = max(self.last_iteration, record.iteration)
 
+    def admit_by_jp(
+        self, island: int, cell: str, elite: Elite, val: Outcome, *, iteration: int
+    ) -> ArchiveEntry | None:
+        """J_p as the population objective (Appendix C.5): the child takes its cell, displacing the occupant,
+        iff the archive's J_p rises: J_p(roster of A - occupant + child) > J_p(roster of A)."""
+        by_id = {row.instance_id: row.score for row in val.rows}
+        child = np.array([by_id.get(i, 0.0) for i in self.val_ids])
+        occupant = self.archive.cells(island).get(cell)
+        before = [self.val_rows[e] for e in self.elite_ids()]
+        after = [self.val_rows[e] for e in self.elite_ids() if occupant is None or e != occupant.program_id]
+        if population_jp([*after, child], len(self.val_ids)) <= population_jp(before, len(self.val_ids)):
+            return None
+        self.archive.place(island, cell, elite)
+        return ArchiveEntry(
+            iteration=iteration,
+            seq=0,
+            island=island,
+            cell=cell,
+            program_id=elite.program_id,
+            reason="admitted",
+        )
+
     def add_ledger(self, entry: LedgerEntry) -> None:
         self.notes.append(
             StrategyNote(
@@ -563,6 +592,13 @@ class _RunState:
 
     def best_score(self) -> float:
         return max(self.val_scores.values(), default=0.0)
+
+
+def population_jp(rows: list[np.ndarray], n: int) -> float:
+    """J_p (p = 2) of the greedy roster of a population given its per-row validation scores."""
+    if not rows:
+        return 0.0
+    return jp_score(build_roster(np.vstack(rows)).marginals, n)
 
 
 def _bundle_summary(context: ContextBundle) -> dict[str, Any]:

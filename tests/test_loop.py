@@ -209,3 +209,25 @@ def test_screening_one_query_equals_testing_each_draft(lockpicking) -> None:
             edit.description
         )
     evaluator.close()
+
+
+def test_jp_admission_only_admits_children_that_raise_the_archives_jp(tmp_path: Path, lockpicking) -> None:
+    from coco_sql.loop import population_jp
+
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        summary = EvolutionLoop(store, lockpicking).start(
+            RunConfig(seed=3, budget=5, max_drafts=6, admission="jp")
+        )
+        entries = store.archive_entries(summary.run_id)
+        rows = store.row_scores(summary.run_id, "val")
+    ids = sorted(lockpicking.split("val").expected)
+    vectors = {pid: np.array([by_id[i] for i in ids]) for pid, by_id in rows.items()}
+    cells: dict[tuple[int, str], str] = {}
+    last = -1.0
+    for entry in entries:
+        cells[(entry.island, entry.cell)] = entry.program_id
+        now = population_jp([vectors[p] for p in dict.fromkeys(cells.values())], len(ids))
+        if entry.reason == "admitted":
+            assert now > last
+        last = now
+    assert any(e.reason == "admitted" for e in entries)

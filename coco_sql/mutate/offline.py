@@ -1,17 +1,24 @@
 """The offline mutator: data-driven edits of the SQL AST, tested on training rows before commit (no LLM).
 
-One proposal:
-1. run the parent on the training rows and pick a target failure (uniformly; InfoGain targeting is a later
-   policy);
-2. probe the live training data for what each CASE can see: the target row's values and each column's
-   frequent values;
-3. form hypotheses as AST edits (`sql_edits`): guards fitted to the target row, leaf changes, arms recombined
-   from another elite, dropped arms;
-4. test up to `max_drafts` of them on the training rows and commit the best, ranked by net row-level gain over
-   the parent (closeness is the row score, or minus the absolute error for numeric contracts; regressions
-   weighted by `regression_penalty`), then by training score, then by the RNG's order.
+It uses the same tools an LLM agent gets: the curator's context bundle (targets chosen by InfoGain, donors
+that already solve a target, the ledger, the parent's already-tried approaches) and the live environment
+(probes and draft tests over the training rows only). One proposal:
 
-Everything random comes from the injected RNG, so a proposal is a pure function of (parent, others, data, RNG).
+1. run the parent on the training rows (its feedback) and take the curator's targets, most wanted first;
+2. probe the live data for what each CASE can see: each target row's values and each column's frequent values;
+3. contrast many failures at once: guards fitted to each of the top `screen_targets` targets (kept only if they
+   fire on their target row), arms of the donors, swaps and drops are screened together in ONE query
+   (`screening`), and the best `confirm` are rendered, validated and tested as real drafts;
+4. if none of those gains, investigate one target at a time with every operator (`sql_edits`: guards, leaf
+   changes, recombination, drops), up to `max_drafts` tested drafts;
+5. commit the best draft by net row-level gain over the parent: closeness is the row score, or minus the absolute
+   error for numeric contracts, and regressions weigh `regression_penalty` times more than fixes.
+
+When the ledger shows stagnation the draft budget shifts from new guards to restructuring (recombine, prune,
+leaf changes): the strategy is recorded as 'restructure' instead of 'hillclimb'. With `probe=False` (ablation)
+nothing touches the data: one hypothesis built from the program's own literals is committed untested.
+
+Everything random comes from the injected RNG, so a proposal is a pure function of (request, data, RNG).
 """
 
 from __future__ import annotations
