@@ -19,25 +19,23 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
-from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator, Outcome
+from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator
 from coco_sql.mutate import MutationRequest, Mutator, OfflineMutator, Proposal
-from coco_sql.reflect.context import ContextBundle, ProgramView, StrategyNote
+from coco_sql.reflect.context import ContextBundle
 from coco_sql.reflect.curator import Curator
 from coco_sql.reflect.environment import DraftEnvironment
-from coco_sql.search import POLICIES, Elite, IslandArchive, ParentPolicy, Population, cell_of
-from coco_sql.search.infogain import SOLVED, InfoGainTargets, TargetPicker, UniformTargets, text_kernel
-from coco_sql.search.roster import build_roster, jp_score
+from coco_sql.run_state import RunState
+from coco_sql.search import POLICIES, Elite, ParentPolicy, Population, cell_of
+from coco_sql.search.infogain import InfoGainTargets, TargetPicker, UniformTargets, text_kernel
 from coco_sql.sqlcheck import parse_program
 from coco_sql.store import (
-    ArchiveEntry,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -209,7 +207,7 @@ class EvolutionLoop:
         evaluator = Evaluator(self.task, SEARCH_SPLITS)
         env = DraftEnvironment(evaluator)
         try:
-            state = _RunState.load(self.store, run.run_id, config, self.task)
+            state = RunState.load(self.store, run.run_id, config, self.task)
             if state.last_iteration < 0:
                 self._commit_seed(run, config, evaluator, state)
             elif resumed:
@@ -237,7 +235,7 @@ class EvolutionLoop:
         finally:
             evaluator.close()
 
-    def _commit_seed(self, run: RunRecord, config: RunConfig, evaluator: Evaluator, state: _RunState) -> None:
+    def _commit_seed(self, run: RunRecord, config: RunConfig, evaluator: Evaluator, state: RunState) -> None:
         code = self.task.seed_program
         try:
             evaluator.check(code)
@@ -302,7 +300,7 @@ class EvolutionLoop:
         run: RunRecord,
         config: RunConfig,
         t: int,
-        state: _RunState,
+        state: RunState,
         policy: ParentPolicy,
         curator: Curator,
         mutator: Mutator,
@@ -425,7 +423,7 @@ class EvolutionLoop:
         # Loop overhead: selection, bookkeeping, and any wait for the previous iteration's commit.
         timings["overhead"] = select_ms + _ms_since(clock)
 
-    def _finish(self, run: RunRecord, config: RunConfig, state: _RunState) -> RunSummary:
+    def _finish(self, run: RunRecord, config: RunConfig, state: RunState) -> RunSummary:
         """Score the seed and the champion on the test split (reports only) and mark the run finished."""
         seed_id = program_id_for(run.run_id, 0)
         champion_id = state.champion_id()
@@ -467,138 +465,6 @@ class EvolutionLoop:
             seed_test_score=test_scores[seed_id].score if seed_id in test_scores else None,
             champion_test_score=test_scores[champion_id].score if champion_id in test_scores else None,
         )
-
-
-class _RunState:
-    """The in-memory mirror of a run's tables that the loop needs: programs, scores, archive, ledger, targets.
-
-    It is rebuilt from the store on resume, so it holds nothing the tables do not. It also serves the curator
-    as its `HistoryView`: training-row scores and program-level validation aggregates only.
-    """
-
-    def __init__(self, config: RunConfig, task: TaskPack) -> None:
-        self.programs: dict[str, ProgramRecord] = {}
-        self.val_scores: dict[str, float] = {}
-        self.train_ids: tuple[str, ...] = tuple(task.split("train").expected)
-        self.val_ids: tuple[str, ...] = tuple(task.split("val").expected)
-        self.train_rows: dict[str, np.ndarray] = {}
-        self.val_rows: dict[str, np.ndarray] = {}
-        self.notes: list[StrategyNote] = []
-        self.children_approaches: dict[str, set[str]] = {}
-        self.failed_targets: Counter[str] = Counter()
-        self.archive = IslandArchive(config.islands)
-        self.last_iteration = -1
-
-    @classmethod
-    def load(cls, store: Warehouse, run_id: int, config: RunConfig, task: TaskPack) -> _RunState:
-        state = cls(config, task)
-        for record in store.programs(run_id):
-            state.programs[record.program_id] = record
-            state.last_iteration = max(state.last_iteration, record.iteration)
-            if record.parent_id is not None and record.approach is not None:
-                state.children_approaches.setdefault(record.parent_id, set()).add(record.approach)
-        for pid, score in store.program_scores(run_id, "val").items():
-            if state.programs[pid].valid:
-                state.val_scores[pid] = score.score
-        for split, ids, rows in (
-            ("train", state.train_ids, state.train_rows),
-            ("val", state.val_ids, state.val_rows),
-        ):
-            for pid, by_id in store.row_scores(run_id, split).items():
-                rows[pid] = np.array([by_id.get(i, 0.0) for i in ids])
-        for entry in store.ledger(run_id):
-            state.add_ledger(entry)
-        for event in store.events(run_id, "mutation"):
-            if event.program_id is not None:
-                state.note_targets(event.program_id, event.payload.get("targets", ()))
-        elites = {pid: Elite(pid, state.programs[pid].iteration, s) for pid, s in state.val_scores.items()}
-        state.archive = IslandArchive.from_entries(config.islands, store.archive_entries(run_id), elites)
-        return state
-
-    def add(self, record: ProgramRecord, outcomes: dict[str, Outcome]) -> None:
-        pid = record.program_id
-        self.programs[pid] = record
-        if record.parent_id is not None and record.approach is not None:
-            self.children_approaches.setdefault(record.parent_id, set()).add(record.approach)
-        if record.valid:
-            self.val_scores[pid] = outcomes["val"].score
-        for split, ids, rows in (
-            ("train", self.train_ids, self.train_rows),
-            ("val", self.val_ids, self.val_rows),
-        ):
-            by_id = {row.instance_id: row.score for row in outcomes[split].rows}
-            rows[pid] = np.array([by_id.get(i, 0.0) for i in ids])
-        self.last_iteration = max(self.last_iteration, record.iteration)
-
-    def admit_by_jp(
-        self, island: int, cell: str, elite: Elite, val: Outcome, *, iteration: int
-    ) -> ArchiveEntry | None:
-        """J_p as the population objective (Appendix C.5): the child takes its cell, displacing the occupant,
-        iff the archive's J_p rises: J_p(roster of A - occupant + child) > J_p(roster of A)."""
-        by_id = {row.instance_id: row.score for row in val.rows}
-        child = np.array([by_id.get(i, 0.0) for i in self.val_ids])
-        occupant = self.archive.cells(island).get(cell)
-        before = [self.val_rows[e] for e in self.elite_ids()]
-        after = [self.val_rows[e] for e in self.elite_ids() if occupant is None or e != occupant.program_id]
-        if population_jp([*after, child], len(self.val_ids)) <= population_jp(before, len(self.val_ids)):
-            return None
-        self.archive.place(island, cell, elite)
-        return ArchiveEntry(
-            iteration=iteration,
-            seq=0,
-            island=island,
-            cell=cell,
-            program_id=elite.program_id,
-            reason="admitted",
-        )
-
-    def add_ledger(self, entry: LedgerEntry) -> None:
-        self.notes.append(
-            StrategyNote(
-                entry.iteration, entry.strategy, entry.kind, entry.status, entry.score_delta, entry.note
-            )
-        )
-
-    def note_targets(self, child_id: str, targets: Iterable[str | None]) -> None:
-        """c(t) of Appendix C.3: count each target the child was made for and does not solve."""
-        index = {instance: k for k, instance in enumerate(self.train_ids)}
-        for target in targets:
-            if target is not None and target in index and self.train_rows[child_id][index[target]] < SOLVED:
-                self.failed_targets[target] += 1
-
-    # -- HistoryView -----------------------------------------------------------------------------------------
-    def train_scores(self, program_id: str) -> np.ndarray:
-        return self.train_rows[program_id]
-
-    def elite_ids(self) -> list[str]:
-        return [e.program_id for e in self.archive.elites()]
-
-    def recent_notes(self, n: int) -> tuple[StrategyNote, ...]:
-        return tuple(self.notes[-n:])
-
-    def tried_from(self, parent_id: str) -> frozenset[str]:
-        return frozenset(self.children_approaches.get(parent_id, ()))
-
-    def view(self, program_id: str) -> ProgramView:
-        return ProgramView(program_id, self.programs[program_id].code, self.val_scores.get(program_id, 0.0))
-
-    # -- reads -----------------------------------------------------------------------------------------------
-    def elite(self, program_id: str) -> Elite:
-        return Elite(program_id, self.programs[program_id].iteration, self.val_scores[program_id])
-
-    def champion_id(self) -> str:
-        """argmax of validation score over valid programs; ties go to the earliest (Algorithm 1, line 11)."""
-        return min(self.val_scores, key=lambda pid: (-self.val_scores[pid], self.programs[pid].iteration))
-
-    def best_score(self) -> float:
-        return max(self.val_scores.values(), default=0.0)
-
-
-def population_jp(rows: list[np.ndarray], n: int) -> float:
-    """J_p (p = 2) of the greedy roster of a population given its per-row validation scores."""
-    if not rows:
-        return 0.0
-    return jp_score(build_roster(np.vstack(rows)).marginals, n)
 
 
 def _bundle_summary(context: ContextBundle) -> dict[str, Any]:
