@@ -8,6 +8,7 @@ representative of what the mutator produces after many generations; the first ca
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -104,6 +105,7 @@ ORDER BY s.id"""
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--no-freeze", action="store_true", help="do not gc.freeze() after warm-up")
     parser.add_argument("--dialect", choices=["duckdb", "snowflake"], default="duckdb")
     args = parser.parse_args()
 
@@ -112,6 +114,9 @@ def main() -> None:
     )
     source = build_candidate()
     validate_candidate(source, spec)  # warm-up: imports, sqlglot dialect setup
+    if not args.no_freeze:  # as the coco-sql command does after start-up (cli.main)
+        gc.collect()
+        gc.freeze()
     timings_ms = []
     for _ in range(args.runs):
         start = time.perf_counter()
