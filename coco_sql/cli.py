@@ -237,55 +237,51 @@ def _read_program(path: Path) -> str:
 
 def cmd_status(args: argparse.Namespace) -> int:
     with DuckDBStore(args.db, read_only=True) as store:
-        runs = store.query(
-            "SELECT r.run_id, r.task, r.seed, r.budget, r.status, "
-            "  (SELECT MAX(iteration) FROM programs p WHERE p.run_id = r.run_id) AS iterations, "
-            "  (SELECT MAX(val_score) FROM leaderboard l WHERE l.run_id = r.run_id) AS best_val "
-            "FROM runs r ORDER BY r.run_id"
-        )
-    if runs.empty:
+        runs = store.run_overview()
+    if not runs:
         print(f"no runs in {args.db}")
         return 0
     print(f"{'run':>4} {'task':<16} {'seed':>5} {'iter':>9} {'best val':>9}  status")
-    for row in runs.itertuples(index=False):
-        iterations = 0 if row.iterations is None else int(row.iterations)
-        best = "-" if row.best_val is None else f"{row.best_val:.4f}"
+    for run in runs:
+        iterations = 0 if run["iterations"] is None else int(run["iterations"])
+        best = "-" if run["best_val"] is None else f"{run['best_val']:.4f}"
         print(
-            f"{row.run_id:>4} {row.task:<16} {row.seed:>5} {iterations:>4}/{row.budget:<4} {best:>9}  {row.status}"
+            f"{run['run_id']:>4} {run['task']:<16} {run['seed']:>5} {iterations:>4}/{run['budget']:<4} "
+            f"{best:>9}  {run['status']}"
         )
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     with DuckDBStore(args.db, read_only=True) as store:
-        run_id = args.run if args.run is not None else store.latest_run_id()
-        if run_id is None:
-            raise StoreError(f"no runs in {args.db}")
-        store.get_run(run_id)
-        best = store.query(
-            "SELECT program_id, code, val_score FROM leaderboard JOIN programs USING (program_id) "
-            "WHERE leaderboard.run_id = ? AND valid ORDER BY val_score DESC, programs.iteration LIMIT 1",
-            [run_id],
-        )
-    if best.empty:
+        run_id = _run_id(store, args)
+        champion = store.champion(run_id)
+    if champion is None:
         raise StoreError(f"run {run_id} has no valid program")
-    row = best.iloc[0]
-    print(f"-- coco-sql champion {row.program_id} of run {run_id} (validation score {row.val_score:.4f})")
-    print(row.code.rstrip())
+    program, score = champion
+    print(f"-- coco-sql champion {program.program_id} of run {run_id} (validation score {score:.4f})")
+    print(program.code.rstrip())
     return 0
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     with DuckDBStore(args.db, read_only=True) as store:
-        run_id = args.run if args.run is not None else store.latest_run_id()
-        if run_id is None:
-            raise StoreError(f"no runs in {args.db}")
+        run_id = _run_id(store, args)
         options = {name: getattr(args, name) for name in CLI_FLAGS}
         result = HistoryTools(store, run_id).call(
             args.tool, **{name: value for name, value in options.items() if value is not None}
         )
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _run_id(store: DuckDBStore, args: argparse.Namespace) -> int:
+    """--run, or the newest run in the store; StoreError when there is none or it does not exist."""
+    run_id = args.run if args.run is not None else store.latest_run_id()
+    if run_id is None:
+        raise StoreError(f"no runs in {args.db}")
+    store.get_run(run_id)
+    return run_id
 
 
 def _print_progress(report: IterationReport) -> None:

@@ -321,3 +321,22 @@ def test_a_second_process_holding_the_file_makes_open_fail(store_path: Path) -> 
         holder.stdin.close()
         holder.wait(timeout=10)
     DuckDBStore(store_path).close()  # released: opens again
+
+
+def test_run_overview_and_champion_on_an_empty_and_a_real_run(tmp_path: Path) -> None:
+    from coco_sql.loop import EvolutionLoop, RunConfig
+    from coco_sql.tasks import load_task
+
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        store.create_run(RunRecord(1, "lockpicking6", "f", 0, 3, {}))
+        assert store.run_overview() == [
+            {"run_id": 1, "task": "lockpicking6", "seed": 0, "budget": 3, "status": "running",
+             "iterations": None, "best_val": None}
+        ]  # fmt: skip
+        assert store.champion(1) is None
+        summary = EvolutionLoop(store, load_task("lockpicking6")).start(
+            RunConfig(seed=1, budget=2, max_drafts=4)
+        )
+        program, score = store.champion(summary.run_id)  # type: ignore[misc]
+        assert (program.program_id, score) == (summary.champion_id, summary.champion_val_score)
+        assert store.run_overview()[-1]["iterations"] == 2

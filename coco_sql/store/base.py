@@ -77,6 +77,14 @@ class Warehouse(Protocol):
         """The run's events of one kind, by iteration."""
         ...
 
+    def run_overview(self) -> list[dict[str, Any]]:
+        """One row per run: run_id, task, seed, budget, status, iterations, best_val."""
+        ...
+
+    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
+        """The run's best valid program by validation score (ties: earliest) and that score."""
+        ...
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """Run a trusted, read-only query of coco-sql's own (status, history tools). Never candidate SQL."""
         ...

@@ -375,6 +375,26 @@ class DuckDBStore:
         )
         return [Event(int(r[0]), r[1], r[2], json.loads(r[3]) if r[3] else {}) for r in rows]
 
+    def run_overview(self) -> list[dict[str, Any]]:
+        """One row per run: task, seed, budget, status, iterations committed, best validation score."""
+        columns = ("run_id", "task", "seed", "budget", "status", "iterations", "best_val")
+        rows = self._fetchall(
+            "SELECT r.run_id, r.task, r.seed, r.budget, r.status, "
+            "  (SELECT MAX(iteration) FROM programs p WHERE p.run_id = r.run_id) AS iterations, "
+            "  (SELECT MAX(val_score) FROM leaderboard l WHERE l.run_id = r.run_id) AS best_val "
+            "FROM runs r ORDER BY r.run_id"
+        )
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+
+    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
+        """The valid program with the best validation score (ties: earliest), with that score."""
+        rows = self._fetchall(
+            "SELECT l.program_id, l.val_score FROM leaderboard l JOIN programs p USING (program_id) "
+            "WHERE l.run_id = ? AND p.valid ORDER BY l.val_score DESC, p.iteration LIMIT 1",
+            [run_id],
+        )
+        return (self.program(rows[0][0]), float(rows[0][1])) if rows else None
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         with self._lock:
             return self._con.execute(sql, list(params)).df()
