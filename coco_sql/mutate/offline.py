@@ -145,6 +145,15 @@ class OfflineMutator:
         tried: list[str | None] = []
         budget = self.max_drafts
 
+        def try_draft(edit: Edit) -> int:
+            """Render, validate and test one draft on the training rows; 1 if it was new and tested."""
+            code = self._render(edit.apply(parent_query), env)
+            if code in tested or code == request.parent.code:
+                return 0
+            outcome = env.test_draft(code)
+            tested[code] = (edit, outcome, self._net_gain(parent_outcome, outcome, numeric))
+            return 1
+
         # Stage 1: contrast many failures at once. Guards fitted to each of the top targets (and arms of the
         # donors) are screened together in one query; the best few are then tested as real drafts.
         if self.screen_targets:
@@ -159,14 +168,9 @@ class OfflineMutator:
             )
             hypotheses["screened"] = len(screened)
             tried.extend(t for t in ranked_targets[: self.screen_targets] if t is not None)
-            fresh = [(e, g) for e, g in screened if f"{e.operator}: {e.description}" not in context.tried]
-            for edit, _ in fresh[: self.confirm]:
-                code = self._render(edit.apply(parent_query), env)
-                if code in tested or code == request.parent.code:
-                    continue
-                outcome = env.test_draft(code)
-                tested[code] = (edit, outcome, self._net_gain(parent_outcome, outcome, numeric))
-                budget -= 1
+            fresh = [edit for edit, _ in screened if edit.approach not in context.tried]
+            for edit in fresh[: self.confirm]:
+                budget -= try_draft(edit)
 
         # Stage 2: investigate one target at a time with every operator; move on only while nothing gains.
         for target in targets if not any(gain > 0 for _, _, gain in tested.values()) else []:
@@ -183,14 +187,8 @@ class OfflineMutator:
             if target not in tried:
                 tried.append(target)
             for edit in self._allocate(pools, rng, quota, shares):
-                if f"{edit.operator}: {edit.description}" in context.tried:
-                    continue
-                code = self._render(edit.apply(parent_query), env)
-                if code in tested or code == request.parent.code:
-                    continue
-                outcome = env.test_draft(code)
-                tested[code] = (edit, outcome, self._net_gain(parent_outcome, outcome, numeric))
-                budget -= 1
+                if edit.approach not in context.tried:
+                    budget -= try_draft(edit)
             if any(gain > 0 for _, _, gain in tested.values()):
                 break
         if not tested:
@@ -205,7 +203,7 @@ class OfflineMutator:
         best, outcome, gain = tested[code]
         return Proposal(
             code=code,
-            approach=f"{best.operator}: {best.description}",
+            approach=best.approach,
             strategy=strategy,
             donor_id=best.donor_id,
             notes={

@@ -37,6 +37,11 @@ class Edit:
     arm: tuple[int, exp.If] | None = None  # (CASE index, WHEN arm) the edit appends, if it is that simple
     drop: tuple[int, int] | None = None  # (CASE index, arm index) the edit removes, if it is that simple
 
+    @property
+    def approach(self) -> str:
+        """How the edit is recorded as a child's approach (and recognised when a parent's child repeats it)."""
+        return f"{self.operator}: {self.description}"
+
 
 @dataclass(frozen=True)
 class ScopeData:
