@@ -135,6 +135,11 @@ class RunState:
     def tried_from(self, parent_id: str) -> frozenset[str]:
         return frozenset(self.children_approaches.get(parent_id, ()))
 
+    def root_id(self, program_id: str) -> str:
+        while (parent := self.programs[program_id].parent_id) is not None and parent in self.programs:
+            program_id = parent
+        return program_id
+
     def view(self, program_id: str) -> ProgramView:
         return ProgramView(program_id, self.programs[program_id].code, self.val_scores.get(program_id, 0.0))
 

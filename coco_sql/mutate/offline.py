@@ -14,8 +14,9 @@ that already solve a target, the ledger, the parent's already-tried approaches) 
 5. commit the best draft by net row-level gain over the parent: closeness is the row score, or minus the absolute
    error for numeric contracts, and regressions weigh `regression_penalty` times more than fixes.
 
-When the ledger shows stagnation the draft budget shifts from new guards to restructuring (recombine, prune,
-leaf changes): the strategy is recorded as 'restructure' instead of 'hillclimb'. With `probe=False` (ablation)
+When the ledger shows stagnation the mutator takes a named new direction, recorded as 'restructure' instead of
+'hillclimb': first it refits all point guards of the parent jointly against every training row (`joint_fit`, once
+per parent), then the draft budget shifts from new guards to restructuring (recombine, prune, leaf changes). With `probe=False` (ablation)
 nothing touches the data: one hypothesis built from the program's own literals is committed untested.
 
 Everything random comes from the injected RNG, so a proposal is a pure function of (request, data, RNG).
@@ -32,6 +33,15 @@ from sqlglot import exp
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.evaluate import Outcome, QueryResult
 from coco_sql.mutate.base import MutationRequest, Proposal
+from coco_sql.mutate.joint_fit import OPERATOR as JOINT_FIT
+from coco_sql.mutate.joint_fit import (
+    additive_shape,
+    conditions_from_rows,
+    guard_edits,
+    rules_edit,
+    solve_rules,
+    strip_point_guards,
+)
 from coco_sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 from coco_sql.mutate.sql_edits import (
     Edit,
@@ -83,6 +93,9 @@ class OfflineMutator:
         screen_targets: int = 10,
         max_screened: int = 400,
         confirm: int = 3,
+        joint_fit: bool = True,
+        joint_fit_time_limit_s: float = 20.0,
+        max_fit_hypotheses: int = 2000,
     ) -> None:
         if max_drafts < 1 or max_targets < 1:
             raise ValueError("max_drafts and max_targets must be at least 1")
@@ -95,6 +108,9 @@ class OfflineMutator:
         self.screen_targets = screen_targets  # targets whose guards are screened together (0: no screening)
         self.max_screened = max_screened
         self.confirm = confirm  # screened hypotheses re-tested as real drafts before one is committed
+        self.joint_fit = joint_fit  # on stagnation, refit all point guards at once (see `joint_fit`)
+        self.joint_fit_time_limit_s = joint_fit_time_limit_s
+        self.max_fit_hypotheses = max_fit_hypotheses
 
     def _net_gain(self, parent: Outcome, draft: Outcome, numeric: bool) -> float:
         """Row-level gain with regressions weighted up: sum max(0, d_i - p_i) - lambda * sum max(0, p_i - d_i).
@@ -143,6 +159,7 @@ class OfflineMutator:
         tested: dict[str, tuple[Edit, Outcome, float]] = {}
         hypotheses: dict[str, int] = {}
         tried: list[str | None] = []
+        notes_extra: dict[str, object] = {}
         budget = self.max_drafts
 
         def try_draft(edit: Edit) -> int:
@@ -153,6 +170,19 @@ class OfflineMutator:
             outcome = env.test_draft(code)
             tested[code] = (edit, outcome, self._net_gain(parent_outcome, outcome, numeric))
             return 1
+
+        # Stage 0, a named new direction when hill-climbing stalls: fit all point guards jointly (`joint_fit`).
+        if (
+            strategy == "restructure"
+            and self.joint_fit
+            and not any(approach.startswith(f"{JOINT_FIT}:") for approach in context.tried)
+        ):
+            root = self._parse(context.root.code, env) if context.root is not None else None
+            fitted, fit_notes = self._joint_fit(parent_query, env, probes, root)
+            hypotheses["joint_fit"] = int(fit_notes.get("hypotheses", 0))
+            notes_extra["joint_fit"] = fit_notes
+            if fitted is not None:
+                budget -= try_draft(fitted)
 
         # Stage 1: contrast many failures at once. Guards fitted to each of the top targets (and arms of the
         # donors) are screened together in one query; the best few are then tested as real drafts.
@@ -196,7 +226,7 @@ class OfflineMutator:
                 code=request.parent.code,
                 approach="no applicable edit; resubmitted unchanged",
                 strategy=strategy,
-                notes={"targets": tried},
+                notes={"targets": tried, **notes_extra},
             )
         # Best net gain, then training score; ties keep the order in which drafts were drawn.
         code = min(tested, key=lambda c: (-tested[c][2], -tested[c][1].score))
@@ -213,6 +243,7 @@ class OfflineMutator:
                 "parent_train_score": parent_outcome.score,
                 "child_train_score": outcome.score,
                 "net_gain": gain,
+                **notes_extra,
             },
         )
 
@@ -275,6 +306,75 @@ class OfflineMutator:
         gains = [self._net_gain(parent_outcome, outcome, numeric) for outcome in outcomes]
         order = sorted(range(len(edits)), key=lambda i: (-gains[i], i))
         return [(edits[i], gains[i]) for i in order]
+
+    def _joint_fit(
+        self,
+        query: exp.Expression,
+        env: DraftEnvironment,
+        probes: dict[str, QueryResult | None],
+        root: exp.Expression | None = None,
+    ) -> tuple[Edit | None, dict[str, object]]:
+        """Fit the point guards of an additive program jointly on the training rows (see `joint_fit`)."""
+        shape = additive_shape(query, env.output_column, root)
+        if shape is None or env.output_type.upper() not in NUMERIC_TYPES:
+            return None, {"status": "not applicable: the output is not a numeric sum of CASEs"}
+        base = strip_point_guards(query, shape)
+        base_outcome = env.test_draft(self._render(base, env))
+        scope_sql = scope_probe(base, base) if isinstance(base, exp.Select) else None
+        if not base_outcome.ok or scope_sql is None:
+            return None, {"status": f"base program failed: {base_outcome.error or 'reads nothing'}"}
+        try:
+            row_ids = [row.instance_id for row in base_outcome.rows]
+            residual = [
+                float(json.loads(row.expected)) - float(json.loads(row.output))  # type: ignore[arg-type]
+                for row in base_outcome.rows
+            ]
+        except (TypeError, ValueError):
+            return None, {"status": "not applicable: non-numeric outputs or labels"}
+        if scope_sql not in probes:
+            try:
+                probes[scope_sql] = env.probe(scope_sql)
+            except EvaluationError:
+                probes[scope_sql] = None
+        scope = probes[scope_sql]
+        if scope is None:
+            return None, {"status": "scope probe failed"}
+        conditions = conditions_from_rows(scope.columns, scope.rows)
+        per_condition = len(shape.case_indices)
+        conditions = conditions[: max(1, self.max_fit_hypotheses // per_condition)]
+        edits = screenable(base, guard_edits(shape, conditions))
+        if len(edits) != len(conditions) * per_condition:
+            return None, {"status": "not applicable: guards cannot be screened"}
+        try:
+            result = env.probe(screening_sql(base, edits, env.output_column))  # type: ignore[arg-type]
+        except EvaluationError as error:
+            return None, {"status": f"screening failed: {error}"}
+        position = {instance_id: r for r, instance_id in enumerate(row_ids)}
+        base_output = [float(json.loads(row.output)) for row in base_outcome.rows]  # type: ignore[arg-type]
+        effects: dict[tuple[int, int], dict[int, float]] = {}
+        for i, rows in enumerate(split_by_hypothesis(result.rows, len(edits))):
+            a, k = divmod(i, per_condition)
+            for instance_id, output in rows:
+                r = position.get(str(instance_id))
+                if r is None or output is None:
+                    continue
+                delta = float(output) - base_output[r]  # type: ignore[arg-type]
+                if delta:
+                    effects.setdefault((a, shape.case_indices[k]), {})[r] = delta
+        fit = solve_rules(shape, conditions, effects, residual, self.joint_fit_time_limit_s)
+        notes: dict[str, object] = {
+            "status": fit.status,
+            "hypotheses": len(edits),
+            "variables": fit.variables,
+            "seconds": round(fit.seconds, 3),
+            "group_size": shape.group_size,
+        }
+        if fit.rules is None:
+            return None, notes
+        notes["rules"] = len(fit.rules)
+        return rules_edit(
+            shape, fit.rules, f"{len(fit.rules)} rules fitted jointly to all training rows"
+        ), notes
 
     @staticmethod
     def _own_failures(parent_outcome: Outcome, rng: np.random.Generator) -> list[str | None]:

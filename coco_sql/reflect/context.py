@@ -48,6 +48,7 @@ class ContextBundle:
     target_observation: Mapping[str, Any] | None = None
     donors: Mapping[str, ProgramView] = field(default_factory=dict)
     tried: frozenset[str] = frozenset()  # approaches of this parent's earlier children: not worth repeating
+    root: ProgramView | None = None  # the lineage's first program: the structure the user wrote
     history: bool = True
 
     def stagnant(self, window: int) -> bool:

@@ -36,6 +36,10 @@ class HistoryView(Protocol):
         """Approaches of the parent's children so far."""
         ...
 
+    def root_id(self, program_id: str) -> str:
+        """The first program of the lineage (the user's seed)."""
+        ...
+
 
 class Curator:
     def __init__(
@@ -83,6 +87,7 @@ class Curator:
             target_observation=observation,
             donors=self._donors(history, elites, targets),
             tried=history.tried_from(parent_id),
+            root=history.view(history.root_id(parent_id)),
             history=True,
         )
 
