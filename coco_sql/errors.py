@@ -33,3 +33,47 @@ class EvaluationError(CocoError):
 
 class EvaluationTimeout(EvaluationError):
     """A candidate ran past its wall-clock deadline and was interrupted."""
+
+
+class ProviderError(CocoError):
+    """An AI provider call failed. `retryable` says whether the same call may succeed if tried again."""
+
+    retryable = False
+
+    def __init__(self, provider: str, message: str) -> None:
+        super().__init__(f"AI provider {provider!r}: {message}")
+        self.provider = provider
+
+
+class ProviderRateLimited(ProviderError):
+    """HTTP 429 or an equivalent: slow down and retry."""
+
+    retryable = True
+
+    def __init__(self, provider: str, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(provider, message)
+        self.retry_after_s = retry_after_s
+
+
+class ProviderServerError(ProviderError):
+    """HTTP 5xx: the endpoint failed this call; retry."""
+
+    retryable = True
+
+
+class ProviderTimeout(ProviderError):
+    """The call did not answer within its per-call timeout; retry while the deadline allows."""
+
+    retryable = True
+
+
+class ProviderUnavailable(ProviderError):
+    """The endpoint cannot be reached at all (connection refused, DNS): a run-level error, not a row error."""
+
+
+class ProviderResponseError(ProviderError):
+    """The endpoint answered, but not with what the protocol promises (malformed JSON, missing fields, 4xx)."""
+
+
+class CallCancelled(ProviderError):
+    """The evaluation's deadline passed or it was cancelled before this call finished."""

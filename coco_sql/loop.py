@@ -25,6 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from coco_sql.aifuncs.cache import AiCache
+from coco_sql.aifuncs.routing import AiConfig
+from coco_sql.aifuncs.runtime import AiRuntime
+from coco_sql.aifuncs.usage import Usage
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator
 from coco_sql.mutate import MutationRequest, Mutator, OfflineMutator, Proposal
@@ -157,9 +161,11 @@ class EvolutionLoop:
         policy: ParentPolicy | None = None,
         mutator: Mutator | None = None,
         progress: Callable[[IterationReport], None] | None = None,
+        ai_config: AiConfig | None = None,
     ) -> None:
         self.store = store
         self.task = task
+        self._ai_config = ai_config
         self._policy = policy
         self._mutator = mutator
         self._progress = progress or (lambda report: None)
@@ -204,7 +210,8 @@ class EvolutionLoop:
         policy = self._policy or make_policy(config)
         mutator = self._mutator or make_mutator(config)
         curator = make_curator(config, self.task)
-        evaluator = Evaluator(self.task, SEARCH_SPLITS)
+        ai = self._ai_runtime(config)
+        evaluator = Evaluator(self.task, SEARCH_SPLITS, ai=ai)
         env = DraftEnvironment(evaluator)
         try:
             state = RunState.load(self.store, run.run_id, config, self.task)
@@ -234,6 +241,33 @@ class EvolutionLoop:
             raise
         finally:
             evaluator.close()
+            if ai is not None:
+                ai.close()
+
+    def _ai_runtime(self, config: RunConfig) -> AiRuntime | None:
+        """The run's AI runtime, its cache warmed from the store's tables; None when the task uses no AI."""
+        if not self.task.uses_ai:
+            return None
+        cache = AiCache()
+        cache.load(*self.store.ai_cache_entries())
+        return AiRuntime(self._ai_config or AiConfig.from_environment(seed=config.seed), cache)
+
+    @staticmethod
+    def _ai_rows(evaluator: Evaluator, program_id: str | None, drafts: Usage | None = None) -> dict[str, Any]:
+        """IterationBatch fields for the AI work since the last batch: new cache rows and the drafts' usage.
+
+        The program's own evaluations carry their usage; what else was spent (the mutator's draft tests and
+        probes) is `drafts`, taken before those evaluations ran."""
+        if evaluator.ai is None:
+            return {}
+        responses, embeddings = evaluator.ai.cache.drain()
+        evaluator.ai.take_spent()  # the evaluations' usage travels with them
+        return {
+            "ai_cache": tuple(responses),
+            "ai_embeddings": tuple(embeddings),
+            "drafts_usage": drafts,
+            "drafts_program_id": program_id,
+        }
 
     def _commit_seed(self, run: RunRecord, config: RunConfig, evaluator: Evaluator, state: RunState) -> None:
         code = self.task.seed_program
@@ -291,6 +325,7 @@ class EvolutionLoop:
                 evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
                 archive=tuple(entry for entry in landings if entry is not None),
                 events=(Event(0, "run_started", pid, {"config": asdict(config), "task": self.task.name}),),
+                **self._ai_rows(evaluator, pid),
             ),
             lambda: self._progress(report),
         )
@@ -324,10 +359,12 @@ class EvolutionLoop:
             iteration_rng(run.seed, t, MUTATOR_STREAM),
         )
         mutate_ms = _ms_since(clock)
+        drafts_usage = evaluator.ai.take_spent() if evaluator.ai is not None else None
 
         clock = time.perf_counter()
         outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}
         evaluate_ms = _ms_since(clock)
+        ai_rows = self._ai_rows(evaluator, program_id_for(run.run_id, t), drafts_usage)
 
         clock = time.perf_counter()
         pid = program_id_for(run.run_id, t)
@@ -405,6 +442,7 @@ class EvolutionLoop:
             archive=tuple(landings),
             ledger=(ledger_entry,),
             events=tuple(events),
+            **ai_rows,
         )
         timings = {"select": select_ms, "curate": curate_ms, "mutate": mutate_ms, "evaluate": evaluate_ms}
         report = IterationReport(
@@ -430,14 +468,18 @@ class EvolutionLoop:
         test_scores = self.store.program_scores(run.run_id, "test")
         pending = [pid for pid in dict.fromkeys((seed_id, champion_id)) if pid not in test_scores]
         if pending or self.store.get_run(run.run_id).status != "finished":
-            reporter = Evaluator(self.task, REPORT_SPLITS)
+            ai = self._ai_runtime(config)
+            reporter = Evaluator(self.task, REPORT_SPLITS, ai=ai)
             try:
                 evaluations = tuple(
                     reporter.evaluate(state.programs[pid].code, "test").as_split_evaluation(pid)
                     for pid in pending
                 )
+                ai_rows = self._ai_rows(reporter, None)
             finally:
                 reporter.close()
+                if ai is not None:
+                    ai.close()
             self.store.write_iteration(
                 IterationBatch(
                     run.run_id,
@@ -452,6 +494,7 @@ class EvolutionLoop:
                         ),
                     ),
                     finish_run=True,
+                    **ai_rows,
                 )
             )
             test_scores = self.store.program_scores(run.run_id, "test")

@@ -59,7 +59,8 @@ CREATE TABLE IF NOT EXISTS program_scores (  -- one row per program x split: the
     input_tokens  BIGINT NOT NULL,
     output_tokens BIGINT NOT NULL,
     latency_ms    DOUBLE NOT NULL,        -- wall-clock time of the whole evaluation
-    created_at    TIMESTAMP NOT NULL
+    created_at    TIMESTAMP NOT NULL,
+    cache_hits    BIGINT NOT NULL DEFAULT 0  -- AI calls answered from ai_cache / ai_embeddings (not in model_calls)
 );
 
 CREATE TABLE IF NOT EXISTS archive_entries (  -- MAP-Elites landings: the occupant of (island, cell) from `iteration` on
@@ -94,4 +95,59 @@ CREATE TABLE IF NOT EXISTS events (
     program_id VARCHAR,
     payload    JSON,
     created_at TIMESTAMP NOT NULL
+);
+
+-- The AI response cache, content-addressed and shared by every run of this store (aifuncs/cache.py).
+CREATE TABLE IF NOT EXISTS ai_cache (
+    cache_key     VARCHAR PRIMARY KEY,    -- sha256 over (function, model, parameters, input)
+    function      VARCHAR NOT NULL,
+    model         VARCHAR NOT NULL,
+    response      VARCHAR NOT NULL,       -- the provider's answer (text; JSON text for JSON output)
+    input_tokens  BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    latency_ms    DOUBLE NOT NULL,        -- of the call that filled the entry
+    created_at    TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS ai_embeddings (  -- embeddings cached per (model, text)
+    model        VARCHAR NOT NULL,
+    text_hash    VARCHAR NOT NULL,        -- sha256 of the text
+    vector       FLOAT[] NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    created_at   TIMESTAMP NOT NULL,
+    PRIMARY KEY (model, text_hash)
+);
+
+CREATE TABLE IF NOT EXISTS ai_usage (  -- the cost ledger: AI usage per evaluation x function x model
+    run_id               BIGINT NOT NULL,
+    iteration            BIGINT NOT NULL,
+    program_id           VARCHAR,
+    split                VARCHAR NOT NULL,  -- train | val | test, or 'drafts' (the mutator's tests and probes)
+    function             VARCHAR NOT NULL,
+    model                VARCHAR NOT NULL,
+    calls                BIGINT NOT NULL,   -- rows answered, from the provider or the cache
+    cache_hits           BIGINT NOT NULL,
+    errors               BIGINT NOT NULL,
+    input_tokens         BIGINT NOT NULL,   -- spent on provider calls
+    output_tokens        BIGINT NOT NULL,
+    cached_input_tokens  BIGINT NOT NULL,   -- what the cache hits would have cost
+    cached_output_tokens BIGINT NOT NULL,
+    latency_ms           DOUBLE NOT NULL,   -- summed over provider calls
+    created_at           TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS ai_calls (  -- every provider call (cache misses), including failed ones
+    run_id        BIGINT NOT NULL,
+    iteration     BIGINT NOT NULL,
+    program_id    VARCHAR,
+    split         VARCHAR NOT NULL,
+    function      VARCHAR NOT NULL,
+    model         VARCHAR NOT NULL,
+    provider      VARCHAR NOT NULL,
+    items         BIGINT NOT NULL,        -- texts embedded or prompts completed by the call
+    input_tokens  BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    latency_ms    DOUBLE NOT NULL,
+    error         VARCHAR,
+    created_at    TIMESTAMP NOT NULL
 );

@@ -16,6 +16,11 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
+from coco_sql.aifuncs.functions import AiFunctions
+from coco_sql.aifuncs.providers.base import Deadline
+from coco_sql.aifuncs.routing import AiConfig
+from coco_sql.aifuncs.runtime import AiRuntime
+from coco_sql.aifuncs.usage import Usage
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
 from coco_sql.evaluate.sandbox import QueryResult, Sandbox
 from coco_sql.sqlcheck import ValidatedProgram, ValidationSpec, validate_candidate
@@ -36,6 +41,7 @@ class Outcome:
     error: str | None  # program-level diagnostic (rejection, runtime error, deadline), else None
     latency_ms: float
     query: exp.Expression | None = None  # the validated DuckDB AST, when the program passed validation
+    usage: Usage | None = None  # what its AI calls cost (None: the program made none)
 
     @property
     def ok(self) -> bool:
@@ -49,12 +55,18 @@ class Outcome:
                 score=self.score,
                 n_rows=len(self.rows),
                 n_errors=sum(1 for r in self.rows if r.error is not None),
-                model_calls=sum(r.model_calls for r in self.rows),
-                input_tokens=sum(r.input_tokens for r in self.rows),
-                output_tokens=sum(r.output_tokens for r in self.rows),
+                model_calls=self.usage.model_calls if self.usage else sum(r.model_calls for r in self.rows),
+                input_tokens=self.usage.input_tokens
+                if self.usage
+                else sum(r.input_tokens for r in self.rows),
+                output_tokens=self.usage.output_tokens
+                if self.usage
+                else sum(r.output_tokens for r in self.rows),
                 latency_ms=self.latency_ms,
+                cache_hits=self.usage.cache_hits if self.usage else 0,
             ),
             rows=self.rows,
+            usage=self.usage,
         )
 
 
@@ -67,9 +79,16 @@ class Evaluator:
     """
 
     def __init__(
-        self, task: TaskPack, splits: Iterable[str] = SEARCH_SPLITS, *, cache_size: int = 1024
+        self,
+        task: TaskPack,
+        splits: Iterable[str] = SEARCH_SPLITS,
+        *,
+        cache_size: int = 1024,
+        ai: AiRuntime | None = None,
     ) -> None:
         self.task = task
+        self.ai = ai if ai is not None or not task.uses_ai else AiRuntime(AiConfig.from_environment())
+        self._functions = AiFunctions(self.ai) if self.ai is not None else None
         self.splits = tuple(splits)
         self.spec = ValidationSpec(
             input_columns=dict(task.input_columns),
@@ -96,9 +115,10 @@ class Evaluator:
         except CandidateRejected as rejection:
             return self._failed(split, f"rejected: {rejection}", 0.0)
         key = (split, program.sql)
-        if key in self._memo:
+        if key in self._memo:  # no query runs: every AI call it made is answered again from the cache
             self._memo.move_to_end(key)
-            return self._memo[key]
+            memo = self._memo[key]
+            return memo if memo.usage is None else replace(memo, usage=memo.usage.replayed())
         outcome = replace(self._run(program, split), query=program.expression)
         self._memo[key] = outcome
         if len(self._memo) > self._cache_size:
@@ -121,7 +141,15 @@ class Evaluator:
             raise EvaluationError(f"probe does not parse: {error}") from None
         if kinds != ["SELECT"]:
             raise EvaluationError(f"a probe must be one SELECT, got {', '.join(kinds) or 'nothing'}")
-        return sandbox.run(sql, deadline_s)
+        if self.ai is None:
+            return sandbox.run(sql, deadline_s)
+        deadline = Deadline.after(deadline_s)
+        with self.ai.evaluation(deadline):
+            try:
+                return sandbox.run(sql, deadline_s, on_timeout=deadline.cancel)
+            finally:
+                if self.ai.fatal is not None:
+                    raise self.ai.fatal
 
     def close(self) -> None:
         for sandbox in self._sandboxes.values():
@@ -131,7 +159,7 @@ class Evaluator:
     # -- internals -------------------------------------------------------------------------------------------
     def _sandbox(self, split: str) -> Sandbox:
         if split not in self._sandboxes:
-            self._sandboxes[split] = Sandbox(self.task.split(split).inputs)
+            self._sandboxes[split] = Sandbox(self.task.split(split).inputs, ai=self._functions)
         return self._sandboxes[split]
 
     def _run(self, program: ValidatedProgram, split: str) -> Outcome:
@@ -143,11 +171,26 @@ class Evaluator:
             )
         output = self.task.contract.output.replace('"', '""')
         wrapped = f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({program.sql}) AS candidate'
-        try:
-            result = sandbox.run(wrapped, self.task.timeout_seconds)
-        except EvaluationError as error:
-            return self._failed(split, str(error), 0.0)
-        return self._score(split, result.rows, result.elapsed_ms)
+        if self.ai is None:
+            try:
+                result = sandbox.run(wrapped, self.task.timeout_seconds)
+            except EvaluationError as error:
+                return self._failed(split, str(error), 0.0)
+            return self._score(split, result.rows, result.elapsed_ms)
+        deadline = Deadline.after(self.task.timeout_seconds)
+        with self.ai.evaluation(deadline) as usage:
+            try:
+                result = sandbox.run(wrapped, self.task.timeout_seconds, on_timeout=deadline.cancel)
+            except EvaluationError as error:
+                if (
+                    self.ai.fatal is not None
+                ):  # a dead endpoint or bad AI config: the run stops, the program is fine
+                    raise self.ai.fatal from None
+                return replace(self._failed(split, str(error), 0.0), usage=usage)
+        if self.ai.fatal is not None:
+            raise self.ai.fatal
+        outcome = self._score(split, result.rows, result.elapsed_ms)
+        return replace(outcome, usage=usage)
 
     def score_rows(
         self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float = 0.0

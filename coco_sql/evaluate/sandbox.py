@@ -12,15 +12,27 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
 
 from coco_sql.errors import EvaluationError, EvaluationTimeout
 
+if TYPE_CHECKING:
+    from coco_sql.aifuncs.functions import AiFunctions
+
+
+def register_ai_functions(con: duckdb.DuckDBPyConnection, ai: AiFunctions) -> None:
+    from coco_sql.aifuncs.duckdb_udfs import register_ai_functions as register
+
+    register(con, ai)
+
+
 _LOCKDOWN = (
+    "SET enable_progress_bar = false",
     "SET threads = 1",  # deterministic float aggregation order, and fair on a shared machine
     "SET memory_limit = '{memory_limit}'",
     "SET max_temp_directory_size = '0B'",
@@ -46,23 +58,36 @@ class Sandbox:
     EvaluationError for any other failure. The sandbox stays usable after either.
     """
 
-    def __init__(self, inputs: pd.DataFrame, *, relation: str = "input", memory_limit: str = "1GB") -> None:
+    def __init__(
+        self,
+        inputs: pd.DataFrame,
+        *,
+        relation: str = "input",
+        memory_limit: str = "1GB",
+        ai: AiFunctions | None = None,
+    ) -> None:
         self.relation = relation
         self._lock = threading.Lock()
         self._con = duckdb.connect(":memory:")
         self._con.register("_rows", inputs)
         self._con.execute(f'CREATE TABLE "{relation}" AS SELECT * FROM _rows')
         self._con.unregister("_rows")
+        if ai is not None:  # before the lock-down: UDFs are part of the sandbox, not something a query adds
+            register_ai_functions(self._con, ai)
         for statement in _LOCKDOWN:
             self._con.execute(statement.format(memory_limit=memory_limit))
 
-    def run(self, sql: str, deadline_s: float) -> QueryResult:
+    def run(self, sql: str, deadline_s: float, on_timeout: Callable[[], None] | None = None) -> QueryResult:
+        """`on_timeout` runs at the deadline too: DuckDB's interrupt cannot stop a Python UDF mid-chunk, so the
+        AI functions' own cancel flag is set there."""
         with self._lock:
             con = self._con
             timed_out = threading.Event()
 
             def _interrupt() -> None:
                 timed_out.set()
+                if on_timeout is not None:
+                    on_timeout()
                 con.interrupt()
 
             timer = threading.Timer(deadline_s, _interrupt)

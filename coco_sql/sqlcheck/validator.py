@@ -32,6 +32,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.sqlcheck.ai_binding import bind_ai_calls
 from coco_sql.sqlcheck.allowlist import (
     AI_SIGNATURES,
     BASE_FUNCTIONS,
@@ -479,5 +480,6 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
     check_output(query, spec)
     # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
     # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
+    bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know
     sql = query.sql(dialect="duckdb", copy=False)
     return ValidatedProgram(source=source, sql=sql, wrapped=wrapped, expression=query)

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from coco_sql.aifuncs.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.records import (
     ArchiveEntry,
     Event,
@@ -45,6 +46,10 @@ class Warehouse(Protocol):
 
     def write_iteration(self, batch: IterationBatch) -> None:
         """Commit one iteration's rows as a single transaction (all or nothing)."""
+        ...
+
+    def ai_cache_entries(self) -> tuple[list[CachedResponse], list[CachedEmbedding]]:
+        """Every cached AI response and embedding in the store (shared by all its runs)."""
         ...
 
     def last_iteration(self, run_id: int) -> int:

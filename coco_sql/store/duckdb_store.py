@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
+from coco_sql.aifuncs.cache import CachedEmbedding, CachedResponse
 from coco_sql.errors import StoreError
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.records import (
@@ -46,6 +48,7 @@ _SCORE_TYPES = (
     "BIGINT",
     "DOUBLE",
     "TIMESTAMP",
+    "BIGINT",
 )
 _EVALUATION_TYPES = (
     "BIGINT",
@@ -62,6 +65,12 @@ _EVALUATION_TYPES = (
     "BIGINT",
     "DOUBLE",
 )
+
+
+_AI_USAGE_TYPES = ("BIGINT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "BIGINT", "BIGINT",
+                   "BIGINT", "BIGINT", "BIGINT", "BIGINT", "DOUBLE", "TIMESTAMP")  # fmt: skip
+_AI_CALL_TYPES = ("BIGINT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "BIGINT",
+                  "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMP")  # fmt: skip
 
 
 def _now() -> datetime:
@@ -221,10 +230,12 @@ class DuckDBStore:
                     s.summary.output_tokens,
                     s.summary.latency_ms,
                     now,
+                    s.summary.cache_hits,
                 )
                 for s in batch.evaluations
             ],
         )
+        self._insert_ai(batch, now)
         self._insert_columns(
             "evaluations",
             _EVALUATION_TYPES,
@@ -280,6 +291,74 @@ class DuckDBStore:
             self._con.execute(
                 "UPDATE runs SET status = 'finished', finished_at = ? WHERE run_id = ?", [now, run_id]
             )
+
+    def _insert_ai(self, batch: IterationBatch, now: datetime) -> None:
+        """The cost ledger (ai_usage, ai_calls) and new cache entries of one iteration."""
+        tagged = [(s.summary.program_id, s.summary.split, s.usage) for s in batch.evaluations if s.usage]
+        if batch.drafts_usage:
+            tagged.append((batch.drafts_program_id, "drafts", batch.drafts_usage))
+        usage_rows = []
+        call_rows = []
+        for program_id, split, usage in tagged:
+            for (function, model), line in sorted(usage.lines.items()):
+                usage_rows.append(
+                    (batch.run_id, batch.iteration, program_id, split, function, model, line.calls, line.cache_hits,
+                     line.errors, line.input_tokens, line.output_tokens, line.cached_input_tokens,
+                     line.cached_output_tokens, line.latency_ms, now)
+                )  # fmt: skip
+            for call in usage.provider_calls:
+                call_rows.append(
+                    (batch.run_id, batch.iteration, program_id, split, call.function, call.model, call.provider,
+                     call.items, call.input_tokens, call.output_tokens, call.latency_ms, call.error, now)
+                )  # fmt: skip
+        self._insert_columns("ai_usage", _AI_USAGE_TYPES, usage_rows)
+        self._insert_columns("ai_calls", _AI_CALL_TYPES, call_rows)
+        if batch.ai_cache:
+            self._con.execute(
+                "INSERT INTO ai_cache SELECT * FROM (SELECT unnest(?::VARCHAR[]) AS k, unnest(?::VARCHAR[]), "
+                "unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
+                "unnest(?::DOUBLE[]), ?::TIMESTAMP) ON CONFLICT DO NOTHING",
+                [
+                    [e.key for e in batch.ai_cache],
+                    [e.function for e in batch.ai_cache],
+                    [e.model for e in batch.ai_cache],
+                    [e.response for e in batch.ai_cache],
+                    [e.input_tokens for e in batch.ai_cache],
+                    [e.output_tokens for e in batch.ai_cache],
+                    [e.latency_ms for e in batch.ai_cache],
+                    now,
+                ],
+            )
+        if batch.ai_embeddings:
+            self._con.execute(
+                "INSERT INTO ai_embeddings SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+                "unnest(?::FLOAT[][]), unnest(?::BIGINT[]), ?::TIMESTAMP ON CONFLICT DO NOTHING",
+                [
+                    [e.model for e in batch.ai_embeddings],
+                    [e.text_hash for e in batch.ai_embeddings],
+                    [e.vector.tolist() for e in batch.ai_embeddings],
+                    [e.input_tokens for e in batch.ai_embeddings],
+                    now,
+                ],
+            )
+
+    def ai_cache_entries(self) -> tuple[list[CachedResponse], list[CachedEmbedding]]:
+        """Everything in the AI cache tables, to warm a run's runtime."""
+        with self._lock:
+            responses = [
+                CachedResponse(*row)
+                for row in self._con.execute(
+                    "SELECT cache_key, function, model, response, input_tokens, output_tokens, latency_ms "
+                    "FROM ai_cache"
+                ).fetchall()
+            ]
+            embeddings = [
+                CachedEmbedding(model, digest, np.asarray(vector, dtype=np.float32), int(tokens))
+                for model, digest, vector, tokens in self._con.execute(
+                    "SELECT model, text_hash, vector, input_tokens FROM ai_embeddings"
+                ).fetchall()
+            ]
+        return responses, embeddings
 
     def _insert_values(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         if not rows:

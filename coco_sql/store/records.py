@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coco_sql.aifuncs.cache import CachedEmbedding, CachedResponse
+    from coco_sql.aifuncs.usage import Usage
 
 
 def program_id_for(run_id: int, iteration: int) -> str:
@@ -69,6 +73,7 @@ class ProgramScore:
     input_tokens: int
     output_tokens: int
     latency_ms: float
+    cache_hits: int = 0  # AI calls answered from the response cache (model_calls counts the others)
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class SplitEvaluation:
 
     summary: ProgramScore
     rows: tuple[EvaluationRow, ...]
+    usage: Usage | None = None  # its AI calls, for the cost ledger (ai_usage, ai_calls)
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,10 @@ class IterationBatch:
     ledger: tuple[LedgerEntry, ...] = ()
     events: tuple[Event, ...] = ()
     finish_run: bool = False
+    drafts_usage: Usage | None = None  # AI usage of the mutator's draft tests and probes this iteration
+    drafts_program_id: str | None = None
+    ai_cache: tuple[CachedResponse, ...] = ()  # new cache entries made since the last batch
+    ai_embeddings: tuple[CachedEmbedding, ...] = ()
 
 
 def to_json(value: Any) -> str:

@@ -134,6 +134,13 @@ class TaskPack:
         expected = {k: list(v) if isinstance(v, list) else v for k, v in cached.expected.items()}
         return Split(name=cached.name, inputs=cached.inputs.copy(), expected=expected)
 
+    @property
+    def uses_ai(self) -> bool:
+        """True when the task enables any AI function (its sandboxes then get the AI UDFs)."""
+        from coco_sql.sqlcheck.ai_binding import UDFS
+
+        return any(name in UDFS or name == "PROMPT" for name in self.allowed_functions)
+
     def fingerprint(self) -> str:
         """sha256 (hex) over task.toml, the seed program and the data files, as read at load time."""
         return self._fingerprint

