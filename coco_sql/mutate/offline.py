@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.evaluate import Outcome, QueryResult
+from coco_sql.mutate.ai_edits import TrainingRow, TrainingView, ai_edits, classify_calls, read_spec
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.joint_fit import OPERATOR as JOINT_FIT
 from coco_sql.mutate.joint_fit import (
@@ -112,7 +113,9 @@ class OfflineMutator:
         self.joint_fit_time_limit_s = joint_fit_time_limit_s
         self.max_fit_hypotheses = max_fit_hypotheses
 
-    def _net_gain(self, parent: Outcome, draft: Outcome, numeric: bool) -> float:
+    def _net_gain(
+        self, parent: Outcome, draft: Outcome, numeric: bool, held_out: frozenset[str] = frozenset()
+    ) -> float:
         """Row-level gain with regressions weighted up: sum max(0, d_i - p_i) - lambda * sum max(0, p_i - d_i).
 
         d_i and p_i are the draft's and the parent's closeness on row i: the row score, or for numeric contracts
@@ -126,6 +129,8 @@ class OfflineMutator:
         before = {row.instance_id: _closeness(row, numeric) for row in parent.rows}
         gain = 0.0
         for row in draft.rows:
+            if row.instance_id in held_out:
+                continue
             delta = _closeness(row, numeric) - before.get(row.instance_id, 0.0)
             gain += delta if delta > 0 else self.regression_penalty * delta
         return gain
@@ -153,6 +158,8 @@ class OfflineMutator:
 
         parent_outcome = env.test_draft(request.parent.code)
         numeric = env.output_type.upper() in NUMERIC_TYPES
+        if classify_calls(parent_query):
+            return self._propose_ai(request, parent_query, parent_outcome, strategy, rng)
         ranked_targets = list(context.targets) or self._own_failures(parent_outcome, rng)
         targets = ranked_targets[: self.max_targets] or [None]
         probes: dict[str, QueryResult | None] = {}
@@ -246,6 +253,88 @@ class OfflineMutator:
                 **notes_extra,
             },
         )
+
+    def _propose_ai(
+        self,
+        request: MutationRequest,
+        parent_query: exp.Expression,
+        parent_outcome: Outcome,
+        strategy: str,
+        rng: np.random.Generator,
+    ) -> Proposal:
+        """AI-pipeline edits (`ai_edits`), each tested on the training rows; the best held-out gain wins.
+
+        A training row that a draft adds as a few-shot example is trivially right in that draft, so each draft's
+        gain is measured on the rows it does not use as examples."""
+        env, context = request.env, request.context
+        views = self._training_views(parent_query, env, parent_outcome)
+        targets = list(context.targets) or [
+            t for t in self._own_failures(parent_outcome, rng) if t is not None
+        ]
+        edits = [e for e in ai_edits(parent_query, views, targets) if e.approach not in context.tried]
+        tested: dict[str, tuple[Edit, Outcome, float]] = {}
+        for edit in edits[: self.max_drafts]:
+            child = edit.apply(parent_query)
+            code = self._render(child, env)
+            if code in tested or code == request.parent.code:
+                continue
+            outcome = env.test_draft(code)
+            held_out = frozenset(
+                row.instance_id
+                for view in views.values()
+                for row in view.rows
+                if any(
+                    row.text in spec.example_inputs for spec in map(read_spec, classify_calls(child)) if spec
+                )
+            )
+            tested[code] = (edit, outcome, self._net_gain(parent_outcome, outcome, False, held_out))
+        if not tested:
+            return Proposal(
+                request.parent.code, "no applicable AI-pipeline edit; resubmitted unchanged", strategy
+            )
+        code = min(tested, key=lambda c: -tested[c][2])
+        best, outcome, gain = tested[code]
+        return Proposal(
+            code=code,
+            approach=best.approach,
+            strategy=strategy,
+            notes={
+                "targets": targets[: self.max_targets],
+                "hypotheses": {"ai_pipeline": len(edits)},
+                "drafts_tested": len(tested),
+                "parent_train_score": parent_outcome.score,
+                "child_train_score": outcome.score,
+                "net_gain": gain,
+            },
+        )
+
+    def _training_views(
+        self, query: exp.Expression, env: DraftEnvironment, parent_outcome: Outcome
+    ) -> dict[int, TrainingView]:
+        """For each AI_CLASSIFY call: its input text on every training row, with gold and predicted labels."""
+        gold = {row.instance_id: _labels(row.expected) for row in parent_outcome.rows}
+        predicted = {row.instance_id: _labels(row.output) for row in parent_outcome.rows}
+        views: dict[int, TrainingView] = {}
+        for index, call in enumerate(classify_calls(query)):
+            argument = call.this if isinstance(call, exp.AIClassify) else call.expressions[0]
+            select = enclosing_select(call)
+            scope = scope_probe(query, select) if select is not None else None
+            if scope is None:
+                continue
+            input_sql = argument.sql(dialect="duckdb")
+            try:
+                result = env.probe(
+                    f"SELECT CAST(id AS VARCHAR), CAST(({input_sql}) AS VARCHAR) FROM ({scope}) AS s"
+                )
+            except EvaluationError:
+                continue
+            rows = tuple(
+                TrainingRow(str(i), str(text), gold.get(str(i), ()), predicted.get(str(i), ()))
+                for i, text in result.rows
+                if text is not None and str(i) in gold
+            )
+            views[index] = TrainingView(rows, input_sql)
+        return views
 
     def _static_proposal(
         self,
@@ -485,6 +574,19 @@ class OfflineMutator:
             chosen.extend(pool[int(i)] for i in sorted(picks))
             remaining -= take
         return chosen
+
+
+def _labels(cell: str | None) -> tuple[str, ...]:
+    """A row's labels from its JSON output or expected value (a list, or one label)."""
+    if cell is None:
+        return ()
+    try:
+        value = json.loads(cell)
+    except ValueError:
+        return ()
+    if isinstance(value, list):
+        return tuple(str(v) for v in value)
+    return () if value is None else (str(value),)
 
 
 def _closeness(row: EvaluationRow, numeric: bool) -> float:

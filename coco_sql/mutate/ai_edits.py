@@ -1,0 +1,384 @@
+"""Edits of AI-function pipelines: the offline mutator's hypotheses for programs that call AI_CLASSIFY.
+
+Each edit rewrites the literal arguments of one AI_CLASSIFY call (addressed by its index in a depth-first walk),
+using what the training rows show:
+
+- few_shot: add training rows as `examples` in the config: the rows the curator targets, every row of a label
+  the parent keeps missing, or every training row;
+- describe_label: give a label a description mined from its training rows (the words that set its texts apart
+  from the others), aimed at the label the parent confuses most;
+- output_mode: switch between 'single' and 'multi';
+- keyword_guard: a deterministic rule mined from the training rows in front of the AI call,
+  `CASE WHEN <input> ILIKE '%word%' THEN <label> ELSE <AI call> END`, for a word whose training rows carry one
+  label with high precision.
+
+The data comes from a `TrainingView` (training rows only: their input text, gold labels and the parent's
+prediction). Nothing here runs a query; the mutator tests every edit on the training rows before commit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from coco_sql.mutate.sql_edits import Edit
+
+MAX_DESCRIPTION_WORDS = 6
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "with",
+        "at",
+        "by",
+        "from",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "this",
+        "that",
+        "i",
+        "you",
+        "he",
+        "she",
+        "we",
+        "they",
+        "me",
+        "my",
+        "your",
+        "our",
+        "their",
+        "his",
+        "her",
+        "its",
+        "not",
+        "no",
+        "so",
+        "just",
+        "do",
+        "does",
+        "did",
+        "have",
+        "has",
+        "had",
+        "as",
+        "what",
+        "who",
+        "how",
+        "all",
+        "can",
+        "will",
+        "would",
+        "could",
+        "should",
+        "about",
+        "there",
+        "here",
+        "then",
+        "than",
+        "them",
+        "too",
+        "very",
+        "get",
+        "got",
+        "im",
+        "dont",
+        "its",
+        "thats",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class TrainingRow:
+    instance_id: str
+    text: str
+    gold: tuple[str, ...]
+    predicted: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrainingView:
+    """What the mutator knows about one AI_CLASSIFY call on the training rows."""
+
+    rows: tuple[TrainingRow, ...]
+    input_sql: str  # the call's input expression (the guard tests it)
+
+
+def classify_calls(query: exp.Expression) -> list[exp.Expression]:
+    return [
+        node
+        for node in query.walk()
+        if isinstance(node, exp.AIClassify)
+        or (isinstance(node, exp.Anonymous) and node.name.upper() == "AI_CLASSIFY")
+    ]
+
+
+def _arguments(call: exp.Expression) -> list[exp.Expression | None]:
+    if isinstance(call, exp.AIClassify):
+        return [call.this, call.args.get("categories"), call.args.get("config")]
+    args = list(call.expressions)
+    return args + [None] * (3 - len(args))
+
+
+def to_python(node: exp.Expression | None) -> Any:
+    """The value of a literal argument: strings, numbers, booleans, NULL, arrays and structs of them."""
+    if node is None or isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Paren):
+        return to_python(node.this)
+    if isinstance(node, exp.Array):
+        return [to_python(item) for item in node.expressions]
+    if isinstance(node, exp.Struct):
+        out: dict[str, Any] = {}
+        for item in node.expressions:
+            if isinstance(item, exp.PropertyEQ | exp.Slice | exp.EQ):
+                out[item.this.name] = to_python(item.expression)
+            else:
+                raise ValueError(f"not a literal struct field: {item.sql()}")
+        return out
+    if isinstance(node, exp.Boolean):
+        return node.this
+    if isinstance(node, exp.Literal):
+        return node.this if node.is_string else float(node.this) if "." in node.this else int(node.this)
+    raise ValueError(f"not a literal: {node.sql()}")
+
+
+def to_node(value: Any) -> exp.Expression:
+    if value is None:
+        return exp.null()
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, int | float):
+        return exp.Literal.number(value)
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    if isinstance(value, list | tuple):
+        return exp.Array(expressions=[to_node(v) for v in value])
+    if isinstance(value, Mapping):
+        return exp.Struct(
+            expressions=[
+                exp.PropertyEQ(this=exp.to_identifier(k), expression=to_node(v)) for k, v in value.items()
+            ]
+        )
+    raise TypeError(f"cannot write {type(value).__name__} as a SQL literal")
+
+
+@dataclass(frozen=True)
+class ClassifySpec:
+    """The literal arguments of one AI_CLASSIFY call, as Python values."""
+
+    categories: list[Any]
+    config: dict[str, Any]
+
+    @property
+    def labels(self) -> list[str]:
+        return [c if isinstance(c, str) else c["label"] for c in self.categories]
+
+    @property
+    def example_inputs(self) -> set[str]:
+        return {e["input"] for e in self.config.get("examples") or [] if isinstance(e, dict) and "input" in e}
+
+
+def read_spec(call: exp.Expression) -> ClassifySpec | None:
+    """The call's categories and config, when both are literals (else the call is not edited)."""
+    _, categories, config = _arguments(call)
+    try:
+        values = to_python(categories), to_python(config) or {}
+    except ValueError:
+        return None
+    if not isinstance(values[0], list) or not isinstance(values[1], dict):
+        return None
+    return ClassifySpec(values[0], values[1])
+
+
+def _replace_spec(index: int, spec: ClassifySpec) -> Callable[[exp.Expression], exp.Expression]:
+    def apply(query: exp.Expression) -> exp.Expression:
+        child = query.copy()
+        call = classify_calls(child)[index]
+        categories, config = to_node(spec.categories), to_node(spec.config)
+        if isinstance(call, exp.AIClassify):
+            call.set("categories", categories)
+            call.set("config", config)
+        else:
+            call.set("expressions", [call.expressions[0], categories, config])
+        return child
+
+    return apply
+
+
+def _with_guard(
+    index: int, input_sql: str, word: str, label: str
+) -> Callable[[exp.Expression], exp.Expression]:
+    """CASE WHEN <input> ILIKE '%word%' THEN <the object AI_CLASSIFY would return for label> ELSE <call> END."""
+
+    def apply(query: exp.Expression) -> exp.Expression:
+        child = query.copy()
+        call = classify_calls(child)[index]
+        answer = exp.Anonymous(
+            this="PARSE_JSON",
+            expressions=[exp.Literal.string('{"labels": ["' + label.replace('"', "") + '"]}')],
+        )
+        condition = exp.ILike(
+            this=exp.maybe_parse(input_sql, dialect="duckdb"), expression=exp.Literal.string(f"%{word}%")
+        )
+        call.replace(exp.Case(ifs=[exp.If(this=condition, true=answer)], default=call.copy()))
+        return child
+
+    return apply
+
+
+# -- mining ------------------------------------------------------------------------------------------------
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z']{3,}", text.lower()) if w not in STOPWORDS}
+
+
+def distinctive_words(
+    rows: Sequence[TrainingRow], label: str, limit: int = MAX_DESCRIPTION_WORDS
+) -> list[str]:
+    """Words most over-represented in `label`'s rows (smoothed log-odds, at least two rows)."""
+    inside = Counter(w for r in rows if label in r.gold for w in _words(r.text))
+    outside = Counter(w for r in rows if label not in r.gold for w in _words(r.text))
+    n_in = max(1, sum(1 for r in rows if label in r.gold))
+    n_out = max(1, len(rows) - n_in)
+    scored = [
+        (math.log((inside[w] + 0.5) / n_in) - math.log((outside[w] + 0.5) / n_out), w)
+        for w in inside
+        if inside[w] >= 2
+    ]
+    return [w for _, w in sorted(scored, key=lambda s: (-s[0], s[1]))[:limit]]
+
+
+def precise_keywords(
+    rows: Sequence[TrainingRow], min_support: int = 4, min_precision: float = 0.85
+) -> list[tuple[str, str, int]]:
+    """(word, label, support) where at least `min_precision` of the training rows containing the word carry the
+    label, best first."""
+    found: list[tuple[float, int, str, str]] = []
+    by_word: dict[str, list[TrainingRow]] = {}
+    for row in rows:
+        for word in _words(row.text):
+            by_word.setdefault(word, []).append(row)
+    for word, having in by_word.items():
+        if len(having) < min_support:
+            continue
+        counts = Counter(label for r in having for label in r.gold)
+        label, hits = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        precision = hits / len(having)
+        if precision >= min_precision:
+            found.append((precision, len(having), word, label))
+    found.sort(key=lambda f: (-f[0], -f[1], f[2]))
+    return [(word, label, support) for _, support, word, label in found]
+
+
+def confusions(rows: Sequence[TrainingRow]) -> list[tuple[str, str, int]]:
+    """(gold label missed, label predicted instead, count), most frequent first."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for row in rows:
+        for missed in set(row.gold) - set(row.predicted):
+            for wrong in set(row.predicted) - set(row.gold) or {"(nothing)"}:
+                counts[(missed, wrong)] += 1
+    return [(a, b, n) for (a, b), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _few_shot(index: int, spec: ClassifySpec, rows: Sequence[TrainingRow], what: str) -> Edit:
+    config = dict(spec.config)
+    config["examples"] = [*(spec.config.get("examples") or []), *(_example(r) for r in rows)]
+    return Edit(
+        "few_shot",
+        f"AI_CLASSIFY #{index + 1}: add {len(rows)} training rows as examples ({what})",
+        _replace_spec(index, ClassifySpec(spec.categories, config)),
+    )
+
+
+def _description(category: Any) -> str | None:
+    return category.get("description") if isinstance(category, Mapping) else None
+
+
+def _example(row: TrainingRow) -> dict[str, Any]:
+    return {"input": row.text, "labels": list(row.gold)}
+
+
+def ai_edits(
+    query: exp.Expression, views: Mapping[int, TrainingView], targets: Sequence[str], batch: int = 10
+) -> list[Edit]:
+    """Every AI-pipeline hypothesis for the parent, most specific first."""
+    edits: list[Edit] = []
+    for index, call in enumerate(classify_calls(query)):
+        spec, view = read_spec(call), views.get(index)
+        if spec is None or view is None:
+            continue
+        labels = spec.labels
+        known = spec.example_inputs
+        fresh = [r for r in view.rows if r.text not in known and set(r.gold) <= set(labels)]
+        by_id = {r.instance_id: r for r in fresh}
+        wanted = [by_id[t] for t in targets if t in by_id][:batch]
+        failing = [r for r in fresh if set(r.gold) != set(r.predicted)]
+        where = f"AI_CLASSIFY #{index + 1}"
+
+        groups = [(wanted, "the targeted failures"), (failing[:batch], "failing rows")]
+        groups += [
+            ([r for r in fresh if m in r.gold], f"every row labelled {m!r}")
+            for m, _, _ in confusions(view.rows)[:2]
+        ]
+        groups.append((fresh, "every training row"))
+        edits.extend(_few_shot(index, spec, rows, what) for rows, what in groups if rows)
+        for missed, wrong, count in confusions(view.rows)[:3]:
+            words = distinctive_words(view.rows, missed)
+            if not words or missed not in labels:
+                continue
+            # Every category becomes {label, description}: a SQL array holds one type.
+            categories = [
+                {
+                    "label": label,
+                    "description": ", ".join(words) if label == missed else _description(category),
+                }
+                for label, category in zip(labels, spec.categories, strict=True)
+            ]
+            edits.append(
+                Edit(
+                    "describe_label",
+                    f"{where}: describe {missed!r} as {', '.join(words)!r} (missed {count}x, often as {wrong!r})",
+                    _replace_spec(index, ClassifySpec(categories, spec.config)),
+                )
+            )
+        mode = str(spec.config.get("output_mode", "single")).lower()
+        config = {**spec.config, "output_mode": "single" if mode == "multi" else "multi"}
+        edits.append(
+            Edit(
+                "output_mode",
+                f"{where}: output_mode {config['output_mode']!r}",
+                _replace_spec(index, ClassifySpec(spec.categories, config)),
+            )
+        )
+        if call.parent is not None:
+            for word, label, support in precise_keywords(view.rows)[:3]:
+                if label in labels:
+                    edits.append(
+                        Edit(
+                            "keyword_guard",
+                            f"{where}: rows containing {word!r} are {label!r} ({support} training rows)",
+                            _with_guard(index, view.input_sql, word, label),
+                        )
+                    )
+    return edits
