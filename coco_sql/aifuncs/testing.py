@@ -28,6 +28,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,6 +37,7 @@ import numpy as np
 from coco_sql.aifuncs.providers.base import estimate_tokens
 
 TEMPLATE_TOKENS_PER_MESSAGE = 3
+_REASONS = {status.value: status.phrase for status in HTTPStatus} | {529: "Overloaded"}
 
 
 class Fault(enum.Enum):
@@ -110,7 +112,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive capable, like real endpoints
-    disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -136,13 +138,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_raw(status, json.dumps(document).encode(), headers)
 
     def send_raw(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        """Status line, headers and body in ONE write: a second small write costs a wake-up per response."""
+        reason = _REASONS.get(status, "Error")
+        lines = [f"{self.protocol_version} {status} {reason}", "Content-Type: application/json"]
+        lines += [f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
 
 class FakeEndpoint:

