@@ -42,7 +42,11 @@ class ArgumentError(ValueError):
 
 
 def _decode(cell: Cell) -> Any:
-    return None if cell is None else json.loads(cell)
+    if cell is None:
+        return None
+    if cell[:1] == '"' and "\\" not in cell:  # a plain JSON string (the common case): skip the parser
+        return cell[1:-1]
+    return json.loads(cell)
 
 
 def render_prompt(value: Any) -> str:
@@ -188,12 +192,17 @@ class AiFunctions:
                 )
             )
             answers = iter(decided)
+            encoded: dict[tuple[str, ...], str] = {}  # few distinct answers: encode each once
             for i, text in zip(rows, texts, strict=True):
                 if text is None:
                     self.runtime.usage.row_error("AI_CLASSIFY", model, "AI_CLASSIFY: the input is NULL")
                     continue
                 chosen = next(answers)
-                results[i] = None if chosen is None else json.dumps({"labels": chosen})
+                if chosen is not None:
+                    key = tuple(chosen)
+                    if key not in encoded:
+                        encoded[key] = json.dumps({"labels": chosen})
+                    results[i] = encoded[key]
         return results
 
     def _classify_by_embedding(

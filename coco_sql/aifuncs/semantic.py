@@ -60,11 +60,18 @@ def class_probabilities(
 
 def decide(probabilities: np.ndarray, labels: Sequence[str], multi: bool) -> list[list[str]]:
     """The labels each row gets (see the module docstring); ties keep the categories' order."""
-    best = probabilities.max(axis=1, keepdims=True)
     if not multi:
-        return [[labels[int(i)]] for i in probabilities.argmax(axis=1)]
-    chosen = probabilities >= MULTI_RATIO * best
-    return [[labels[c] for c in np.flatnonzero(row)] for row in chosen]
+        singles = [[label] for label in labels]
+        return [singles[i] for i in probabilities.argmax(axis=1).tolist()]
+    chosen = probabilities >= MULTI_RATIO * probabilities.max(axis=1, keepdims=True)
+    patterns: dict[bytes, list[str]] = {}  # rows share few label sets: build each once
+    out = []
+    for row in chosen:
+        key = row.tobytes()
+        if key not in patterns:
+            patterns[key] = [labels[c] for c in np.flatnonzero(row)]
+        out.append(patterns[key])
+    return out
 
 
 def filter_decisions(inputs: np.ndarray, predicate: np.ndarray, negation: np.ndarray) -> np.ndarray:

@@ -9,8 +9,8 @@ using what the training rows show:
   from the others), aimed at the label the parent confuses most;
 - output_mode: switch between 'single' and 'multi';
 - keyword_guard: a deterministic rule mined from the training rows in front of the AI call,
-  `CASE WHEN <input> ILIKE '%word%' THEN <label> ELSE <AI call> END`, for a word whose training rows carry one
-  label with high precision.
+  `CASE WHEN <input> ILIKE '%word%' THEN <label> ELSE <AI call> END`, for the words whose guard would gain most
+  over the parent's own predictions on the rows they match.
 
 The data comes from a `TrainingView` (training rows only: their input text, gold labels and the parent's
 prediction). Nothing here runs a query; the mutator tests every edit on the training rows before commit.
@@ -269,26 +269,41 @@ def distinctive_words(
     return [w for _, w in sorted(scored, key=lambda s: (-s[0], s[1]))[:limit]]
 
 
-def precise_keywords(
-    rows: Sequence[TrainingRow], min_support: int = 4, min_precision: float = 0.85
-) -> list[tuple[str, str, int]]:
-    """(word, label, support) where at least `min_precision` of the training rows containing the word carry the
-    label, best first."""
+def _set_f1(predicted: Sequence[str], gold: Sequence[str]) -> float:
+    p, g = set(predicted), set(gold)
+    if not p and not g:
+        return 1.0
+    return 2 * len(p & g) / (len(p) + len(g))
+
+
+def guard_candidates(
+    rows: Sequence[TrainingRow], labels: Sequence[str], min_support: int = 3, limit: int = 6
+) -> list[tuple[str, str, int, float]]:
+    """(pattern, label, support, gain) for `CASE WHEN input ILIKE '%pattern%' THEN label`, best gain first.
+
+    Patterns are the training rows' words, alone (words of 4+ letters, matched as substrings) or with a space
+    on each side (any word, matched mid-text). The gain is exactly what the guard would change on the training
+    rows it matches: sum of F1(label vs gold) - F1(parent's prediction vs gold), so a word of the majority
+    label that the parent already gets right gains nothing."""
+    lowered = [r.text.lower() for r in rows]
+    patterns: set[str] = set()
+    for text in lowered:
+        for word in re.findall(r"[a-z0-9']+", text):
+            patterns.add(f" {word} ")
+            if len(word) >= 4:
+                patterns.add(word)
     found: list[tuple[float, int, str, str]] = []
-    by_word: dict[str, list[TrainingRow]] = {}
-    for row in rows:
-        for word in _words(row.text):
-            by_word.setdefault(word, []).append(row)
-    for word, having in by_word.items():
-        if len(having) < min_support:
+    for pattern in patterns:
+        matched = [r for r, text in zip(rows, lowered, strict=True) if pattern in text]
+        if len(matched) < min_support:
             continue
-        counts = Counter(label for r in having for label in r.gold)
-        label, hits = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        precision = hits / len(having)
-        if precision >= min_precision:
-            found.append((precision, len(having), word, label))
-    found.sort(key=lambda f: (-f[0], -f[1], f[2]))
-    return [(word, label, support) for _, support, word, label in found]
+        before = sum(_set_f1(r.predicted, r.gold) for r in matched)
+        for label in labels:
+            gain = sum(_set_f1([label], r.gold) for r in matched) - before
+            if gain >= 1.0:
+                found.append((gain, len(matched), pattern, label))
+    found.sort(key=lambda f: (-f[0], -f[1], f[2], f[3]))
+    return [(pattern, label, support, gain) for gain, support, pattern, label in found[:limit]]
 
 
 def confusions(rows: Sequence[TrainingRow]) -> list[tuple[str, str, int]]:
@@ -372,13 +387,13 @@ def ai_edits(
             )
         )
         if call.parent is not None:
-            for word, label, support in precise_keywords(view.rows)[:3]:
-                if label in labels:
-                    edits.append(
-                        Edit(
-                            "keyword_guard",
-                            f"{where}: rows containing {word!r} are {label!r} ({support} training rows)",
-                            _with_guard(index, view.input_sql, word, label),
-                        )
+            for pattern, label, support, gain in guard_candidates(view.rows, labels):
+                edits.append(
+                    Edit(
+                        "keyword_guard",
+                        f"{where}: rows containing {pattern!r} are {label!r} "
+                        f"({support} training rows, gain {gain:.1f})",
+                        _with_guard(index, view.input_sql, pattern, label),
                     )
+                )
     return edits
