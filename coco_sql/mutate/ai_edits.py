@@ -212,16 +212,20 @@ def read_spec(call: exp.Expression) -> ClassifySpec | None:
     return ClassifySpec(values[0], values[1])
 
 
+def set_spec(call: exp.Expression, spec: ClassifySpec) -> None:
+    """Write `spec` as the call's literal categories and config (in place)."""
+    categories, config = to_node(spec.categories), to_node(spec.config)
+    if isinstance(call, exp.AIClassify):
+        call.set("categories", categories)
+        call.set("config", config)
+    else:
+        call.set("expressions", [call.expressions[0], categories, config])
+
+
 def _replace_spec(index: int, spec: ClassifySpec) -> Callable[[exp.Expression], exp.Expression]:
     def apply(query: exp.Expression) -> exp.Expression:
         child = query.copy()
-        call = classify_calls(child)[index]
-        categories, config = to_node(spec.categories), to_node(spec.config)
-        if isinstance(call, exp.AIClassify):
-            call.set("categories", categories)
-            call.set("config", config)
-        else:
-            call.set("expressions", [call.expressions[0], categories, config])
+        set_spec(classify_calls(child)[index], spec)
         return child
 
     return apply
