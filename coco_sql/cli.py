@@ -105,6 +105,14 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--db", default=DEFAULT_DB)
     status.set_defaults(handler=cmd_status)
 
+    cost = commands.add_parser(
+        "cost", help="a run's AI spending: search vs report, with and without the cache"
+    )
+    cost.add_argument("--db", default=DEFAULT_DB)
+    cost.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    cost.add_argument("--json", action="store_true", help="print the report as JSON")
+    cost.set_defaults(handler=cmd_cost)
+
     export = commands.add_parser("export", help="print a run's champion SQL")
     export.add_argument("--db", default=DEFAULT_DB)
     export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
@@ -248,6 +256,36 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(
             f"{run['run_id']:>4} {run['task']:<16} {run['seed']:>5} {iterations:>4}/{run['budget']:<4} "
             f"{best:>9}  {run['status']}"
+        )
+    return 0
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    with DuckDBStore(args.db, read_only=True) as store:
+        report = store.ai_cost(_run_id(store, args))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    if not report["phases"]:
+        print(f"run {report['run_id']} made no AI calls")
+        return 0
+    print(
+        f"AI cost of run {report['run_id']} (tokens in/out; 'w/o cache' = had every call gone to a provider)"
+    )
+    print(f"{'phase':<8} {'calls':>9} {'provider':>9} {'cached':>9} {'errors':>7} {'tokens in':>11} "
+          f"{'tokens out':>11} {'in w/o cache':>13} {'out w/o cache':>14}")  # fmt: skip
+    for phase, p in report["phases"].items():
+        print(
+            f"{phase:<8} {p['calls']:>9,} {p['provider_calls']:>9,} {p['cache_hits']:>9,} {p['errors']:>7,} "
+            f"{p['input_tokens']:>11,} {p['output_tokens']:>11,} {p['input_tokens_without_cache']:>13,} "
+            f"{p['output_tokens_without_cache']:>14,}"
+        )
+    deploy = report["deploy"]
+    if deploy:
+        print(
+            f"deploy: champion {deploy['program_id']} costs {deploy['calls_per_1000_rows']:,.0f} calls, "
+            f"{deploy['input_tokens_per_1000_rows']:,.0f} tokens in and {deploy['output_tokens_per_1000_rows']:,.0f} "
+            "out per 1,000 rows (no cache)"
         )
     return 0
 

@@ -5,6 +5,7 @@ embedded model, a real local HTTP endpoint in the OpenAI wire format)."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 from pathlib import Path
 
@@ -121,6 +122,18 @@ def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(t
     assert all(hits > 0 for _, _, hits in seed_costs)
     assert new_calls == 0
     assert second.seed_val_score == first.seed_val_score
+
+    # The cost report splits search from report spending and shows what the cache saved.
+    report = run_cli("cost", "--db", db, "--run", str(first.run_id), "--json", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    cost = json.loads(report.stdout)
+    assert set(cost["phases"]) == {"search", "report"}
+    search = cost["phases"]["search"]
+    assert search["provider_calls"] + cost["phases"]["report"]["provider_calls"] == texts
+    assert search["input_tokens_without_cache"] > search["input_tokens"] > 0
+    assert cost["deploy"]["calls_per_1000_rows"] > 1000  # each row embeds its text, plus the label prototypes
+    again = json.loads(run_cli("cost", "--db", db, "--json", cwd=tmp_path).stdout)
+    assert again["run_id"] == second.run_id and again["phases"]["search"]["provider_calls"] == 0
 
 
 def test_a_dead_endpoint_stops_the_run_with_one_line_and_resume_finishes_it(tmp_path: Path) -> None:

@@ -465,6 +465,49 @@ class DuckDBStore:
         )
         return [dict(zip(columns, row, strict=True)) for row in rows]
 
+    def ai_cost(self, run_id: int) -> dict[str, Any]:
+        """The run's AI spending from the cost ledger.
+
+        `phases`: search (train, val and the mutator's drafts) and report (the test scores of the seed and the
+        champion), each with provider calls, cache hits and tokens, and the tokens it would have taken without
+        the cache. `deploy`: what the champion costs per 1,000 rows when run for real (no cache), from its own
+        evaluations."""
+        phases = self._fetchall(
+            "SELECT CASE WHEN split = 'test' THEN 'report' ELSE 'search' END AS phase, "
+            "  SUM(calls), SUM(calls - cache_hits), SUM(cache_hits), SUM(errors), SUM(input_tokens), "
+            "  SUM(output_tokens), SUM(input_tokens + cached_input_tokens), "
+            "  SUM(output_tokens + cached_output_tokens), SUM(latency_ms) "
+            "FROM ai_usage WHERE run_id = ? GROUP BY phase ORDER BY phase DESC",
+            [run_id],
+        )
+        keys = ("calls", "provider_calls", "cache_hits", "errors", "input_tokens", "output_tokens",
+                "input_tokens_without_cache", "output_tokens_without_cache", "provider_latency_ms")  # fmt: skip
+        champion = self.champion(run_id)
+        deploy = None
+        if champion is not None:
+            row = self._fetchone(
+                "SELECT SUM(u.calls), SUM(u.input_tokens + u.cached_input_tokens), "
+                "  SUM(u.output_tokens + u.cached_output_tokens), "
+                "  (SELECT SUM(n_rows) FROM program_scores s WHERE s.program_id = ? AND s.split IN ('val', 'test')) "
+                "FROM ai_usage u WHERE u.program_id = ? AND u.split IN ('val', 'test')",
+                [champion[0].program_id, champion[0].program_id],
+            )
+            if row[0] is not None and row[3]:
+                per = 1000.0 / float(row[3])
+                deploy = {
+                    "program_id": champion[0].program_id,
+                    "calls_per_1000_rows": float(row[0]) * per,
+                    "input_tokens_per_1000_rows": float(row[1]) * per,
+                    "output_tokens_per_1000_rows": float(row[2]) * per,
+                }
+        return {
+            "run_id": run_id,
+            "phases": {
+                phase: {k: _plain(v) for k, v in zip(keys, values, strict=True)} for phase, *values in phases
+            },
+            "deploy": deploy,
+        }
+
     def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
         """The valid program with the best validation score (ties: earliest), with that score."""
         rows = self._fetchall(
