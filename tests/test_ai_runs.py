@@ -166,15 +166,42 @@ def test_row_level_faults_are_recorded_and_the_run_goes_on(tmp_path: Path) -> No
     from coco_sql.aifuncs.testing import Fault
 
     task = load_task(completion_pack(tmp_path))
-    faults = [Fault.SERVER_ERROR, Fault.MALFORMED, Fault.RATE_LIMITED] + [Fault.OK] * 1000
-    with FakeEndpoint(faults=faults, retry_after_s=0.05) as fake:
-        limits = ProviderLimits(max_retries=0, timeout_s=5.0, concurrency=1)
+    faults = [Fault.SERVER_ERROR, Fault.MALFORMED, Fault.RATE_LIMITED, Fault.HANG] + [Fault.OK] * 1000
+    with FakeEndpoint(faults=faults, retry_after_s=0.05, hang_s=3.0) as fake:
+        limits = ProviderLimits(max_retries=0, timeout_s=0.5, concurrency=1)
         config = AiConfig(endpoints={"local": EndpointConfig("openai", fake.base_url, None, limits)})
         with DuckDBStore(tmp_path / "faults.duckdb") as store:
             summary = EvolutionLoop(store, task, ai_config=config).start(
                 RunConfig(seed=1, budget=1, max_drafts=2)
             )
             errors = store.query("SELECT split, error FROM ai_calls WHERE error IS NOT NULL ORDER BY split")
-    assert len(errors) == 3
-    assert any("HTTP 500" in e or "500" in e for e in errors["error"])
+    assert len(errors) == 4  # 500, malformed JSON, 429 and a hang past the call timeout: one row error each
+    messages = " | ".join(errors["error"])
+    for expected in ("500", "JSON", "429", "within 0.5 s"):
+        assert expected in messages, messages
     assert summary.champion_test_score is not None  # the run went on to the end
+
+
+def test_an_evaluation_past_its_deadline_stops_inside_the_ai_calls(tmp_path: Path) -> None:
+    """DuckDB's interrupt cannot stop a Python UDF: the deadline's cancel flag must, or this would take 60 s."""
+    import time
+
+    from coco_sql.aifuncs.runtime import AiRuntime
+    from coco_sql.evaluate import Evaluator
+
+    pack = completion_pack(tmp_path)
+    toml = pack / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_seconds = 30.0", "timeout_seconds = 1.0"))
+    task = load_task(pack)
+    with FakeEndpoint(latency_s=5.0) as slow:
+        limits = ProviderLimits(concurrency=2, timeout_s=60.0, max_retries=0)
+        config = AiConfig(endpoints={"local": EndpointConfig("openai", slow.base_url, None, limits)})
+        runtime = AiRuntime(config)
+        evaluator = Evaluator(task, ai=runtime)
+        started = time.perf_counter()
+        outcome = evaluator.evaluate(task.seed_program, "val")
+        elapsed = time.perf_counter() - started
+        evaluator.close()
+        runtime.close()
+    assert not outcome.ok and "deadline" in outcome.error
+    assert elapsed < 4.0, elapsed

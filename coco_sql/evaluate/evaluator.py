@@ -189,6 +189,10 @@ class Evaluator:
                 return replace(self._failed(split, str(error), 0.0), usage=usage)
         if self.ai.fatal is not None:
             raise self.ai.fatal
+        left = deadline.remaining()
+        if deadline.cancelled.is_set() or (left is not None and left <= 0):  # AI calls were cut off
+            message = f"query exceeded its {self.task.timeout_seconds:g} s deadline and was stopped"
+            return replace(self._failed(split, message, result.elapsed_ms), usage=usage)
         outcome = self._score(split, result.rows, result.elapsed_ms)
         return replace(outcome, usage=usage)
 
