@@ -253,7 +253,9 @@ def test_list_tasks_and_missing_task(tmp_path: Path) -> None:
     names = [info.name for info in list_tasks([TASKS])]
     assert names == ["goemotions", "hotpotqa_type", "lockpicking6"]
     assert all(info.pack is not None and info.error is None for info in list_tasks([TASKS]))
-    with pytest.raises(TaskError, match=r"^no task named 'nope' \(known: goemotions, lockpicking6\)$"):
+    with pytest.raises(
+        TaskError, match=r"^no task named 'nope' \(known: goemotions, hotpotqa_type, lockpicking6\)$"
+    ):
         load_task("nope", [TASKS])
     with pytest.raises(TaskError, match="no task pack here"):
         load_task(tmp_path / "nowhere")
