@@ -99,3 +99,20 @@ def test_offline_mutator_improves_a_real_ai_pipeline(tmp_path: Path) -> None:
     assert proposal.notes["child_train_score"] > proposal.notes["parent_train_score"]
     assert evaluator.evaluate(proposal.code, "val").score > evaluator.evaluate(task.seed_program, "val").score
     evaluator.close()
+
+
+def test_similarity_threshold_is_tuned_on_the_training_rows() -> None:
+    from coco_sql.mutate.ai_edits import similarity_thresholds
+
+    view = rows(
+        ("a", "x", "y"),  # 0.9: guard fixes it (+1)
+        ("b", "x", "y"),  # 0.8: +1
+        ("c", "x", "x"),  # 0.7: already right (0)
+        ("d", "y", "y"),  # 0.6: guard breaks it (-1)
+        ("e", "x", "y"),  # 0.5: +1
+    )
+    similarity = {"r0": 0.9, "r1": 0.8, "r2": 0.7, "r3": 0.6, "r4": 0.5}
+    # Cumulative gains from the top: 1, 2, 2, 1; the cut after three rows (support 3) gains 2.
+    threshold, support, gain = similarity_thresholds(view, "x", similarity)
+    assert (round(threshold, 6), support, gain) == (0.65, 3, 2.0)
+    assert similarity_thresholds(view, "y", similarity) is None  # answering y nowhere gains

@@ -10,7 +10,10 @@ using what the training rows show:
 - output_mode: switch between 'single' and 'multi';
 - keyword_guard: a deterministic rule mined from the training rows in front of the AI call,
   `CASE WHEN <input> ILIKE '%word%' THEN <label> ELSE <AI call> END`, for the words whose guard would gain most
-  over the parent's own predictions on the rows they match.
+  over the parent's own predictions on the rows they match;
+- similarity_guard: a cascade with a tuned threshold, `CASE WHEN AI_SIMILARITY(<input>, '<label: description>') >
+  t THEN <label> ELSE <AI call> END`: the cheap embedding answers where it is sure, the AI call elsewhere; t is the
+  cut on the training rows' similarities that gains most (needs AI_SIMILARITY enabled by the task).
 
 The data comes from a `TrainingView` (training rows only: their input text, gold labels and the parent's
 prediction). Nothing here runs a query; the mutator tests every edit on the training rows before commit.
@@ -22,7 +25,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlglot import exp
@@ -123,6 +126,9 @@ class TrainingView:
 
     rows: tuple[TrainingRow, ...]
     input_sql: str  # the call's input expression (the guard tests it)
+    scope_sql: str = ""  # a query returning every row and column the call's SELECT sees (for probes)
+    # label -> (the text its similarity is measured to, AI_SIMILARITY(input, text) per training row id)
+    similarities: Mapping[str, tuple[str, Mapping[str, float]]] = field(default_factory=dict)
 
 
 def classify_calls(query: exp.Expression) -> list[exp.Expression]:
@@ -236,6 +242,32 @@ def _with_guard(
 ) -> Callable[[exp.Expression], exp.Expression]:
     """CASE WHEN <input> ILIKE '%word%' THEN <the object AI_CLASSIFY would return for label> ELSE <call> END."""
 
+    def condition() -> exp.Expression:
+        return exp.ILike(
+            this=exp.maybe_parse(input_sql, dialect="duckdb"), expression=exp.Literal.string(f"%{word}%")
+        )
+
+    return _guarded(index, condition, label)
+
+
+def _with_similarity_guard(
+    index: int, input_sql: str, text: str, threshold: float, label: str
+) -> Callable[[exp.Expression], exp.Expression]:
+    """The cascade: CASE WHEN AI_SIMILARITY(<input>, text) > threshold THEN <label> ELSE <call> END."""
+
+    def condition() -> exp.Expression:
+        similarity = exp.Anonymous(
+            this="AI_SIMILARITY",
+            expressions=[exp.maybe_parse(input_sql, dialect="duckdb"), exp.Literal.string(text)],
+        )
+        return exp.GT(this=similarity, expression=exp.Literal.number(round(threshold, 4)))
+
+    return _guarded(index, condition, label)
+
+
+def _guarded(
+    index: int, condition: Callable[[], exp.Expression], label: str
+) -> Callable[[exp.Expression], exp.Expression]:
     def apply(query: exp.Expression) -> exp.Expression:
         child = query.copy()
         call = classify_calls(child)[index]
@@ -243,10 +275,7 @@ def _with_guard(
             this="PARSE_JSON",
             expressions=[exp.Literal.string('{"labels": ["' + label.replace('"', "") + '"]}')],
         )
-        condition = exp.ILike(
-            this=exp.maybe_parse(input_sql, dialect="duckdb"), expression=exp.Literal.string(f"%{word}%")
-        )
-        call.replace(exp.Case(ifs=[exp.If(this=condition, true=answer)], default=call.copy()))
+        call.replace(exp.Case(ifs=[exp.If(this=condition(), true=answer)], default=call.copy()))
         return child
 
     return apply
@@ -308,6 +337,31 @@ def guard_candidates(
                 found.append((gain, len(matched), pattern, label))
     found.sort(key=lambda f: (-f[0], -f[1], f[2], f[3]))
     return [(pattern, label, support, gain) for gain, support, pattern, label in found[:limit]]
+
+
+def similarity_thresholds(
+    rows: Sequence[TrainingRow], label: str, similarity: Mapping[str, float], min_support: int = 3
+) -> tuple[float, int, float] | None:
+    """(threshold, rows above it, gain) of the best cascade guard `similarity > threshold -> label`, if any gains.
+
+    Candidate thresholds sit halfway between consecutive observed similarities; the gain is what the guard
+    changes on the rows above the threshold: sum F1(label vs gold) - F1(parent's prediction vs gold)."""
+    scored = sorted(
+        (
+            (similarity[r.instance_id], _set_f1([label], r.gold) - _set_f1(r.predicted, r.gold))
+            for r in rows
+            if r.instance_id in similarity
+        ),
+        reverse=True,
+    )
+    best: tuple[float, int, float] | None = None
+    gain = 0.0
+    for count, (value, delta) in enumerate(scored[:-1], start=1):
+        gain += delta
+        threshold = (value + scored[count][0]) / 2
+        if count >= min_support and gain >= 1.0 and (best is None or gain > best[2]):
+            best = (threshold, count, gain)
+    return best
 
 
 def confusions(rows: Sequence[TrainingRow]) -> list[tuple[str, str, int]]:
@@ -398,6 +452,18 @@ def ai_edits(
                         f"{where}: rows containing {pattern!r} are {label!r} "
                         f"({support} training rows, gain {gain:.1f})",
                         _with_guard(index, view.input_sql, pattern, label),
+                    )
+                )
+        for label, (text, similarity) in sorted(view.similarities.items()):
+            found = similarity_thresholds(view.rows, label, similarity)
+            if found is not None and label in labels:
+                threshold, support, gain = found
+                edits.append(
+                    Edit(
+                        "similarity_guard",
+                        f"{where}: answer {label!r} without the AI call when AI_SIMILARITY to {text!r} > "
+                        f"{threshold:.3f} ({support} training rows, gain {gain:.1f})",
+                        _with_similarity_guard(index, view.input_sql, text, threshold, label),
                     )
                 )
     return edits

@@ -38,6 +38,7 @@ from coco_sql.mutate.ai_edits import (
     TrainingView,
     ai_edits,
     classify_calls,
+    confusions,
     read_spec,
     set_spec,
 )
@@ -321,6 +322,41 @@ class OfflineMutator:
             },
         )
 
+    def _with_similarities(
+        self, query: exp.Expression, index: int, view: TrainingView, env: DraftEnvironment, labels: int = 2
+    ) -> TrainingView:
+        """Probe AI_SIMILARITY(input, '<label: description>') on the training rows for the labels the parent
+        misses most, so that a cascade guard's threshold can be tuned on them."""
+        spec = read_spec(classify_calls(query)[index])
+        if spec is None or not view.scope_sql:
+            return view
+        prototypes = {
+            (c if isinstance(c, str) else c["label"]): (
+                c
+                if isinstance(c, str)
+                else f"{c['label']}: {c['description']}"
+                if c.get("description")
+                else c["label"]
+            )
+            for c in spec.categories
+        }
+        similarities: dict[str, tuple[str, dict[str, float]]] = {}
+        for missed, _, _ in confusions(view.rows)[:labels]:
+            text = prototypes.get(missed)
+            if text is None or missed in similarities:
+                continue
+            literal = exp.Literal.string(text).sql(dialect="duckdb")
+            sql = (
+                f"SELECT CAST(id AS VARCHAR), AI_SIMILARITY(to_json(CAST(({view.input_sql}) AS VARCHAR)), "
+                f"to_json({literal}), NULL) FROM ({view.scope_sql}) AS s"
+            )
+            try:
+                result = env.probe(sql)
+            except EvaluationError:
+                continue
+            similarities[missed] = (text, {str(i): float(v) for i, v in result.rows if v is not None})
+        return replace(view, similarities=similarities)
+
     def _cross_fitted(self, query: exp.Expression, env: DraftEnvironment, texts: dict[str, str]) -> Outcome:
         """The program's training outcome, with every row it uses as a few-shot example predicted out of fold.
 
@@ -380,7 +416,7 @@ class OfflineMutator:
                 for i, text in result.rows
                 if text is not None and str(i) in gold
             )
-            views[index] = TrainingView(rows, input_sql)
+            views[index] = TrainingView(rows, input_sql, scope)
         return views
 
     def _static_proposal(

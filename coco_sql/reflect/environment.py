@@ -33,6 +33,11 @@ class DraftEnvironment:
         return self._evaluator.task.contract.type
 
     @property
+    def allowed_functions(self) -> frozenset[str]:
+        """Functions the task enables on top of the base allow-list (e.g. AI_CLASSIFY)."""
+        return self._evaluator.spec.allowed_functions
+
+    @property
     def dialect(self) -> str:
         return self._evaluator.task.dialect
 
