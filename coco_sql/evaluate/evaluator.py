@@ -146,10 +146,14 @@ class Evaluator:
         deadline = Deadline.after(deadline_s)
         with self.ai.evaluation(deadline):
             try:
-                return sandbox.run(sql, deadline_s, on_timeout=deadline.cancel)
-            finally:
-                if self.ai.fatal is not None:
-                    raise self.ai.fatal
+                result = sandbox.run(sql, deadline_s, on_timeout=deadline.cancel)
+            except EvaluationError:
+                if self.ai.fatal is not None:  # a dead endpoint, not a bad probe
+                    raise self.ai.fatal from None
+                raise
+        if self.ai.fatal is not None:
+            raise self.ai.fatal
+        return result
 
     def close(self) -> None:
         for sandbox in self._sandboxes.values():
