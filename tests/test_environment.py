@@ -39,10 +39,11 @@ def test_query_sees_exactly_the_training_rows(goemotions_env) -> None:
     train = task.split("train")
     result = env.query("SELECT id, text FROM input ORDER BY id", limit=10_000)
     assert [row[0] for row in result["rows"]] == sorted(train.expected)
-    hidden_ids, hidden_texts = hidden(task)
-    dumped = json.dumps(result)
-    assert not any(i in dumped for i in hidden_ids)
-    assert not any(t in dumped for t in list(hidden_texts)[:200])
+    hidden_ids, _ = hidden(task)
+    assert not {row[0] for row in result["rows"]} & hidden_ids
+    # Exactly the training texts come back (a val or test comment may equal a training one, e.g. "Thank you!",
+    # so texts are compared as the training split's multiset, not searched for).
+    assert sorted(row[1] for row in result["rows"]) == sorted(train.inputs["text"])
     assert env.query("SELECT COUNT(*) FROM input")["rows"] == [[len(train.expected)]]
 
 
