@@ -64,6 +64,14 @@ def render_prompt(value: Any) -> str:
     return json.dumps(value)
 
 
+def iter_requests(
+    prompts: Sequence[str | None], requests: Sequence[CompletionRequest]
+) -> list[CompletionRequest | None]:
+    """Requests made for the non-None prompts, spread back over all rows (None where there was no prompt)."""
+    made = iter(requests)
+    return [None if prompt is None else next(made) for prompt in prompts]
+
+
 def _categories(value: Any) -> tuple[list[str], list[str]]:
     """(labels, prototype texts) from Cortex's categories argument."""
     if not isinstance(value, list) or not value:
@@ -102,19 +110,30 @@ class AiFunctions:
         self.runtime = runtime
 
     # -- plumbing --------------------------------------------------------------------------------------------
-    def _rows(
-        self, function: str, model: str, n: int, body: Callable[[int], Any], errors: list[str | None]
+    def _answers(
+        self,
+        function: str,
+        requests: Sequence[CompletionRequest | None],
+        parse: Callable[[CompletionResult, CompletionRequest], Any],
     ) -> list[Any]:
+        """Send the non-None requests; map each answer back to its row through `parse`.
+
+        A row without a request, whose call failed, or whose answer `parse` rejects gets None; a rejected answer
+        is recorded as that row's error (a failed call already is, by the runtime)."""
+        live = [r for r in requests if r is not None]
+        answers = iter(self._complete(function, live) if live else [])
         out: list[Any] = []
-        for i in range(n):
-            if errors[i] is not None:
-                self.runtime.usage.row_error(function, model, f"{function}: {errors[i]}")
+        for request in requests:
+            answer = None if request is None else next(answers)
+            if request is None or isinstance(answer, ProviderError):
                 out.append(None)
                 continue
             try:
-                out.append(body(i))
-            except ArgumentError as error:
-                self.runtime.usage.row_error(function, model, f"{function}: {error}")
+                out.append(parse(answer, request))  # type: ignore[arg-type]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                self.runtime.usage.row_error(
+                    function, request.model, f"{function}: the answer is not what was asked"
+                )
                 out.append(None)
         return out
 
@@ -325,7 +344,6 @@ class AiFunctions:
 
     def _filter_by_llm(self, model: str, prompts: list[str | None]) -> list[bool | None]:
         schema = {"type": "object", "properties": {"answer": {"type": "boolean"}}, "required": ["answer"]}
-        live = [p for p in prompts if p is not None]
         requests = [
             CompletionRequest(
                 model,
@@ -340,22 +358,14 @@ class AiFunctions:
                 max_tokens=16,
                 response_schema=schema,
             )
-            for p in live
+            for p in prompts
+            if p is not None
         ]
-        answers = iter(self._complete("AI_FILTER", requests))
-        out: list[bool | None] = []
-        for prompt in prompts:
-            if prompt is None:
-                out.append(None)
-                continue
-            answer = next(answers)
-            try:
-                out.append(
-                    None if isinstance(answer, ProviderError) else bool(json.loads(answer.text)["answer"])
-                )
-            except (json.JSONDecodeError, KeyError, TypeError):
-                out.append(None)
-        return out
+        return self._answers(
+            "AI_FILTER",
+            iter_requests(prompts, requests),
+            lambda answer, _: bool(json.loads(answer.text)["answer"]),
+        )
 
     def similarity(self, left: list[Cell], right: list[Cell], configs: list[Cell]) -> list[float | None]:
         model = self.runtime.config.embedding_model
@@ -492,34 +502,15 @@ class AiFunctions:
             except (ArgumentError, AttributeError, json.JSONDecodeError) as error:
                 self.runtime.usage.row_error("AI_COMPLETE", str(m), f"AI_COMPLETE: {error}")
                 requests.append(None)
-        live = [r for r in requests if r is not None]
-        answers = iter(self._complete("AI_COMPLETE", live) if live else [])
-        out: list[Any] = []
-        for request, detail in zip(requests, details, strict=True):
-            if request is None:
-                out.append(None)
-                continue
-            answer = next(answers)
-            if isinstance(answer, ProviderError):
-                out.append(None)
-                continue
-            if not as_json:
-                out.append(answer.text)
-                continue
-            if request.response_schema is not None:
-                try:
-                    body: Any = json.loads(answer.text)
-                except json.JSONDecodeError:
-                    self.runtime.usage.row_error(
-                        "AI_COMPLETE", request.model, "AI_COMPLETE: the answer is not JSON"
-                    )
-                    out.append(None)
-                    continue
-            else:
-                body = answer.text
-            if _decode(detail):
-                body = {
-                    "choices": [{"messages": body}],
+        if not as_json:
+            return self._answers("AI_COMPLETE", requests, lambda answer, _: answer.text)
+        detailed = {id(r) for r, d in zip(requests, details, strict=True) if r is not None and _decode(d)}
+
+        def body(answer: CompletionResult, request: CompletionRequest) -> str:
+            value: Any = answer.text if request.response_schema is None else json.loads(answer.text)
+            if id(request) in detailed:
+                value = {
+                    "choices": [{"messages": value}],
                     "created": int(time.time()),
                     "model": request.model,
                     "usage": {
@@ -528,8 +519,9 @@ class AiFunctions:
                         "total_tokens": answer.input_tokens + answer.output_tokens,
                     },
                 }
-            out.append(json.dumps(body))
-        return out
+            return json.dumps(value)
+
+        return self._answers("AI_COMPLETE", requests, body)
 
     def extract(self, texts: list[Cell], formats: list[Cell]) -> list[Cell]:
         model = self._completion_model("AI_EXTRACT")
@@ -555,23 +547,9 @@ class AiFunctions:
                     response_schema={"type": "object"},
                 )
             )
-        live = [r for r in requests if r is not None]
-        answers = iter(self._complete("AI_EXTRACT", live) if live else [])
-        out: list[Cell] = []
-        for request in requests:
-            if request is None:
-                out.append(None)
-                continue
-            answer = next(answers)
-            try:
-                out.append(
-                    None
-                    if isinstance(answer, ProviderError)
-                    else json.dumps({"response": json.loads(answer.text)})
-                )
-            except json.JSONDecodeError:
-                out.append(None)
-        return out
+        return self._answers(
+            "AI_EXTRACT", requests, lambda answer, _: json.dumps({"response": json.loads(answer.text)})
+        )
 
     def aggregate(self, values: list[Cell], instructions: list[Cell], summarize: bool) -> list[str | None]:
         """AI_AGG / AI_SUMMARIZE_AGG over each group's list of values: map-reduce under a token budget."""

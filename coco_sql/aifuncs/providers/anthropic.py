@@ -11,8 +11,8 @@ import json
 import time
 from typing import Any
 
-from coco_sql.aifuncs.providers.base import CompletionRequest, CompletionResult, Deadline, estimate_tokens
-from coco_sql.aifuncs.providers.openai_compat import JsonHttpClient, json_field, token_count
+from coco_sql.aifuncs.providers.base import CompletionRequest, CompletionResult, Deadline
+from coco_sql.aifuncs.providers.openai_compat import JsonHttpClient, completion_result, json_field
 from coco_sql.errors import ProviderResponseError
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -99,21 +99,7 @@ class AnthropicProvider:
                     self.name, f"answer from {url} holds no JSON object: {text[:80]!r}"
                 )
             text = json.dumps(found)
-        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-        input_tokens = token_count(usage.get("input_tokens"))
-        output_tokens = token_count(usage.get("output_tokens"))
-        model = answer.get("model")
-        return CompletionResult(
-            text=text,
-            input_tokens=(
-                input_tokens
-                if input_tokens is not None
-                else sum(estimate_tokens(m.content) for m in request.messages)
-            ),
-            output_tokens=output_tokens if output_tokens is not None else estimate_tokens(text),
-            latency_ms=latency_ms,
-            model=model if isinstance(model, str) else "",
-        )
+        return completion_result(request, answer, text, latency_ms, ("input_tokens", "output_tokens"))
 
     def _payload(self, request: CompletionRequest) -> dict[str, Any]:
         system = [m.content for m in request.messages if m.role == "system"]

@@ -226,6 +226,31 @@ def json_field(provider: str, url: str, document: Any, *path: str | int) -> Any:
     return value
 
 
+def completion_result(
+    request: CompletionRequest,
+    answer: Mapping[str, Any],
+    text: str,
+    latency_ms: float,
+    usage_keys: tuple[str, str],
+) -> CompletionResult:
+    """The result of a chat answer: its `usage` under `usage_keys` (input, output), estimated where missing."""
+    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+    input_tokens = token_count(usage.get(usage_keys[0]))
+    output_tokens = token_count(usage.get(usage_keys[1]))
+    model = answer.get("model")
+    return CompletionResult(
+        text=text,
+        input_tokens=(
+            input_tokens
+            if input_tokens is not None
+            else sum(estimate_tokens(m.content) for m in request.messages)
+        ),
+        output_tokens=output_tokens if output_tokens is not None else estimate_tokens(text),
+        latency_ms=latency_ms,
+        model=model if isinstance(model, str) else "",
+    )
+
+
 def token_count(value: Any) -> int | None:
     """A usage count if it is a non-negative integer, else None (so callers fall back to an estimate)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
@@ -311,21 +336,7 @@ class OpenAICompatibleProvider:
             raise ProviderResponseError(
                 self.name, f"answer from {url} has no text in choices[0].message.content"
             )
-        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-        input_tokens = token_count(usage.get("prompt_tokens"))
-        output_tokens = token_count(usage.get("completion_tokens"))
-        model = answer.get("model")
-        return CompletionResult(
-            text=text,
-            input_tokens=(
-                input_tokens
-                if input_tokens is not None
-                else sum(estimate_tokens(m.content) for m in request.messages)
-            ),
-            output_tokens=output_tokens if output_tokens is not None else estimate_tokens(text),
-            latency_ms=latency_ms,
-            model=model if isinstance(model, str) else "",
-        )
+        return completion_result(request, answer, text, latency_ms, ("prompt_tokens", "completion_tokens"))
 
     def embed(self, model: str, texts: Sequence[str], deadline: Deadline) -> EmbeddingResult:
         """Embed `texts` in one request: (len(texts), dim) float32 rows, L2-normalised, in input order.
