@@ -269,3 +269,24 @@ def test_importing_coco_sql_loads_no_model_and_opens_no_socket() -> None:
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[] []"
+
+
+def test_cortex_spellings_sentiment_and_classify_text(embedded) -> None:
+    reviews = pd.DataFrame(
+        {
+            "id": ["up", "down"],
+            "text": ["I love it, a wonderful day!", "Terrible, I hate this."],
+            "grp": ["g", "g"],
+        }
+    )
+    rows, _ = run(
+        """SELECT id, OBJECT_CONSTRUCT(
+             'score', SNOWFLAKE.CORTEX.SENTIMENT(text),
+             'label', SNOWFLAKE.CORTEX.CLASSIFY_TEXT(text, ['praise', 'complaint']):label::string
+           ) AS out FROM input ORDER BY id""",
+        AiRuntime(embedded=embedded),
+        reviews,
+    )
+    values = {i: value(o) for i, o in rows}
+    assert -1.0 <= values["down"]["score"] < 0.0 < values["up"]["score"] <= 1.0
+    assert (values["up"]["label"], values["down"]["label"]) == ("praise", "complaint")

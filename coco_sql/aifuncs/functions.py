@@ -402,43 +402,34 @@ class AiFunctions:
                     results[i] = vectors[j].tolist()
         return results
 
-    def sentiment(self, inputs: list[Cell], categories: list[Cell]) -> list[Cell]:
+    def _sentiment_scores(self, function: str, inputs: list[Cell]) -> dict[int, np.ndarray]:
+        """Row index -> p(sentiment) over semantic.SENTIMENTS, for the rows whose input is text."""
         texts = [_decode(x) for x in inputs]
         live = [i for i, t in enumerate(texts) if isinstance(t, str)]
-        results: list[Cell] = [None] * len(inputs)
         if not live:
-            return results
+            return {}
         prototypes = [semantic.SENTIMENT_PROTOTYPES[s] for s in semantic.SENTIMENTS]
-        vectors = self._embed("AI_SENTIMENT", [texts[i] for i in live] + prototypes)
+        vectors = self._embed(function, [texts[i] for i in live] + prototypes)
         if vectors is None:
-            return results
-        n = len(live)
-        scores = semantic.sentiment_scores(vectors[:n], vectors[n:])
-        for j, i in enumerate(live):
-            names = [_decode(categories[i])] if categories[i] is not None else [[]]
-            aspects = [a for a in (names[0] or []) if isinstance(a, str)]
-            overall = semantic.SENTIMENTS[int(scores[j].argmax())]
-            entries = [{"name": "overall", "sentiment": overall}] + [
-                {"name": a, "sentiment": overall} for a in aspects
-            ]
+            return {}
+        scores = semantic.sentiment_scores(vectors[: len(live)], vectors[len(live) :])
+        return dict(zip(live, scores, strict=True))
+
+    def sentiment(self, inputs: list[Cell], categories: list[Cell]) -> list[Cell]:
+        """AI_SENTIMENT: the overall sentiment, repeated for each named aspect (the embedding has no aspects)."""
+        scores = self._sentiment_scores("AI_SENTIMENT", inputs)
+        results: list[Cell] = [None] * len(inputs)
+        for i, p in scores.items():
+            aspects = [a for a in (_decode(categories[i]) or []) if isinstance(a, str)]
+            overall = semantic.SENTIMENTS[int(p.argmax())]
+            entries = [{"name": name, "sentiment": overall} for name in ("overall", *aspects)]
             results[i] = json.dumps({"categories": entries})
         return results
 
     def cortex_sentiment(self, inputs: list[Cell]) -> list[float | None]:
         """SNOWFLAKE.CORTEX.SENTIMENT: p(positive) - p(negative), in [-1, 1]."""
-        texts = [_decode(x) for x in inputs]
-        live = [i for i, t in enumerate(texts) if isinstance(t, str)]
-        results: list[float | None] = [None] * len(inputs)
-        if not live:
-            return results
-        prototypes = [semantic.SENTIMENT_PROTOTYPES[s] for s in semantic.SENTIMENTS]
-        vectors = self._embed("SENTIMENT", [texts[i] for i in live] + prototypes)
-        if vectors is None:
-            return results
-        scores = semantic.sentiment_scores(vectors[: len(live)], vectors[len(live) :])
-        for j, i in enumerate(live):
-            results[i] = float(scores[j, 0] - scores[j, 1])
-        return results
+        scores = self._sentiment_scores("SENTIMENT", inputs)
+        return [float(scores[i][0] - scores[i][1]) if i in scores else None for i in range(len(inputs))]
 
     def count_tokens(self, functions: list[Cell], models: list[Cell], inputs: list[Cell]) -> list[int | None]:
         out: list[int | None] = []
