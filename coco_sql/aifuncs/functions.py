@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -137,7 +137,8 @@ class AiFunctions:
                 out.append(None)
         return out
 
-    def _fatal(self, error: CocoError) -> None:
+    def _fatal(self, error: CocoError) -> NoReturn:
+        """A run-level failure: recorded on the runtime (the evaluator re-raises it) and raised to stop the query."""
         self.runtime.fail(error)
         raise error
 
@@ -145,13 +146,10 @@ class AiFunctions:
         """Embeddings, or None when the provider failed for this batch (rows become errors)."""
         try:
             return self.runtime.embed(function, texts, model)
-        except ConfigError as error:
-            self._fatal(error)
-        except ProviderUnavailable as error:
+        except (ConfigError, ProviderUnavailable) as error:
             self._fatal(error)
         except ProviderError:
             return None
-        return None  # pragma: no cover
 
     def _complete(
         self, function: str, requests: list[CompletionRequest]
@@ -160,7 +158,6 @@ class AiFunctions:
             answers = self.runtime.complete(function, requests)
         except ConfigError as error:
             self._fatal(error)
-            raise  # pragma: no cover
         if self.runtime.fatal is not None:
             raise self.runtime.fatal
         return answers
