@@ -116,3 +116,13 @@ def test_similarity_threshold_is_tuned_on_the_training_rows() -> None:
     threshold, support, gain = similarity_thresholds(view, "x", similarity)
     assert (round(threshold, 6), support, gain) == (0.65, 3, 2.0)
     assert similarity_thresholds(view, "y", similarity) is None  # answering y nowhere gains
+
+
+def test_examples_that_their_neighbours_contradict_can_be_pruned() -> None:
+    query = sqlglot.parse_one(CALL, read="snowflake")  # one example: 'sure' -> yes
+    view = TrainingView(rows(("sure", "yes", "no"), ("ok", "yes", "yes")), "text")
+    prune = [e for e in ai_edits(query, {0: view}, targets=[]) if e.operator == "prune_examples"]
+    assert len(prune) == 1 and "drop 1 examples" in prune[0].description
+    assert read_spec(classify_calls(prune[0].apply(query))[0]).example_inputs == set()
+    agreeing = TrainingView(rows(("sure", "yes", "yes")), "text")
+    assert not [e for e in ai_edits(query, {0: agreeing}, targets=[]) if e.operator == "prune_examples"]

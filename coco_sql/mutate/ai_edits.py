@@ -5,6 +5,8 @@ using what the training rows show:
 
 - few_shot: add training rows as `examples` in the config: the rows the curator targets, every row of a label
   the parent keeps missing, or every training row;
+- prune_examples: drop the examples that the other examples get entirely wrong (Wilson editing: likely label
+  noise), judged on the cross-fitted predictions;
 - describe_label: give a label a description mined from its training rows (the words that set its texts apart
   from the others), aimed at the label the parent confuses most;
 - output_mode: switch between 'single' and 'multi';
@@ -416,6 +418,21 @@ def ai_edits(
         ]
         groups.append((fresh, "every training row"))
         edits.extend(_few_shot(index, spec, rows, what) for rows, what in groups if rows)
+        # Editing (Wilson): an example that its neighbours get entirely wrong is likely noise; drop those.
+        contradicted = {r.text for r in view.rows if r.text in known and _set_f1(r.predicted, r.gold) == 0.0}
+        if contradicted:
+            kept = [
+                e
+                for e in spec.config.get("examples") or []
+                if not (isinstance(e, dict) and e.get("input") in contradicted)
+            ]
+            edits.append(
+                Edit(
+                    "prune_examples",
+                    f"{where}: drop {len(contradicted)} examples that the other examples contradict",
+                    _replace_spec(index, ClassifySpec(spec.categories, {**spec.config, "examples": kept})),
+                )
+            )
         for missed, wrong, count in confusions(view.rows)[:3]:
             words = distinctive_words(view.rows, missed)
             if not words or missed not in labels:
