@@ -49,7 +49,7 @@ class AiRuntime:
         self._pools: dict[str, CallPool] = {}
         self._lock = threading.Lock()
         self._evaluation = threading.Lock()
-        self.usage = Usage()
+        self.usage = Usage()  # the current evaluation's, kept after it ends until the next one starts
         self.deadline = NO_DEADLINE
         self.fatal: CocoError | None = None
         self._spent = Usage()  # every evaluation since the last take_spent()

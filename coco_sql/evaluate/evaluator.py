@@ -21,7 +21,7 @@ from coco_sql.aifuncs.providers.base import Deadline
 from coco_sql.aifuncs.routing import AiConfig
 from coco_sql.aifuncs.runtime import AiRuntime
 from coco_sql.aifuncs.usage import Usage
-from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
+from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, EvaluationTimeout
 from coco_sql.evaluate.sandbox import QueryResult, Sandbox
 from coco_sql.sqlcheck import ValidatedProgram, ValidationSpec, validate_candidate
 from coco_sql.store.records import EvaluationRow, ProgramScore, SplitEvaluation, to_json
@@ -141,19 +141,33 @@ class Evaluator:
             raise EvaluationError(f"probe does not parse: {error}") from None
         if kinds != ["SELECT"]:
             raise EvaluationError(f"a probe must be one SELECT, got {', '.join(kinds) or 'nothing'}")
+        result, _ = self._execute(sandbox, sql, deadline_s)
+        return result
+
+    def _execute(self, sandbox: Sandbox, sql: str, deadline_s: float) -> tuple[QueryResult, Usage | None]:
+        """Run one query under a deadline; with AI functions, every call it makes is bound to that deadline and
+        accounted in the returned Usage.
+
+        Raises EvaluationTimeout past the deadline (also when only AI calls were cut off by it, and the query
+        itself finished), EvaluationError for a failing query, and the runtime's run-level error (a dead
+        endpoint, an unknown model) instead of either when there is one. A failed query's usage stays readable
+        as `self.ai.usage`."""
         if self.ai is None:
-            return sandbox.run(sql, deadline_s)
+            return sandbox.run(sql, deadline_s), None
         deadline = Deadline.after(deadline_s)
-        with self.ai.evaluation(deadline):
+        with self.ai.evaluation(deadline) as usage:
             try:
                 result = sandbox.run(sql, deadline_s, on_timeout=deadline.cancel)
             except EvaluationError:
-                if self.ai.fatal is not None:  # a dead endpoint, not a bad probe
+                if self.ai.fatal is not None:  # the run stops; the program itself may be fine
                     raise self.ai.fatal from None
                 raise
         if self.ai.fatal is not None:
             raise self.ai.fatal
-        return result
+        left = deadline.remaining()
+        if deadline.cancelled.is_set() or (left is not None and left <= 0):
+            raise EvaluationTimeout(f"query exceeded its {deadline_s:g} s deadline and was stopped")
+        return result, usage
 
     def close(self) -> None:
         for sandbox in self._sandboxes.values():
@@ -175,30 +189,11 @@ class Evaluator:
             )
         output = self.task.contract.output.replace('"', '""')
         wrapped = f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({program.sql}) AS candidate'
-        if self.ai is None:
-            try:
-                result = sandbox.run(wrapped, self.task.timeout_seconds)
-            except EvaluationError as error:
-                return self._failed(split, str(error), 0.0)
-            return self._score(split, result.rows, result.elapsed_ms)
-        deadline = Deadline.after(self.task.timeout_seconds)
-        with self.ai.evaluation(deadline) as usage:
-            try:
-                result = sandbox.run(wrapped, self.task.timeout_seconds, on_timeout=deadline.cancel)
-            except EvaluationError as error:
-                if (
-                    self.ai.fatal is not None
-                ):  # a dead endpoint or bad AI config: the run stops, the program is fine
-                    raise self.ai.fatal from None
-                return replace(self._failed(split, str(error), 0.0), usage=usage)
-        if self.ai.fatal is not None:
-            raise self.ai.fatal
-        left = deadline.remaining()
-        if deadline.cancelled.is_set() or (left is not None and left <= 0):  # AI calls were cut off
-            message = f"query exceeded its {self.task.timeout_seconds:g} s deadline and was stopped"
-            return replace(self._failed(split, message, result.elapsed_ms), usage=usage)
-        outcome = self._score(split, result.rows, result.elapsed_ms)
-        return replace(outcome, usage=usage)
+        try:
+            result, usage = self._execute(sandbox, wrapped, self.task.timeout_seconds)
+        except EvaluationError as error:
+            return replace(self._failed(split, str(error), 0.0), usage=self.ai.usage if self.ai else None)
+        return replace(self._score(split, result.rows, result.elapsed_ms), usage=usage)
 
     def score_rows(
         self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float = 0.0
