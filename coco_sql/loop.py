@@ -234,7 +234,7 @@ class EvolutionLoop:
             for t in range(state.last_iteration + 1, config.budget + 1):
                 self._iterate(run, config, t, state, policy, curator, mutator, evaluator, env)
             self._committer.flush()
-            return self._finish(run, config, state)
+            return self._finish(run, config, state, ai)
         except BaseException:
             with contextlib.suppress(Exception):  # let the batch in flight land; the first error wins
                 self._committer.flush()
@@ -466,14 +466,16 @@ class EvolutionLoop:
         # Loop overhead: selection, bookkeeping, and any wait for the previous iteration's commit.
         timings["overhead"] = select_ms + _ms_since(clock)
 
-    def _finish(self, run: RunRecord, config: RunConfig, state: RunState) -> RunSummary:
-        """Score the seed and the champion on the test split (reports only) and mark the run finished."""
+    def _finish(self, run: RunRecord, config: RunConfig, state: RunState, ai: AiRuntime | None) -> RunSummary:
+        """Score the seed and the champion on the test split (reports only) and mark the run finished.
+
+        The report evaluator is a separate one (the search's cannot reach the test split), sharing the run's AI
+        runtime and so its warm cache."""
         seed_id = program_id_for(run.run_id, 0)
         champion_id = state.champion_id()
         test_scores = self.store.program_scores(run.run_id, "test")
         pending = [pid for pid in dict.fromkeys((seed_id, champion_id)) if pid not in test_scores]
         if pending or self.store.get_run(run.run_id).status != "finished":
-            ai = self._ai_runtime(config)
             reporter = Evaluator(self.task, REPORT_SPLITS, ai=ai)
             try:
                 evaluations = tuple(
@@ -483,8 +485,6 @@ class EvolutionLoop:
                 ai_rows = self._ai_rows(reporter, None)
             finally:
                 reporter.close()
-                if ai is not None:
-                    ai.close()
             self.store.write_iteration(
                 IterationBatch(
                     run.run_id,
