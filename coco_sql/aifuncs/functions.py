@@ -72,8 +72,10 @@ def iter_requests(
     return [None if prompt is None else next(made) for prompt in prompts]
 
 
-def _categories(value: Any) -> tuple[list[str], list[str]]:
-    """(labels, prototype texts) from Cortex's categories argument."""
+def category_prototypes(value: Any) -> tuple[list[str], list[str]]:
+    """(labels, prototype texts) from Cortex's categories argument: a label, or 'label: description'.
+
+    Raises ArgumentError for anything else."""
     if not isinstance(value, list) or not value:
         raise ArgumentError("categories must be a non-empty array of strings or {label, description} objects")
     labels: list[str] = []
@@ -182,7 +184,7 @@ class AiFunctions:
         model = self.runtime.config.classify_model
         for (category_cell, config_cell), rows in groups.items():
             try:
-                labels, prototypes = _categories(_decode(category_cell))
+                labels, prototypes = category_prototypes(_decode(category_cell))
                 config = _decode(config_cell) or {}
                 if not isinstance(config, dict):
                     raise ArgumentError("config must be an object")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from sqlglot import exp
 
+from coco_sql.aifuncs.functions import ArgumentError, category_prototypes
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.evaluate import Outcome, QueryResult
 from coco_sql.mutate.ai_edits import (
@@ -330,16 +331,10 @@ class OfflineMutator:
         spec = read_spec(classify_calls(query)[index])
         if spec is None or not view.scope_sql:
             return view
-        prototypes = {
-            (c if isinstance(c, str) else c["label"]): (
-                c
-                if isinstance(c, str)
-                else f"{c['label']}: {c['description']}"
-                if c.get("description")
-                else c["label"]
-            )
-            for c in spec.categories
-        }
+        try:
+            prototypes = dict(zip(*category_prototypes(spec.categories), strict=True))
+        except ArgumentError:
+            return view
         similarities: dict[str, tuple[str, dict[str, float]]] = {}
         for missed, _, _ in confusions(view.rows)[:labels]:
             text = prototypes.get(missed)
