@@ -25,7 +25,7 @@ from coco_sql.aifuncs import AiCache
 from coco_sql.aifuncs.cache import CachedEmbedding, text_hash
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.aifuncs.runtime import AiRuntime
-from coco_sql.evaluate.sandbox import Sandbox
+from coco_sql.evaluate.sandbox import Sandbox, SandboxLimits
 from coco_sql.sqlcheck import ValidationSpec, validate_candidate
 from coco_sql.tasks import load_task
 
@@ -37,7 +37,7 @@ LABELS = [
 
 
 def timed_runs(sql: str, rows: pd.DataFrame, runtime: AiRuntime, runs: int) -> list[float]:
-    sandbox = Sandbox(rows, ai=AiFunctions(runtime), memory_limit="4GB")
+    sandbox = Sandbox(rows, ai=AiFunctions(runtime), limits=SandboxLimits(memory_mb=6144))
     seconds = []
     try:
         for _ in range(runs):
@@ -87,8 +87,8 @@ def main() -> None:
     comments = pd.concat([task.split(s).inputs for s in ("train", "val", "test")], ignore_index=True)
     runtime = AiRuntime()
     started = time.perf_counter()
-    with runtime.evaluation():
-        Sandbox(comments, ai=AiFunctions(runtime)).run(sql, 600.0)
+    with runtime.evaluation(), Sandbox(comments, ai=AiFunctions(runtime)) as sandbox:
+        sandbox.run(sql, 600.0)
     cold = time.perf_counter() - started
     repeated = comments.sample(n=args.rows, replace=True, random_state=0).reset_index(drop=True)
     repeated["id"] = [str(i) for i in range(args.rows)]

@@ -35,6 +35,10 @@ class EvaluationTimeout(EvaluationError):
     """A candidate ran past its wall-clock deadline and was interrupted."""
 
 
+class EvaluationMemoryError(EvaluationError):
+    """A candidate needed more memory than its sandbox allows (DuckDB's limit or the worker's kernel limit)."""
+
+
 class ProviderError(CocoError):
     """An AI provider call failed. `retryable` says whether the same call may succeed if tried again."""
 

@@ -11,13 +11,17 @@ one batch: identical inputs within the chunk are embedded or completed once, and
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
-from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.sqlcheck.ai_binding import COMPLETE_JSON, UDFS
+
+if TYPE_CHECKING:
+    from coco_sql.aifuncs.functions import AiFunctions
+
+UdfCall = Callable[[str, list[list[Any]]], list[Any]]
 
 _JSON_IN = duckdb.sqltype("JSON")
 _RETURNS: dict[str, tuple[Any, pa.DataType]] = {
@@ -38,7 +42,7 @@ _RETURNS: dict[str, tuple[Any, pa.DataType]] = {
 }
 
 
-def _implementations(functions: AiFunctions) -> dict[str, Callable[..., list[Any]]]:
+def implementations(functions: AiFunctions) -> dict[str, Callable[..., list[Any]]]:
     f = functions
     return {
         "AI_COMPLETE": lambda m, p, o, r, d: f.complete(m, p, o, r, d, as_json=False),
@@ -60,13 +64,11 @@ def _implementations(functions: AiFunctions) -> dict[str, Callable[..., list[Any
     }
 
 
-def _vectorized(
-    body: Callable[..., list[Any]], arrow_type: pa.DataType, arity: int
-) -> Callable[..., pa.Array]:
+def _vectorized(call: UdfCall, udf_name: str, arrow_type: pa.DataType, arity: int) -> Callable[..., pa.Array]:
     """An arrow UDF of exactly `arity` parameters (DuckDB reads the arity off the Python signature)."""
 
     def udf(*columns: pa.Array | pa.ChunkedArray) -> pa.Array:
-        return pa.array(body(*(column.to_pylist() for column in columns)), type=arrow_type)
+        return pa.array(call(udf_name, [column.to_pylist() for column in columns]), type=arrow_type)
 
     fixed: dict[int, Callable[..., pa.Array]] = {
         1: lambda a: udf(a),
@@ -78,19 +80,26 @@ def _vectorized(
     return fixed[arity]
 
 
-def register_ai_functions(con: duckdb.DuckDBPyConnection, functions: AiFunctions) -> None:
-    """Create every bound AI UDF in `con` (before its configuration is locked)."""
-    implementations = _implementations(functions)
+def register_udfs(con: duckdb.DuckDBPyConnection, call: UdfCall) -> None:
+    """Create every bound AI UDF in `con` (before its configuration is locked); each chunk goes to
+    `call(udf_name, columns)`, which answers one value per row. Inside a sandbox worker `call` forwards the chunk
+    to the parent process, which owns the AI runtime (`evaluate.sandbox`)."""
     bindings = {binding.udf: binding.arity for binding in UDFS.values()}
     bindings[COMPLETE_JSON.udf] = COMPLETE_JSON.arity
     for udf, arity in bindings.items():
         duck_type, arrow_type = _RETURNS[udf]
         con.create_function(
             udf,
-            _vectorized(implementations[udf], arrow_type, arity),
+            _vectorized(call, udf, arrow_type, arity),
             [_JSON_IN] * arity,
             duck_type,
             type="arrow",
             side_effects=True,
             null_handling="special",
         )
+
+
+def register_ai_functions(con: duckdb.DuckDBPyConnection, functions: AiFunctions) -> None:
+    """Create every bound AI UDF in `con`, answered in this process by `functions`."""
+    table = implementations(functions)
+    register_udfs(con, lambda udf, columns: table[udf](*columns))

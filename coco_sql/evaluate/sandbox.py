@@ -1,61 +1,67 @@
-"""A locked-down DuckDB for running untrusted candidate SQL under a deadline.
+"""The sandbox every candidate, probe and draft test runs in: one split's rows in a worker process with hard limits.
 
-Each sandbox is its own in-memory database holding exactly one split's rows as the table `input`: the rows of
-other splits are not in it, so no query, however it slips past the validator, can reach them.
+What it guarantees, and how (each claim has a test in tests/test_sandbox.py):
 
-Lock-down (see STACK-FACTS): `read_only` alone still lets a query read and write files and read Python variables,
-so external access, extension autoload/autoinstall and Python replacement scans are switched off and the
-configuration is then locked. DuckDB has no statement timeout: a timer calls `interrupt()` at the deadline.
+- **Only the split's rows.** The worker's in-memory DuckDB holds one split as the table `input`; no other split's
+  rows exist in that process (`evaluate.lockdown`).
+- **No files.** DuckDB's external access is off and locked, its temp directory is emptied (DuckDB otherwise
+  allows reading `./.tmp`), the worker's working directory is a fresh empty folder, and RLIMIT_FSIZE = 0.
+- **A memory bound the kernel enforces.** RLIMIT_DATA = `memory_mb` in the worker (DuckDB's `memory_limit` sits
+  at three quarters of it); a query past it fails with EvaluationMemoryError, and the worker is replaced (so a
+  query's outcome never depends on what an earlier one left fragmented). A worker that dies of it is reported
+  the same way.
+- **A hard deadline.** The worker interrupts its own query at the deadline (the cheap path: it stays alive). If
+  no answer comes `kill_grace_s` later (a long scalar call, a Python UDF, a stuck allocation), the worker is
+  killed with SIGKILL and restarted on the next call; the caller gets EvaluationTimeout either way.
+- **No credentials.** The worker's environment holds only what Python and the BLAS need; AI calls are answered
+  by the parent's AI runtime through the pipe, so keys, caches and the cost ledger never enter the worker.
+
+The worker starts on first use (about 0.4 s: Python, DuckDB and pandas imports) and lives until `close()`.
+`bench/bench_sandbox.py` measures what the isolation costs per evaluation.
 """
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pandas as pd
 
-from coco_sql.errors import EvaluationError, EvaluationTimeout
+from coco_sql.child import ChildDied, ChildProcess
+from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
+from coco_sql.evaluate.lockdown import QueryResult
+from coco_sql.evaluate.worker import unpack_column
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
 
+__all__ = ["QueryResult", "Sandbox", "SandboxLimits"]
 
-def register_ai_functions(con: duckdb.DuckDBPyConnection, ai: AiFunctions) -> None:
-    from coco_sql.aifuncs.duckdb_udfs import register_ai_functions as register
-
-    register(con, ai)
-
-
-_LOCKDOWN = (
-    "SET enable_progress_bar = false",
-    "SET threads = 1",  # deterministic float aggregation order, and fair on a shared machine
-    "SET memory_limit = '{memory_limit}'",
-    "SET max_temp_directory_size = '0B'",
-    "SET enable_external_access = false",
-    "SET autoload_known_extensions = false",
-    "SET autoinstall_known_extensions = false",
-    "SET python_enable_replacements = false",
-    "SET lock_configuration = true",
-)
+_START_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
-class QueryResult:
-    columns: tuple[str, ...]
-    rows: list[tuple[Any, ...]]
-    elapsed_ms: float
+class SandboxLimits:
+    """Per-worker limits. `memory_mb` is the kernel's bound on the worker's data (heap and private mappings)."""
+
+    memory_mb: int = 1280
+    kill_grace_s: float = 1.0  # after the deadline, how long the worker has to answer before SIGKILL
+
+    @property
+    def duckdb_memory_limit(self) -> str:
+        return f"{self.memory_mb * 3 // 4}MB"
 
 
 class Sandbox:
-    """One split's rows, in a private in-memory DuckDB whose configuration is locked.
+    """One split's rows, queried in a locked-down DuckDB inside a worker process with kernel-enforced limits.
 
-    `run` executes one query and returns all rows, or raises EvaluationTimeout past the deadline and
-    EvaluationError for any other failure. The sandbox stays usable after either.
+    `run` executes one query and returns all rows, or raises EvaluationTimeout past the deadline,
+    EvaluationMemoryError past the memory bound, and EvaluationError for any other failure. The sandbox stays
+    usable after each (a killed worker is replaced on the next call). Thread-safe: queries run one at a time.
     """
 
     def __init__(
@@ -63,63 +69,148 @@ class Sandbox:
         inputs: pd.DataFrame,
         *,
         relation: str = "input",
-        memory_limit: str = "1GB",
+        limits: SandboxLimits | None = None,
         ai: AiFunctions | None = None,
     ) -> None:
         self.relation = relation
+        self.limits = limits or SandboxLimits()
+        self._init = pickle.dumps(
+            ("init", inputs, relation, self.limits.duckdb_memory_limit, ai is not None),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+        self._answer_ai = _ai_answerer(ai) if ai is not None else None
         self._lock = threading.Lock()
-        self._con = duckdb.connect(":memory:")
-        self._con.register("_rows", inputs)
-        self._con.execute(f'CREATE TABLE "{relation}" AS SELECT * FROM _rows')
-        self._con.unregister("_rows")
-        if ai is not None:  # before the lock-down: UDFs are part of the sandbox, not something a query adds
-            register_ai_functions(self._con, ai)
-        for statement in _LOCKDOWN:
-            self._con.execute(statement.format(memory_limit=memory_limit))
+        self._worker: ChildProcess | None = None
+        # workers replaced after a kill, a crash or a memory error (for tests and benchmarks)
+        self.restarts = 0
+        self.last_worker_peak_rss: int | None = None  # bytes, of the last worker that ended
 
     def run(self, sql: str, deadline_s: float, on_timeout: Callable[[], None] | None = None) -> QueryResult:
-        """`on_timeout` runs at the deadline too: DuckDB's interrupt cannot stop a Python UDF mid-chunk, so the
-        AI functions' own cancel flag is set there."""
+        """`on_timeout` runs at the deadline: the AI functions' cancel flag is set there, so that an AI call the
+        query is waiting for stops too."""
         with self._lock:
-            con = self._con
+            worker = self._ensure_worker()
             timed_out = threading.Event()
 
-            def _interrupt() -> None:
+            def _at_deadline() -> None:
                 timed_out.set()
                 if on_timeout is not None:
                     on_timeout()
-                con.interrupt()
 
-            timer = threading.Timer(deadline_s, _interrupt)
-            start = time.perf_counter()
+            timer = threading.Timer(deadline_s, _at_deadline)
+            hard_stop = time.monotonic() + deadline_s + self.limits.kill_grace_s
             timer.start()
             try:
-                cursor = con.execute(sql)
-                rows = cursor.fetchall()
-                columns = tuple(d[0] for d in cursor.description or ())
-            except duckdb.Error as error:
+                worker.send(("run", sql, deadline_s))
+                while True:
+                    message = worker.receive(until=hard_stop)
+                    if message is None:  # no answer within the grace period: stop it for good
+                        self._discard(kill=True)
+                        raise _over_time(deadline_s, "killed")
+                    if message[0] != "ai":
+                        break
+                    worker.send(self._serve_ai(message[1], message[2]))
+            except ChildDied as death:
+                self._discard(kill=False)
                 if timed_out.is_set():
-                    raise EvaluationTimeout(
-                        f"query exceeded its {deadline_s:g} s deadline and was stopped"
-                    ) from None
-                raise EvaluationError(f"query failed: {_one_line(error)}") from None
+                    raise _over_time(deadline_s, "stopped") from None
+                raise EvaluationMemoryError(
+                    f"the sandbox process died ({death}): the query exceeded the sandbox's memory bound of "
+                    f"{self.limits.memory_mb} MB or crashed the engine"
+                ) from None
             finally:
                 timer.cancel()
-            if (
-                timed_out.is_set()
-            ):  # finished in the instant the timer fired: treat as over time for determinism
-                raise EvaluationTimeout(f"query exceeded its {deadline_s:g} s deadline and was stopped")
-            return QueryResult(columns, rows, (time.perf_counter() - start) * 1000.0)
+            if message[0] == "error":
+                _, kind, text = message
+                if kind == "timeout" or timed_out.is_set():
+                    raise _over_time(deadline_s, "stopped")
+                if kind == "memory":  # a worker that hit its bound is replaced: the next query starts clean
+                    self._discard(kill=True)
+                    raise EvaluationMemoryError(f"{text} (sandbox memory bound {self.limits.memory_mb} MB)")
+                raise EvaluationError(text)
+            if timed_out.is_set():  # finished in the instant the deadline passed: over time, for determinism
+                raise _over_time(deadline_s, "stopped")
+            _, columns, rows, elapsed_ms = message
+            return QueryResult(tuple(columns), rows, elapsed_ms)
 
     def statement_types(self, sql: str) -> list[str]:
-        """DuckDB's own reading of the statement types: a cheap second check after the validator."""
+        """DuckDB's own reading of the statement types (a cheap second check after the validator). Raises
+        EvaluationError when DuckDB cannot parse the text."""
         with self._lock:
-            return [str(s.type).rsplit(".", 1)[-1] for s in self._con.extract_statements(sql)]
+            worker = self._ensure_worker()
+            try:
+                worker.send(("types", sql))
+                message = worker.receive(until=time.monotonic() + _START_TIMEOUT_S)
+            except ChildDied as death:
+                self._discard(kill=False)
+                raise EvaluationError(f"the sandbox process died while parsing ({death})") from None
+            if message is None:
+                self._discard(kill=True)
+                raise EvaluationError("the sandbox process did not answer a parse request")
+            if message[0] == "error":
+                raise EvaluationError(message[2])
+            return list(message[1])
+
+    @property
+    def worker_pid(self) -> int | None:
+        return None if self._worker is None else self._worker.pid
 
     def close(self) -> None:
-        self._con.close()
+        with self._lock:
+            self._discard(kill=False)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _serve_ai(self, udf: str, columns: list[list[Any]]) -> tuple[str, Any]:
+        """Answer one chunk of AI calls in this process; a failure goes back as the UDF's error."""
+        if self._answer_ai is None:
+            return ("ai_error", f"{udf}: no AI runtime in this sandbox")
+        try:
+            return ("ai_result", self._answer_ai(udf, [unpack_column(column) for column in columns]))
+        except Exception as error:  # the worker's UDF raises it; the evaluator reads run-level errors itself
+            return ("ai_error", f"{udf}: {' '.join(str(error).split())[:300]}")
+
+    def _ensure_worker(self) -> ChildProcess:
+        if self._worker is None:
+            self._worker = _start_worker(self._init, self.limits)
+        return self._worker
+
+    def _discard(self, *, kill: bool) -> None:
+        if self._worker is not None:
+            if kill:
+                self.restarts += 1
+            elif not self._worker.alive():
+                self.restarts += 1  # it died on its own
+            self._worker.stop(kill=kill)
+            self.last_worker_peak_rss = self._worker.peak_rss_bytes
+            self._worker = None
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text[:500]
+def _over_time(deadline_s: float, how: str) -> EvaluationTimeout:
+    return EvaluationTimeout(f"query exceeded its {deadline_s:g} s deadline and was {how}")
+
+
+def _start_worker(init: bytes, limits: SandboxLimits) -> ChildProcess:
+    worker = ChildProcess.start("coco_sql.evaluate.worker", str(limits.memory_mb * 2**20))
+    try:
+        worker.send_bytes(init)
+        ready = worker.receive(until=time.monotonic() + _START_TIMEOUT_S)
+    except ChildDied as death:
+        worker.stop(kill=True)
+        raise EvaluationError(f"the sandbox process could not start ({death})") from None
+    if ready is None or ready[0] != "ready":
+        worker.stop(kill=True)
+        raise EvaluationError("the sandbox process did not start in time")
+    return worker
+
+
+def _ai_answerer(functions: AiFunctions) -> Callable[[str, list[list[Any]]], list[Any]]:
+    from coco_sql.aifuncs.duckdb_udfs import implementations
+
+    table = implementations(functions)
+    return lambda udf, columns: table[udf](*columns)

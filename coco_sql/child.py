@@ -1,0 +1,140 @@
+"""A Python child process that speaks pickled messages over two pipes: where native code that can crash, or a
+candidate that must be bounded, runs apart from the coco-sql process.
+
+Used by the sandbox (`evaluate.sandbox`: DuckDB with kernel limits) and by the in-process local model
+(`aifuncs.providers.local_llama`: llama.cpp). A crash there (SIGSEGV, an allocation the kernel refuses, SIGKILL at
+a deadline) ends one child, and the caller sees `ChildDied` with how it ended, never a dead parent.
+
+The child runs `python -m MODULE FD_IN FD_OUT ARG...` in an empty temporary working directory, with an
+environment that holds only what Python and the BLAS need (no credentials) and `PYTHONPATH` pointing at this
+package. Its module reads messages from `Connection(FD_IN)` and answers on `Connection(FD_OUT)`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the folder that holds coco_sql/
+_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+class ChildDied(Exception):
+    """The child's pipe closed: it exited or was killed. The message says how (e.g. 'killed by SIGSEGV')."""
+
+
+@dataclass
+class ChildProcess:
+    process: subprocess.Popen[bytes]
+    to_child: Connection
+    from_child: Connection
+    folder: str
+    peak_rss_bytes: int | None = None  # the child's peak resident memory, known once it is reaped by stop()
+
+    @classmethod
+    def start(cls, module: str, *args: str, threads: int = 1) -> ChildProcess:
+        parent_in, child_out = os.pipe()
+        child_in, parent_out = os.pipe()
+        folder = tempfile.mkdtemp(prefix="coco-child-")
+        env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
+        env |= {
+            "PYTHONPATH": PACKAGE_ROOT,
+            "OPENBLAS_NUM_THREADS": str(threads),
+            "OMP_NUM_THREADS": str(threads),
+        }
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", module, str(child_in), str(child_out), *args],
+                pass_fds=(child_in, child_out),
+                cwd=folder,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        finally:
+            os.close(child_in)
+            os.close(child_out)
+        return cls(process, Connection(parent_out), Connection(parent_in), folder)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def send(self, message: Any) -> None:
+        try:
+            self.to_child.send(message)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            raise ChildDied(self.how_it_ended()) from None
+
+    def send_bytes(self, data: bytes) -> None:
+        try:
+            self.to_child.send_bytes(data)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            raise ChildDied(self.how_it_ended()) from None
+
+    def receive(self, until: float | None) -> Any | None:
+        """The next message, or None when `until` (time.monotonic) passes first; None waits for ever."""
+        try:
+            while not self.from_child.poll(_step(until)):
+                if until is not None and time.monotonic() >= until:
+                    return None
+            return self.from_child.recv()
+        except (EOFError, ConnectionResetError, OSError):
+            raise ChildDied(self.how_it_ended()) from None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def how_it_ended(self) -> str:
+        code = self._reap(timeout_s=5.0)
+        if code is None:
+            return "its pipe closed"
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit status {code}"
+
+    def stop(self, *, kill: bool = False) -> None:
+        """Close the pipes (the child's cue to exit), or kill it outright; then reap it and remove its folder."""
+        for connection in (self.to_child, self.from_child):
+            connection.close()
+        if kill and self.process.returncode is None:
+            self.process.kill()
+        if self._reap(timeout_s=5.0) is None:
+            self.process.kill()
+            self._reap(timeout_s=None)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _reap(self, timeout_s: float | None) -> int | None:
+        """Wait for the child to end (with wait4, which also tells its peak RSS); its return code, or None."""
+        if self.process.returncode is not None:
+            return self.process.returncode
+        until = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG if until is not None else 0)
+            if pid:
+                self.process.returncode = os.waitstatus_to_exitcode(status)
+                self.peak_rss_bytes = usage.ru_maxrss * 1024
+                return self.process.returncode
+            if until is not None and time.monotonic() >= until:
+                return None
+            time.sleep(0.01)
+
+
+def _step(until: float | None) -> float:
+    """How long one poll waits: short slices, so that a deadline is noticed within 0.25 s."""
+    if until is None:
+        return 0.25
+    return max(0.0, min(until - time.monotonic(), 0.25))

@@ -1,0 +1,118 @@
+"""A locked-down in-memory DuckDB that holds one split's rows: what runs inside a sandbox worker process.
+
+The database holds exactly one split's rows as the table `input`: the rows of other splits are not in it, so no
+query, however it slips past the validator, can reach them. It is only ever used inside the worker process of
+`evaluate.sandbox.Sandbox`, which adds the limits DuckDB itself cannot enforce (memory, hard deadline).
+
+Lock-down (see STACK-FACTS): `read_only` alone still lets a query read and write files and read Python variables,
+so external access, extension autoload/autoinstall and Python replacement scans are switched off and the
+configuration is then locked. DuckDB adds its temp directory (`.tmp` under the working directory) to the allowed
+directories even with external access off, so the temp directory is emptied first. DuckDB has no statement
+timeout: a timer calls `interrupt()` at the deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
+
+_LOCKDOWN = (
+    "SET enable_progress_bar = false",
+    "SET threads = 1",  # deterministic float aggregation order, and fair on a shared machine
+    "SET memory_limit = '{memory_limit}'",
+    "SET temp_directory = ''",  # else its folder (./.tmp) stays readable with external access off
+    "SET max_temp_directory_size = '0B'",
+    "SET enable_external_access = false",
+    "SET autoload_known_extensions = false",
+    "SET autoinstall_known_extensions = false",
+    "SET python_enable_replacements = false",
+    "SET lock_configuration = true",
+)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    elapsed_ms: float
+
+
+class LockedDuckDB:
+    """One split's rows, in a private in-memory DuckDB whose configuration is locked.
+
+    `run` executes one query and returns all rows, or raises EvaluationTimeout past the deadline,
+    EvaluationMemoryError when DuckDB cannot allocate, and EvaluationError for any other failure. The database
+    stays usable after each. `register_udfs` (optional) adds the AI functions before the lock-down: they are part
+    of the sandbox, not something a query adds.
+    """
+
+    def __init__(
+        self,
+        inputs: pd.DataFrame,
+        *,
+        relation: str = "input",
+        memory_limit: str = "1GB",
+        register_udfs: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    ) -> None:
+        self.relation = relation
+        self._lock = threading.Lock()
+        self._con = duckdb.connect(":memory:")
+        self._con.register("_rows", inputs)
+        self._con.execute(f'CREATE TABLE "{relation}" AS SELECT * FROM _rows')
+        self._con.unregister("_rows")
+        if register_udfs is not None:
+            register_udfs(self._con)
+        for statement in _LOCKDOWN:
+            self._con.execute(statement.format(memory_limit=memory_limit))
+
+    def run(self, sql: str, deadline_s: float) -> QueryResult:
+        with self._lock:
+            con = self._con
+            timed_out = threading.Event()
+
+            def _interrupt() -> None:
+                timed_out.set()
+                con.interrupt()
+
+            timer = threading.Timer(deadline_s, _interrupt)
+            start = time.perf_counter()
+            timer.start()
+            try:
+                cursor = con.execute(sql)
+                rows = cursor.fetchall()
+                columns = tuple(d[0] for d in cursor.description or ())
+            except duckdb.OutOfMemoryException as error:
+                raise EvaluationMemoryError(f"query ran out of memory: {one_line(error)}") from None
+            except duckdb.Error as error:
+                if timed_out.is_set():
+                    raise EvaluationTimeout(
+                        f"query exceeded its {deadline_s:g} s deadline and was stopped"
+                    ) from None
+                raise EvaluationError(f"query failed: {one_line(error)}") from None
+            finally:
+                timer.cancel()
+            if timed_out.is_set():  # finished in the instant the timer fired: over time, for determinism
+                raise EvaluationTimeout(f"query exceeded its {deadline_s:g} s deadline and was stopped")
+            return QueryResult(columns, rows, (time.perf_counter() - start) * 1000.0)
+
+    def statement_types(self, sql: str) -> list[str]:
+        """DuckDB's own reading of the statement types: a cheap second check after the validator."""
+        with self._lock:
+            return [str(s.type).rsplit(".", 1)[-1] for s in self._con.extract_statements(sql)]
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def one_line(error: BaseException) -> str:
+    """The error as one line, without DuckDB's generic tuning advice."""
+    text = " ".join(str(error).split()).split(" Possible solutions:")[0]
+    return text[:500]
