@@ -57,7 +57,8 @@ TARGETING = ("infogain", "uniform")
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that fixes a run besides the task. Stored as JSON in `runs.config`."""
+    """Everything that fixes a run besides the task. Stored as JSON in `runs.config`, except the budget, whose one
+    source of truth is `runs.budget` (a resume with `--budget` changes only that column)."""
 
     seed: int = 0
     budget: int = 60
@@ -93,6 +94,15 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def stored(cls, run: RunRecord) -> RunConfig:
+        """A run's configuration as its tables hold it: `runs.config` with the budget from `runs.budget`."""
+        return cls.from_dict({**run.config, "budget": run.budget})
+
+    def to_stored(self) -> dict[str, Any]:
+        """The JSON for `runs.config`: everything but the budget, which lives in `runs.budget` alone."""
+        return {k: v for k, v in asdict(self).items() if k != "budget"}
 
 
 @dataclass(frozen=True)
@@ -180,7 +190,7 @@ class EvolutionLoop:
             task_fingerprint=self.task.fingerprint(),
             seed=config.seed,
             budget=config.budget,
-            config=asdict(config),
+            config=config.to_stored(),
         )
         self.store.create_run(run)
         return self._run(run, config, resumed=False)
@@ -194,14 +204,14 @@ class EvolutionLoop:
                 f"task pack {self.task.name!r} changed since run {run_id} started; "
                 "resuming would mix two tasks (start a new run instead)"
             )
-        config = RunConfig.from_dict(run.config)
+        config = RunConfig.stored(run)
         if budget is not None and budget != config.budget:
             if budget < self.store.last_iteration(run_id):
                 raise ConfigError(
                     f"run {run_id} already has {self.store.last_iteration(run_id)} iterations; "
                     f"--budget {budget} cannot shrink it"
                 )
-            config = RunConfig.from_dict({**asdict(config), "budget": budget})
+            config = replace(config, budget=budget)
             self.store.set_budget(run_id, budget)
         return self._run(run, config, resumed=True)
 

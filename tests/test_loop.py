@@ -103,6 +103,32 @@ def test_resume_of_a_finished_run_changes_nothing(tmp_path: Path, lockpicking) -
     assert snapshot(db) == before
 
 
+class _StopAt:
+    """A progress callback that interrupts the run once iteration `at` is reported (as Ctrl-C would)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def __call__(self, report) -> None:
+        if report.iteration == self.at:
+            raise KeyboardInterrupt
+
+
+def test_a_budget_extended_on_resume_survives_a_second_resume(tmp_path: Path, lockpicking) -> None:
+    """runs.budget is the one source of truth: resume --budget 5, interrupted at 4, then resume without it."""
+    db = tmp_path / "b.duckdb"
+    with DuckDBStore(db) as store:
+        run_id = EvolutionLoop(store, lockpicking).start(RunConfig(seed=1, budget=2, max_drafts=4)).run_id
+    with DuckDBStore(db) as store, pytest.raises(KeyboardInterrupt):
+        EvolutionLoop(store, lockpicking, progress=_StopAt(4)).resume(run_id, budget=5)
+    with DuckDBStore(db) as store:
+        assert store.last_iteration(run_id) == 4
+        summary = EvolutionLoop(store, lockpicking).resume(run_id)
+        run = store.get_run(run_id)
+    assert summary.iterations == 5 and run.budget == 5 and run.status == "finished"
+    assert "budget" not in run.config
+
+
 def test_offline_mutator_beats_the_lockpicking_seed(tmp_path: Path, lockpicking) -> None:
     with DuckDBStore(tmp_path / "s.duckdb") as store:
         summary = EvolutionLoop(store, lockpicking).start(RunConfig(seed=2, budget=12, max_drafts=16))
