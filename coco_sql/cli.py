@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import logging
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,6 +30,7 @@ DEFAULT_DB = "coco.duckdb"
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    _quiet_libraries(debug=args.debug)
     # Everything imported so far lives as long as the process: move it out of the collector's way, so that the
     # many short-lived sqlglot trees of validation and mutation do not make each collection rescan it.
     gc.collect()
@@ -45,6 +48,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _quiet_libraries(*, debug: bool) -> None:
+    """Errors reach the user as one `coco-sql: error:` line: library loggers (sqlglot warns when it falls back to
+    parsing a statement as a Command) and Python warnings stay silent unless --debug asks for everything."""
+    if debug:
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+        return
+    logging.getLogger().addHandler(logging.NullHandler())  # no handler-less fallback to stderr
+    warnings.simplefilter("ignore")
 
 
 def _parser() -> argparse.ArgumentParser:
