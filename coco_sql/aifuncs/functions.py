@@ -29,10 +29,10 @@ from typing import Any, NoReturn
 import numpy as np
 
 from coco_sql.aifuncs import semantic
-from coco_sql.aifuncs.providers.base import CompletionRequest, CompletionResult, Message, estimate_tokens
-from coco_sql.aifuncs.routing import EMBEDDED_MODELS
-from coco_sql.aifuncs.runtime import AiRuntime
 from coco_sql.errors import CocoError, ConfigError, ProviderError, ProviderUnavailable
+from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Message, estimate_tokens
+from coco_sql.llm.routing import EMBEDDED_MODELS
+from coco_sql.llm.runtime import AiRuntime
 
 Cell = str | None  # JSON text from to_json(), or NULL
 
@@ -106,7 +106,7 @@ def _example_labels(example: Any, labels: list[str]) -> tuple[str, list[str]]:
 
 
 class AiFunctions:
-    """The AI_* functions over one runtime (see the module docstring)."""
+    """The AI_* functions over one runtime (see the module docstring); aifuncs.catalogue maps UDFs here."""
 
     def __init__(self, runtime: AiRuntime) -> None:
         self.runtime = runtime
@@ -433,9 +433,7 @@ class AiFunctions:
     def count_tokens(self, functions: list[Cell], models: list[Cell], inputs: list[Cell]) -> list[int | None]:
         out: list[int | None] = []
         for _function, m, x in zip(functions, models, inputs, strict=True):
-            text = (
-                _decode(x) if x is not None else _decode(m)
-            )  # AI_COUNT_TOKENS(function, input) has no model
+            text = _decode(x) if x is not None else _decode(m)  # AI_COUNT_TOKENS(function, input): no model
             out.append(None if not isinstance(text, str) else estimate_tokens(text))
         return out
 
@@ -513,6 +511,23 @@ class AiFunctions:
 
         return self._answers("AI_COMPLETE", requests, body)
 
+    def complete_text(
+        self, m: list[Cell], p: list[Cell], o: list[Cell], r: list[Cell], d: list[Cell]
+    ) -> list[Any]:
+        """AI_COMPLETE(model, prompt, model_parameters, response_format, show_details) answering text."""
+        return self.complete(m, p, o, r, d, as_json=False)
+
+    def complete_object(
+        self, m: list[Cell], p: list[Cell], o: list[Cell], r: list[Cell], d: list[Cell]
+    ) -> list[Any]:
+        """AI_COMPLETE with a response_format or show_details: the object, as JSON text."""
+        return self.complete(m, p, o, r, d, as_json=True)
+
+    def cortex_complete(self, models: list[Cell], prompts: list[Cell], options: list[Cell]) -> list[Any]:
+        """SNOWFLAKE.CORTEX.COMPLETE(model, prompt [, options]): the text; options act as model_parameters."""
+        none: list[Cell] = [None] * len(models)
+        return self.complete(models, prompts, options, none, none, as_json=False)
+
     def extract(self, texts: list[Cell], formats: list[Cell]) -> list[Cell]:
         model = self._completion_model("AI_EXTRACT")
         requests: list[CompletionRequest | None] = []
@@ -553,6 +568,14 @@ class AiFunctions:
             instruction = "Summarize these rows." if summarize else str(_decode(instruction_cell) or "")
             out.append(self._reduce(function, model, instruction, items))
         return out
+
+    def agg(self, values: list[Cell], instructions: list[Cell]) -> list[str | None]:
+        """AI_AGG(expr, instruction) over each group's list of values."""
+        return self.aggregate(values, instructions, summarize=False)
+
+    def summarize_agg(self, values: list[Cell]) -> list[str | None]:
+        """AI_SUMMARIZE_AGG(expr) over each group's list of values."""
+        return self.aggregate(values, [None] * len(values), summarize=True)
 
     def _reduce(
         self, function: str, model: str, instruction: str, items: list[str], budget: int = 2000

@@ -11,48 +11,24 @@ optional trailing arguments. A DuckDB Python UDF has one fixed signature. So, on
 - the Cortex spellings SNOWFLAKE.CORTEX.COMPLETE / CLASSIFY_TEXT / SENTIMENT map to their own UDFs (their
   return shapes differ from the AI_* ones).
 
-Names and arities come from `UDFS`, which `aifuncs.duckdb_udfs` registers from, so the two cannot drift apart.
+Which UDF each SQL name binds to, its parameters and return type come from `coco_sql.aifuncs.catalogue`, which
+`aifuncs.duckdb_udfs` registers from too, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from sqlglot import exp
 
-from coco_sql.sqlcheck.snowflake import function_name, positional_arguments
+from coco_sql.aifuncs.catalogue import BY_NAME, AiFunction
+from coco_sql.sqlcheck.snowflake import function_name, positional_arguments, rewrite_named_arguments
 
-
-@dataclass(frozen=True)
-class UdfBinding:
-    udf: str  # the DuckDB function `aifuncs.duckdb_udfs` registers
-    arity: int  # its fixed parameter count (all JSON)
-    aggregate: bool = False  # the first argument is aggregated with list()
-    returns_json: bool = False  # the UDF returns JSON text, cast to JSON in SQL
-
-
-# SQL name as written -> its binding
-UDFS: Mapping[str, UdfBinding] = MappingProxyType(
-    {
-        "AI_COMPLETE": UdfBinding("AI_COMPLETE", 5),
-        "AI_CLASSIFY": UdfBinding("AI_CLASSIFY", 3, returns_json=True),
-        "AI_FILTER": UdfBinding("AI_FILTER", 2),
-        "AI_EXTRACT": UdfBinding("AI_EXTRACT", 2, returns_json=True),
-        "AI_SENTIMENT": UdfBinding("AI_SENTIMENT", 2, returns_json=True),
-        "AI_SIMILARITY": UdfBinding("AI_SIMILARITY", 3),
-        "AI_EMBED": UdfBinding("AI_EMBED", 2),
-        "AI_COUNT_TOKENS": UdfBinding("AI_COUNT_TOKENS", 3),
-        "AI_AGG": UdfBinding("COCO_AI_AGG", 2, aggregate=True),
-        "AI_SUMMARIZE_AGG": UdfBinding("COCO_AI_SUMMARIZE_AGG", 1, aggregate=True),
-        "SNOWFLAKE.CORTEX.COMPLETE": UdfBinding("COCO_CORTEX_COMPLETE", 3),
-        "SNOWFLAKE.CORTEX.CLASSIFY_TEXT": UdfBinding("COCO_CORTEX_CLASSIFY_TEXT", 3, returns_json=True),
-        "SNOWFLAKE.CORTEX.SENTIMENT": UdfBinding("COCO_CORTEX_SENTIMENT", 1),
-    }
+UDFS: Mapping[str, AiFunction] = MappingProxyType(
+    {name: function for name, function in BY_NAME.items() if function.udf is not None}
 )
-# AI_COMPLETE with a response_format or show_details returns an object, not text.
-COMPLETE_JSON = UdfBinding("COCO_AI_COMPLETE_JSON", 5, returns_json=True)
+"""SQL name as written -> the catalogue entry of the function, for every function bound to a UDF."""
 
 
 def _dotted(node: exp.Dot) -> str | None:
@@ -81,6 +57,35 @@ def _as_json(argument: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this="to_json", expressions=[argument])
 
 
+def _arguments(name: str, call: exp.Func) -> list[exp.Expression]:
+    """The call's arguments by position. Named arguments of AI_* calls were made positional by the validator
+    (`snowflake.rewrite_named_arguments`); those of a dotted Cortex call are placed here, by the same rule."""
+    args = positional_arguments(call)
+    if "." in name and any(isinstance(a, exp.Kwarg) for a in args):
+        args = positional_arguments(rewrite_named_arguments(exp.Anonymous(this=name, expressions=args)))
+    return args
+
+
+def _bind(name: str, call: exp.Func) -> exp.Expression:
+    """The UDF call (cast to JSON when it returns JSON text) that replaces an AI call named `name`."""
+    function = UDFS[name]
+    arity = len(function.params)
+    args = _arguments(name, call)
+    args += [exp.null()] * (arity - len(args))
+    given = {
+        param.name
+        for param, arg in zip(function.params, args[:arity], strict=True)
+        if not isinstance(arg, exp.Null)
+    }
+    udf = function.udf_for(given)
+    if function.aggregate:
+        args[0] = exp.Anonymous(this="list", expressions=[args[0]])
+    bound: exp.Expression = exp.Anonymous(this=udf.name, expressions=[_as_json(a) for a in args[:arity]])
+    if udf.returns.json:
+        bound = exp.cast(bound, exp.DataType.build("JSON"))
+    return bound
+
+
 def bind_ai_calls(tree: exp.Expression) -> exp.Expression:
     """Rewrite the AI calls of `tree` in place (see the module docstring); returns the tree."""
     for node in list(tree.find_all(exp.Anonymous)):
@@ -96,19 +101,6 @@ def bind_ai_calls(tree: exp.Expression) -> exp.Expression:
             name, call = function_name(node), node
         else:
             continue
-        if name not in UDFS:
-            continue
-        binding = UDFS[name]
-        args = [a.expression if isinstance(a, exp.Kwarg) else a for a in positional_arguments(call)]
-        args += [exp.null()] * (binding.arity - len(args))
-        if name == "AI_COMPLETE" and not all(isinstance(a, exp.Null) for a in args[3:]):
-            binding = COMPLETE_JSON
-        if binding.aggregate:
-            args[0] = exp.Anonymous(this="list", expressions=[args[0]])
-        bound: exp.Expression = exp.Anonymous(
-            this=binding.udf, expressions=[_as_json(a) for a in args[: binding.arity]]
-        )
-        if binding.returns_json:
-            bound = exp.cast(bound, exp.DataType.build("JSON"))
-        node.replace(bound)
+        if name in UDFS:
+            node.replace(_bind(name, call))
     return tree

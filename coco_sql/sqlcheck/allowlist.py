@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
+from coco_sql.aifuncs import catalogue
+
 Arity = tuple[int, int | None]
 
 
@@ -570,22 +572,13 @@ class AISignature(NamedTuple):
 
 AI_SIGNATURES: Mapping[str, AISignature] = MappingProxyType(
     {
-        "AI_COMPLETE": AISignature(
-            ("model", "prompt", "model_parameters", "response_format", "show_details"), required=2
-        ),
-        "AI_CLASSIFY": AISignature(("input", "categories", "config"), required=2),
-        "AI_FILTER": AISignature(("input", "config"), required=1),
-        "AI_EXTRACT": AISignature(("text", "response_format"), required=2),
-        "AI_SENTIMENT": AISignature(("text", "categories"), required=1),
-        "AI_AGG": AISignature(("expr", "instruction"), required=2),
-        "AI_SUMMARIZE_AGG": AISignature(("expr",), required=1),
-        "AI_SIMILARITY": AISignature(("input1", "input2", "config"), required=2),
-        "AI_EMBED": AISignature(("model", "input"), required=2),
-        "AI_COUNT_TOKENS": AISignature(("function_name", "model_name", "input"), required=2),
-        "PROMPT": AISignature(("template", "args"), required=1, variadic=True),
+        name: AISignature(function.param_names, function.required, function.variadic)
+        for name, function in catalogue.BY_NAME.items()
     }
 )
-"""AI functions. None is allowed by default: a task enables them via ``ValidationSpec.allowed_functions``."""
+"""AI functions, derived from :data:`coco_sql.aifuncs.catalogue.CATALOGUE` (including the Cortex spellings).
+
+None is allowed by default: a task enables them via ``ValidationSpec.allowed_functions``."""
 
 
 def rejection_reason(names: list[str]) -> str:
