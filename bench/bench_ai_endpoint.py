@@ -17,11 +17,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coco_sql.aifuncs.execution import CallPool
-from coco_sql.aifuncs.providers.base import CompletionRequest, Deadline, Message, ProviderLimits
-from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider
-from coco_sql.aifuncs.testing import FakeEndpoint
 from coco_sql.errors import ProviderError
+from coco_sql.llm.execution import CallPool
+from coco_sql.llm.providers.base import CompletionRequest, Deadline, Message, ProviderLimits
+from coco_sql.llm.providers.openai_compat import OpenAICompatibleProvider
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from llm_double import FakeEndpoint  # the test double lives with the tests, not in the package
 
 
 def measure(calls: int, latency: float, concurrency: int) -> tuple[float, int, int]:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from coco_sql.aifuncs.providers.base import estimate_tokens
+from coco_sql.llm.providers.base import estimate_tokens
 
 TEMPLATE_TOKENS_PER_MESSAGE = 3
 _REASONS = {status.value: status.phrase for status in HTTPStatus} | {529: "Overloaded"}
@@ -54,6 +54,20 @@ class Fault(enum.Enum):
 
 FaultScript = Sequence[Fault] | Callable[[int], Fault]
 ReplyFn = Callable[[Sequence[Mapping[str, str]]], str]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What a scripted model says: text, and tool calls as (name, arguments) pairs; a str `arguments` is sent
+    as is (a model that writes malformed JSON)."""
+
+    text: str = ""
+    tool_calls: tuple[tuple[str, Mapping[str, Any] | str], ...] = ()
+
+
+#: A scripted model: the conversation so far, in one neutral shape for both wire formats (role, content, and
+#: `tool_calls` [(id, name, arguments)] or `tool_call_id`), and the tools offered -> its next turn.
+ScriptFn = Callable[[list[dict[str, Any]], list[str]], Turn]
 
 
 @dataclass(frozen=True)
@@ -165,6 +179,7 @@ class FakeEndpoint:
         api_key: str | None = None,
         model: str = "fake-model",
         embedding_dim: int = 8,
+        script: ScriptFn | None = None,
     ) -> None:
         self.latency_s = latency_s
         self.faults = faults
@@ -175,6 +190,7 @@ class FakeEndpoint:
         self.api_key = api_key
         self.model = model
         self.embedding_dim = embedding_dim
+        self.script = script
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._requests: list[RecordedRequest] = []
@@ -362,15 +378,28 @@ class FakeEndpoint:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return 400, _error("invalid_request_error", "messages must be a non-empty list", False)
-        text = self._reply_text(messages, body.get("response_format"))
+        message: dict[str, Any]
+        if self.script is not None:
+            tools = [t["function"]["name"] for t in body.get("tools") or []]
+            turn = self.script(_neutral_openai(messages), tools)
+            text = turn.text
+            message = {"role": "assistant", "content": text or None}
+            if turn.tool_calls:
+                message["tool_calls"] = [
+                    {"id": f"call_{i}", "type": "function",
+                     "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+                    for i, (name, args) in enumerate(turn.tool_calls)
+                ]  # fmt: skip
+            finish = "tool_calls" if turn.tool_calls else "stop"
+        else:
+            text = self._reply_text(messages, body.get("response_format"))
+            message, finish = {"role": "assistant", "content": text}, "stop"
         document: dict[str, Any] = {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model") or self.model,
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         }
         if self.usage:
             prompt, completion = _prompt_tokens(messages), estimate_tokens(text)
@@ -410,14 +439,26 @@ class FakeEndpoint:
             return 400, _error("invalid_request_error", "messages: roles must be user or assistant", True)
         system = body.get("system")
         turns = ([{"role": "system", "content": system}] if isinstance(system, str) else []) + messages
-        text = self.reply(turns)
+        if self.script is not None:
+            turn = self.script(_neutral_anthropic(turns), [t["name"] for t in body.get("tools") or []])
+            text = turn.text
+            content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+            content += [
+                {"type": "tool_use", "id": f"toolu_{i}", "name": name,
+                 "input": args if isinstance(args, dict) else {"_malformed": args}}
+                for i, (name, args) in enumerate(turn.tool_calls)
+            ]  # fmt: skip
+            stop = "tool_use" if turn.tool_calls else "end_turn"
+        else:
+            text = self.reply(turns)
+            content, stop = [{"type": "text", "text": text}], "end_turn"
         document: dict[str, Any] = {
             "id": "msg_fake",
             "type": "message",
             "role": "assistant",
             "model": body.get("model") or self.model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
+            "content": content,
+            "stop_reason": stop,
         }
         if self.usage:
             document["usage"] = {
@@ -437,6 +478,38 @@ class FakeEndpoint:
         if not isinstance(schema, dict):
             return json.dumps({"answer": self.reply(turns)})
         return json.dumps(example_for_schema(schema, "\n".join(t["content"] for t in turns)))
+
+
+def _neutral_openai(messages: list[Any]) -> list[dict[str, Any]]:
+    neutral = []
+    for m in messages:
+        turn: dict[str, Any] = {"role": m.get("role"), "content": _text(m.get("content"))}
+        if m.get("tool_calls"):
+            turn["tool_calls"] = [
+                (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"]
+            ]
+        if m.get("tool_call_id"):
+            turn["tool_call_id"] = m["tool_call_id"]
+        neutral.append(turn)
+    return neutral
+
+
+def _neutral_anthropic(messages: list[Any]) -> list[dict[str, Any]]:
+    neutral: list[dict[str, Any]] = []
+    for m in messages:
+        content = m.get("content")
+        blocks = content if isinstance(content, list) else []
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if results:
+            neutral += [{"role": "tool", "tool_call_id": b["tool_use_id"], "content": _text(b["content"])}
+                        for b in results]  # fmt: skip
+            continue
+        turn: dict[str, Any] = {"role": m.get("role"), "content": _text(content)}
+        uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if uses:
+            turn["tool_calls"] = [(b["id"], b["name"], json.dumps(b["input"])) for b in uses]
+        neutral.append(turn)
+    return neutral
 
 
 def _text(content: Any) -> str:

@@ -14,20 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from llm_double import TEMPLATE_TOKENS_PER_MESSAGE, FakeEndpoint, Fault, vector_for
 
-from coco_sql.aifuncs.execution import CallPool, TokenBucket, backoff_delay
-from coco_sql.aifuncs.providers.anthropic import AnthropicProvider
-from coco_sql.aifuncs.providers.base import (
-    NO_DEADLINE,
-    CompletionRequest,
-    CompletionResult,
-    Deadline,
-    Message,
-    ProviderLimits,
-    estimate_tokens,
-)
-from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider, parse_retry_after
-from coco_sql.aifuncs.testing import TEMPLATE_TOKENS_PER_MESSAGE, FakeEndpoint, Fault, vector_for
 from coco_sql.errors import (
     CallCancelled,
     ProviderError,
@@ -37,6 +25,18 @@ from coco_sql.errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
+from coco_sql.llm.execution import CallPool, TokenBucket, backoff_delay
+from coco_sql.llm.providers.anthropic import AnthropicProvider
+from coco_sql.llm.providers.base import (
+    NO_DEADLINE,
+    CompletionRequest,
+    CompletionResult,
+    Deadline,
+    Message,
+    ProviderLimits,
+    estimate_tokens,
+)
+from coco_sql.llm.providers.openai_compat import OpenAICompatibleProvider, parse_retry_after
 
 LABEL_SCHEMA = {
     "type": "object",

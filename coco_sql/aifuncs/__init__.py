@@ -1,10 +1,5 @@
-"""AI functions for DuckDB, faithful to Snowflake Cortex AISQL: providers, response cache, cost ledger.
+"""Cortex AISQL functions for DuckDB (AI_CLASSIFY, AI_FILTER, AI_COMPLETE, ...): their semantics (`functions`,
+`semantic`), their catalogue, and their binding as DuckDB UDFs. Model calls go through `coco_sql.llm`.
 
-Importing this package connects to nothing and loads no model; providers are built on their first call.
+Importing this package connects to nothing and loads no model.
 """
-
-from coco_sql.aifuncs.cache import AiCache
-from coco_sql.aifuncs.routing import AiConfig, EndpointConfig
-from coco_sql.aifuncs.usage import Usage
-
-__all__ = ["AiCache", "AiConfig", "EndpointConfig", "Usage"]

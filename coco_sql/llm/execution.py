@@ -28,7 +28,6 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from coco_sql.aifuncs.providers.base import Deadline, ProviderLimits
 from coco_sql.errors import (
     CallCancelled,
     ProviderError,
@@ -36,6 +35,7 @@ from coco_sql.errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
+from coco_sql.llm.providers.base import Deadline, ProviderLimits
 
 T = TypeVar("T")
 

