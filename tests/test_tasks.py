@@ -251,10 +251,10 @@ def test_lockpicking_pack_names_only_the_first_rule() -> None:
 
 def test_list_tasks_and_missing_task(tmp_path: Path) -> None:
     names = [info.name for info in list_tasks([TASKS])]
-    assert names == ["goemotions", "hotpotqa_type", "lockpicking6"]
+    assert names == ["goemotions", "hotpotqa_type", "lockpicking6", "tsp_construct"]
     assert all(info.pack is not None and info.error is None for info in list_tasks([TASKS]))
     with pytest.raises(
-        TaskError, match=r"^no task named 'nope' \(known: goemotions, hotpotqa_type, lockpicking6\)$"
+        TaskError, match=r"^no task named 'nope' \(known: goemotions, hotpotqa_type, lockpicking6, tsp_construct\)$"
     ):
         load_task("nope", [TASKS])
     with pytest.raises(TaskError, match="no task pack here"):
@@ -427,7 +427,7 @@ MALFORMED = [
         "bad scorer kind",
         lambda t: t.replace('kind = "exact"', 'kind = "bogus"'),
         None,
-        r"key 'scorer\.kind': must be one of exact, numeric, multilabel_f1, token_match, sql \(got 'bogus'\)",
+        r"key 'scorer\.kind': must be one of exact, numeric, multilabel_f1, token_match, sql, bound_ratio \(got 'bogus'\)",
     ),
     (
         "scorer key for other kind",

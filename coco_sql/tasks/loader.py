@@ -8,7 +8,8 @@ task.toml format (every key is validated; unknown keys are errors)::
 
     name = "lockpicking6"            # required; must equal the directory name; [a-z0-9][a-z0-9_-]*
     description = "one line"         # required; a single line
-    dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake
+    language = "sql"                 # optional (default sql): sql | python, the programs' language
+    dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake (SQL programs)
 
     [data]                           # required
     pool = "data/pool.csv"           # required; labelled search pool (train/val come from here)
@@ -29,15 +30,18 @@ task.toml format (every key is validated; unknown keys are errors)::
     type = "INTEGER"                 # required: INTEGER | DOUBLE | VARCHAR | BOOLEAN | VARCHAR[]
 
     [scorer]                         # required
-    kind = "exact"                   # exact | numeric | multilabel_f1 | token_match | sql
+    kind = "exact"                   # exact | numeric | multilabel_f1 | token_match | sql | bound_ratio
     # numeric: abs_tol (default 1e-9), rel_tol (default 0.0); contract type INTEGER or DOUBLE
     # multilabel_f1: separator (default ";") for joined label strings; contract type VARCHAR[] or VARCHAR
     # sql: expression over `output` and `expected` returning a number clamped to [0, 1] (checked at load)
+    # bound_ratio: expected / output, for a cost whose expected value is a lower bound (INTEGER or DOUBLE)
 
     [program]                        # required
-    seed = "seed.sql"                # required; the seed program, in `dialect`
-    allowed_functions = []           # optional: extra function names on top of the base SQL allow-list
+    seed = "seed.sql"                # required; the seed program, in `dialect` (python: a module)
+    allowed_functions = []           # optional: extra function names on top of the base SQL allow-list (SQL)
     timeout_seconds = 10.0           # optional (default 10.0), > 0
+    entry = "select_next_node"       # python packs only, required: the function the harness calls
+    harness = "harness.py"           # python packs only, required: `run(entry, instance) -> output`
 
     [source]                         # optional attribution: name, url, license, revision, notes (strings)
 
@@ -66,6 +70,7 @@ from coco_sql.errors import TaskError
 from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR, parse_expected
 from coco_sql.tasks.scorers import (
     SCORER_KINDS,
+    BoundRatioScorer,
     ExactScorer,
     MultilabelF1Scorer,
     NumericScorer,
@@ -77,17 +82,30 @@ from coco_sql.tasks.splits import SPLIT_MODES, SPLIT_NAMES, Split, partition_ids
 
 TASK_FILE = "task.toml"
 DIALECTS: tuple[str, ...] = ("duckdb", "snowflake")
+LANGUAGES: tuple[str, ...] = ("sql", "python")
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
 _DUCKDB_TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_ ]*(\(\s*\d+\s*(,\s*\d+\s*)?\))?(\[\])*$")
 
-_TOP_KEYS = ("name", "description", "dialect", "data", "splits", "contract", "scorer", "program", "source")
+_TOP_KEYS = (
+    "name",
+    "description",
+    "language",
+    "dialect",
+    "data",
+    "splits",
+    "contract",
+    "scorer",
+    "program",
+    "source",
+)
 _DATA_KEYS = ("pool", "test", "id_column", "expected_column", "input_columns")
 _SPLIT_KEYS = ("seed", "mode", "train_fraction", "test_fraction")
 _CONTRACT_KEYS = ("output", "type")
 _PROGRAM_KEYS = ("seed", "allowed_functions", "timeout_seconds")
+_PYTHON_PROGRAM_KEYS = ("entry", "harness")  # checked as code by `languages.python`
 _SOURCE_KEYS = ("name", "url", "license", "revision", "notes")
 _SCORER_KEYS: dict[str, tuple[str, ...]] = {
     "exact": (),
@@ -95,6 +113,7 @@ _SCORER_KEYS: dict[str, tuple[str, ...]] = {
     "multilabel_f1": ("separator",),
     "token_match": (),
     "sql": ("expression",),
+    "bound_ratio": (),
 }
 
 
@@ -125,6 +144,9 @@ class TaskPack:
     source: dict[str, str]
     _splits: Mapping[str, Split] = field(repr=False)
     _fingerprint: str = field(repr=False)
+    language: str = "sql"  # the programs' language (`coco_sql.languages`): sql | python
+    entry: str | None = None  # python: the function the harness calls
+    harness: str | None = None  # python: the harness module's source (trusted pack code, runs in the sandbox)
 
     def split(self, name: str) -> Split:
         """Return split ``name`` (train, val or test). Copies, so callers cannot corrupt the cache."""
@@ -142,7 +164,8 @@ class TaskPack:
         return any(name in UDFS or name == "PROMPT" for name in self.allowed_functions)
 
     def fingerprint(self) -> str:
-        """sha256 (hex) over task.toml, the seed program and the data files, as read at load time."""
+        """sha256 (hex) over task.toml, the seed program, the harness (python) and the data files, as read at
+        load time."""
         return self._fingerprint
 
 
@@ -389,11 +412,13 @@ def _build_scorer(reader: _Reader, table: Mapping[str, Any], contract: Contract)
     reader.check_keys(table, "scorer", ("kind", *_SCORER_KEYS[kind]))
     if kind == "exact":
         return ExactScorer(type_=contract.type), DEFAULT_LIST_SEPARATOR
+    if kind in ("numeric", "bound_ratio") and contract.type not in ("INTEGER", "DOUBLE"):
+        raise reader.error(
+            "scorer.kind", f"'{kind}' needs contract type INTEGER or DOUBLE, not {contract.type}"
+        )
+    if kind == "bound_ratio":
+        return BoundRatioScorer(), DEFAULT_LIST_SEPARATOR
     if kind == "numeric":
-        if contract.type not in ("INTEGER", "DOUBLE"):
-            raise reader.error(
-                "scorer.kind", f"'numeric' needs contract type INTEGER or DOUBLE, not {contract.type}"
-            )
         tolerances = {}
         for key, default in (("abs_tol", 1e-9), ("rel_tol", 0.0)):
             value = reader.get(table, f"scorer.{key}", float, default)
@@ -448,6 +473,7 @@ def _load_pack(root: Path) -> TaskPack:
     description = reader.get(doc, "description", str)
     if "\n" in description.strip() or not description.strip():
         raise reader.error("description", "must be a single non-empty line")
+    language = reader.choice(doc, "language", LANGUAGES, "sql")
     dialect = reader.choice(doc, "dialect", DIALECTS, "duckdb")
 
     con = duckdb.connect(":memory:")
@@ -515,7 +541,8 @@ def _load_pack(root: Path) -> TaskPack:
         )
         scorer, separator = _build_scorer(reader, scorer_table, contract)
 
-        program = reader.table(doc, "program", _PROGRAM_KEYS)
+        program_keys = _PROGRAM_KEYS + (_PYTHON_PROGRAM_KEYS if language == "python" else ())
+        program = reader.table(doc, "program", program_keys)
         seed_path = reader.file_path(root, program, "program.seed")
         assert seed_path is not None
         try:
@@ -531,6 +558,12 @@ def _load_pack(root: Path) -> TaskPack:
         timeout_seconds = reader.get(program, "program.timeout_seconds", float, 10.0)
         if not timeout_seconds > 0:
             raise reader.error("program.timeout_seconds", f"must be > 0 (got {timeout_seconds!r})")
+        entry = reader.get(program, "program.entry", str) if language == "python" else None
+        harness_path = reader.file_path(root, program, "program.harness") if language == "python" else None
+        try:
+            harness = harness_path.read_text(encoding="utf-8") if harness_path is not None else None
+        except UnicodeDecodeError:
+            raise reader.error("program.harness", f"{_display(harness_path)} is not UTF-8 text") from None  # type: ignore[arg-type]
 
         source_table = reader.table(doc, "source", _SOURCE_KEYS, required=False)
         source = {key: reader.get(source_table, f"source.{key}", str) for key in source_table}
@@ -572,6 +605,7 @@ def _load_pack(root: Path) -> TaskPack:
     split_objects = {n: _make_split(n, assigned[n], tables) for n in SPLIT_NAMES}
 
     files = [toml_path, seed_path, pool_path] + ([test_path] if test_path is not None else [])
+    files += [harness_path] if harness_path is not None else []
     return TaskPack(
         name=name,
         description=description.strip(),
@@ -588,6 +622,9 @@ def _load_pack(root: Path) -> TaskPack:
         source=source,
         _splits=split_objects,
         _fingerprint=_fingerprint(root, files),
+        language=language,
+        entry=entry,
+        harness=harness,
     )
 
 

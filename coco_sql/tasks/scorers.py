@@ -22,7 +22,7 @@ import pandas as pd
 from coco_sql.tasks.coerce import DEFAULT_LIST_SEPARATOR, coerce_output, is_missing
 
 #: Scorer kinds a task.toml may name, in the order error messages list them.
-SCORER_KINDS: tuple[str, ...] = ("exact", "numeric", "multilabel_f1", "token_match", "sql")
+SCORER_KINDS: tuple[str, ...] = ("exact", "numeric", "multilabel_f1", "token_match", "sql", "bound_ratio")
 
 
 @runtime_checkable
@@ -232,4 +232,33 @@ class SqlScorer:
                 scores.append(0.0)
                 continue
             scores.append(0.0 if math.isnan(value) else min(1.0, max(0.0, value)))
+        return scores
+
+
+@dataclass(frozen=True)
+class BoundRatioScorer:
+    """``expected / output`` clamped to [0, 1], for a cost to minimise whose expected value is a lower bound.
+
+    The TSP packs store a lower bound on the optimal tour length (the minimum spanning tree's length) as the
+    expected value and the program's tour length as its output, so a shorter tour scores higher and no tour can
+    reach 1. A missing, non-positive or non-finite output scores 0, and an output below the bound (impossible for
+    a valid answer) is clamped to 1.
+    """
+
+    kind: str = "bound_ratio"
+
+    def score(self, outputs: Sequence[object | None], expected: Sequence[object]) -> list[float]:
+        _check_lengths(outputs, expected)
+        scores: list[float] = []
+        for out, exp in zip(outputs, expected, strict=True):
+            value = _coerce_or_none(out, "DOUBLE")
+            bound = _coerce_or_none(exp, "DOUBLE")
+            if value is None or bound is None:
+                scores.append(0.0)
+                continue
+            got, floor = float(value), float(bound)  # type: ignore[arg-type]
+            if not (math.isfinite(got) and math.isfinite(floor)) or got <= 0 or floor < 0:
+                scores.append(0.0)
+            else:
+                scores.append(min(1.0, floor / got))
         return scores

@@ -1,0 +1,7 @@
+"""Nearest neighbour: go to the closest unvisited node (PACE's Greedy Construction baseline)."""
+
+import numpy as np
+
+
+def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):
+    return unvisited_nodes[np.argmin(distance_matrix[current_node][unvisited_nodes])]
