@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)  ## evolve lockpicking6 offline and print the champion's scores
-	$(BIN)/coco-sql evolve lockpicking6 --budget 60 --seed 1 --db runs/demo.duckdb
+	$(BIN)/coco-sql evolve lockpicking6 --budget 60 --seed 1 --target 1.0 --db runs/demo.duckdb
 
 # llama.cpp is compiled portably: GGML_NATIVE=OFF builds for x86-64 with AVX2 (no AVX-512, no AMX), so the wheel
 # runs on any CPU of the last decade and never takes the AMX path that crashes a native build. The wheel is kept
@@ -47,6 +47,7 @@ bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in README.md
 	$(BIN)/python bench/bench_loop_overhead.py
 	$(BIN)/python bench/bench_ai_cache.py
 	$(BIN)/python bench/bench_ai_endpoint.py
+	$(BIN)/python bench/bench_sandbox.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

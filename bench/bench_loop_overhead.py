@@ -14,21 +14,20 @@ import argparse
 import statistics
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import duckdb
 
-from coco_sql.loop import EvolutionLoop, IterationReport, RunConfig
+from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig
 from coco_sql.store import DuckDBStore, RunRecord
 from coco_sql.tasks import load_task
 
 
 def populate(db: Path, programs: int) -> RunConfig:
     task = load_task("lockpicking6")
-    config = RunConfig(seed=0, budget=programs - 1, max_drafts=8)
+    config = RunConfig(seed=0, budget=programs - 1, mutator_settings={"max_drafts": 8})
     with DuckDBStore(db) as store:
-        store.create_run(RunRecord(1, task.name, task.fingerprint(), 0, programs - 1, asdict(config)))
+        store.create_run(RunRecord(1, task.name, task.fingerprint(), 0, programs - 1, config.to_stored()))
     ids = sorted(task.split("train").expected)
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TEMP TABLE ids AS SELECT unnest(?::VARCHAR[]) AS id", [ids])
@@ -39,7 +38,7 @@ def populate(db: Path, programs: int) -> RunConfig:
             [task.seed_program, programs],
         )
         con.execute(
-            "INSERT INTO program_scores SELECT 1, '1-' || i, s, (i % 50) / 100.0, 50, 0, 0, 0, 0, 1.0, now() "
+            "INSERT INTO program_scores SELECT 1, '1-' || i, s, (i % 50) / 100.0, 50, 0, 0, 0, 0, 1.0, now(), 0 "
             "FROM range(?) t(i), (VALUES ('train'), ('val')) v(s)",
             [programs],
         )

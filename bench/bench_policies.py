@@ -28,20 +28,17 @@ ARMS: dict[str, dict[str, Any]] = {
     "rare_capability": {"policy": "rare_capability"},
     "parent_local": {"policy": "lp_roster", "history": False},
     "uniform_targets": {"policy": "lp_roster", "targeting": "uniform"},
-    "no_probe": {"policy": "lp_roster", "probe": False},
+    "no_probe": {"policy": "lp_roster", "mutator_settings": {"probe": False}},
 }
 
 
 def run_one(task_name: str, arm: str, seed: int, budget: int, target: float) -> dict[str, Any]:
-    from coco_sql.loop import EvolutionLoop, RunConfig
+    from coco_sql import api
     from coco_sql.store import DuckDBStore
-    from coco_sql.tasks import load_task
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, DuckDBStore(Path(tmp) / "bench.duckdb") as store:
-        summary = EvolutionLoop(store, load_task(task_name)).start(
-            RunConfig(seed=seed, budget=budget, **ARMS[arm])
-        )
+        summary = api.evolve(task_name, db=store, budget=budget, options={"seed": seed, **ARMS[arm]})
         reached = store.query(
             "SELECT MIN(iteration) FROM leaderboard WHERE run_id = ? AND val_score >= ?",
             [summary.run_id, target],

@@ -20,9 +20,10 @@ import pandas as pd
 
 from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
 from coco_sql.aifuncs.functions import AiFunctions
-from coco_sql.aifuncs.runtime import AiRuntime
-from coco_sql.evaluate import Evaluator, Sandbox
-from coco_sql.evaluate.lockdown import LockedDuckDB
+from coco_sql.evaluate import Evaluator
+from coco_sql.llm.runtime import AiRuntime
+from coco_sql.sandbox import Sandbox
+from coco_sql.sandbox.lockdown import LockedDuckDB
 from coco_sql.tasks import load_task
 
 

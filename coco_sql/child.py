@@ -1,7 +1,7 @@
 """A Python child process that speaks pickled messages over two pipes: where native code that can crash, or a
 candidate that must be bounded, runs apart from the coco-sql process.
 
-Used by the sandbox (`evaluate.sandbox`: DuckDB with kernel limits) and by the in-process local model
+Used by the sandbox (`sandbox`: DuckDB with kernel limits) and by the in-process local model
 (`aifuncs.providers.local_llama`: llama.cpp). A crash there (SIGSEGV, an allocation the kernel refuses, SIGKILL at
 a deadline) ends one child, and the caller sees `ChildDied` with how it ended, never a dead parent.
 
@@ -12,6 +12,7 @@ package. Its module reads messages from `Connection(FD_IN)` and answers on `Conn
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -38,6 +39,7 @@ class ChildProcess:
     to_child: Connection
     from_child: Connection
     folder: str
+    stderr_path: str  # what the child wrote on stderr (outside its folder: the child cannot read it back)
     peak_rss_bytes: int | None = None  # the child's peak resident memory, known once it is reaped by stop()
 
     @classmethod
@@ -45,9 +47,12 @@ class ChildProcess:
         parent_in, child_out = os.pipe()
         child_in, parent_out = os.pipe()
         folder = tempfile.mkdtemp(prefix="coco-child-")
+        stderr_fd, stderr_path = tempfile.mkstemp(prefix="coco-child-", suffix=".stderr")
+        stderr = os.fdopen(stderr_fd, "wb")
         env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
         env |= {
             "PYTHONPATH": PACKAGE_ROOT,
+            "PYTHONHASHSEED": "0",  # set and str iteration order is the same in every worker: runs reproduce
             "OPENBLAS_NUM_THREADS": str(threads),
             "OMP_NUM_THREADS": str(threads),
         }
@@ -59,15 +64,17 @@ class ChildProcess:
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                stderr=stderr,
             )
         except OSError:
             shutil.rmtree(folder, ignore_errors=True)
+            os.unlink(stderr_path)
             raise
         finally:
             os.close(child_in)
             os.close(child_out)
-        return cls(process, Connection(parent_out), Connection(parent_in), folder)
+            stderr.close()
+        return cls(process, Connection(parent_out), Connection(parent_in), folder, stderr_path)
 
     @property
     def pid(self) -> int:
@@ -104,7 +111,18 @@ class ChildProcess:
             return "its pipe closed"
         if code < 0:
             return f"killed by {signal.Signals(-code).name}"
-        return f"exit status {code}"
+        last = self.last_stderr_line()
+        return f"exit status {code}" + (f": {last}" if last else "")
+
+    def last_stderr_line(self) -> str:
+        """The last line the child wrote on stderr (a Python traceback ends with the exception), or ''."""
+        try:
+            with open(self.stderr_path, "rb") as stream:
+                stream.seek(max(0, os.fstat(stream.fileno()).st_size - 4096))
+                lines = stream.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
 
     def stop(self, *, kill: bool = False) -> None:
         """Close the pipes (the child's cue to exit), or kill it outright; then reap it and remove its folder."""
@@ -116,6 +134,8 @@ class ChildProcess:
             self.process.kill()
             self._reap(timeout_s=None)
         shutil.rmtree(self.folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(self.stderr_path)
 
     def _reap(self, timeout_s: float | None) -> int | None:
         """Wait for the child to end (with wait4, which also tells its peak RSS); its return code, or None."""

@@ -14,11 +14,11 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from coco_sql.aifuncs import AiConfig
-from coco_sql.aifuncs.runtime import AiRuntime
-from coco_sql.errors import CocoError, ConfigError, StoreError
+from coco_sql import api
+from coco_sql.engine import IterationReport, RunConfig
+from coco_sql.errors import CocoError, ConfigError
 from coco_sql.evaluate import Evaluator
-from coco_sql.loop import EvolutionLoop, IterationReport, RunConfig
+from coco_sql.llm import AiConfig
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 from coco_sql.store import DuckDBStore
@@ -75,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB store file (default {DEFAULT_DB})")
     evolve.add_argument("--resume", action="store_true", help="continue the task's latest run in --db")
     evolve.add_argument("--run", type=int, default=None, help="with --resume: the run id to continue")
+    evolve.add_argument(
+        "--target", type=float, default=None, help="stop once the champion's validation score reaches this"
+    )
     evolve.add_argument("--islands", type=int, default=RunConfig.islands)
     evolve.add_argument(
         "--policy", default=RunConfig.policy, help="lp_roster | map_elites | rare_capability | pareto | best"
@@ -93,8 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument(
         "--max-drafts",
         type=int,
-        default=RunConfig.max_drafts,
-        help="drafts the offline mutator tests on training rows per iteration",
+        default=None,
+        help="drafts the offline mutator tests on training rows per iteration (default 32)",
     )
     evolve.add_argument("--json", action="store_true", help="end stdout with one JSON summary line")
     evolve.add_argument("--quiet", action="store_true", help="no per-iteration progress")
@@ -160,33 +163,33 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_evolve(args: argparse.Namespace) -> int:
-    task = load_task(args.task)
     progress = None if args.quiet else _print_progress
-    if args.resume and not Path(args.db).exists():
-        raise StoreError(f"no coco-sql database at {args.db} to resume")
-    with DuckDBStore(args.db) as store:
-        loop = EvolutionLoop(store, task, progress=progress, ai_config=_ai_config(args))
-        if args.resume:
-            run_id = args.run if args.run is not None else store.latest_run_id(task.name)
-            if run_id is None:
-                raise StoreError(f"no run of task {task.name!r} in {args.db} to resume")
-            summary = loop.resume(run_id, budget=args.budget)
-        else:
-            if args.run is not None:
-                raise ConfigError("--run only makes sense with --resume")
-            config = RunConfig(
-                seed=args.seed,
-                budget=60 if args.budget is None else args.budget,
-                islands=args.islands,
-                policy=args.policy,
-                max_drafts=args.max_drafts,
-                targeting=args.targeting,
-                admission=args.admission,
-                history=not args.parent_local,
-                probe=not args.no_probe,
-            )
-            summary = loop.start(config)
-    result = summary.as_dict()
+    if args.resume:
+        summary = api.resume(
+            args.run, db=args.db, task=args.task, budget=args.budget, ai=_ai_config(args), progress=progress
+        )
+    else:
+        if args.run is not None:
+            raise ConfigError("--run only makes sense with --resume")
+        settings: dict[str, object] = {}
+        if args.max_drafts is not None:
+            settings["max_drafts"] = args.max_drafts
+        if args.no_probe:
+            settings["probe"] = False
+        options = {
+            "seed": args.seed,
+            "islands": args.islands,
+            "policy": args.policy,
+            "mutator_settings": settings,
+            "targeting": args.targeting,
+            "admission": args.admission,
+            "history": not args.parent_local,
+            "target": args.target,
+        }
+        budget = 60 if args.budget is None else args.budget
+        summary = api.evolve(
+            args.task, db=args.db, budget=budget, options=options, ai=_ai_config(args), progress=progress
+        )
     print(
         f"run {summary.run_id}: champion {summary.champion_id}  "
         f"val {summary.seed_val_score:.3f} -> {summary.champion_val_score:.3f}  "
@@ -194,40 +197,21 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         file=sys.stderr if args.json else sys.stdout,
     )
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(summary.as_dict()))
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    task = load_task(args.task)
-    code = _read_program(args.program)
-    ai = AiRuntime(_ai_config(args)) if task.uses_ai else None
-    evaluator = Evaluator(task, (args.split,), ai=ai)
-    try:
-        outcome = evaluator.evaluate(code, args.split)
-    finally:
-        evaluator.close()
-        if ai is not None:
-            ai.close()
-    failing = [r for r in outcome.rows if r.score < 1.0]
-    result = {
-        "task": task.name,
-        "split": args.split,
-        "score": outcome.score,
-        "rows": len(outcome.rows),
-        "failing_rows": len(failing),
-        "error": outcome.error,
-        "latency_ms": round(outcome.latency_ms, 3),
-    }
+    result = api.evaluate(args.task, _read_program(args.program), args.split, ai=_ai_config(args))
     if args.json:
-        print(json.dumps(result))
-    if outcome.error is not None:  # the program as a whole failed: one line, like every user error
-        print(f"coco-sql: error: {args.program}: {outcome.error}", file=sys.stderr)
+        print(json.dumps(result.as_dict()))
+    if result.error is not None:  # the program as a whole failed: one line, like every user error
+        print(f"coco-sql: error: {args.program}: {result.error}", file=sys.stderr)
         return 2
     if not args.json:
         print(
-            f"{task.name} {args.split}: score {outcome.score:.4f} over {len(outcome.rows)} rows "
-            f"({len(failing)} not fully correct)"
+            f"{result.task} {args.split}: score {result.score:.4f} over {result.rows} rows "
+            f"({result.failing_rows} not fully correct)"
         )
     return 0
 
@@ -285,8 +269,7 @@ def _read_program(path: Path) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    with DuckDBStore(args.db, read_only=True) as store:
-        runs = store.run_overview()
+    runs = api.status(db=args.db)
     if not runs:
         print(f"no runs in {args.db}")
         return 0
@@ -302,8 +285,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    with DuckDBStore(args.db, read_only=True) as store:
-        report = store.ai_cost(_run_id(store, args))
+    report = api.cost(args.run, db=args.db).as_dict()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -332,14 +314,12 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with DuckDBStore(args.db, read_only=True) as store:
-        run_id = _run_id(store, args)
-        champion = store.champion(run_id)
-    if champion is None:
-        raise StoreError(f"run {run_id} has no valid program")
-    program, score = champion
-    print(f"-- coco-sql champion {program.program_id} of run {run_id} (validation score {score:.4f})")
-    print(program.code.rstrip())
+    champion = api.export(args.run, db=args.db)
+    print(
+        f"-- coco-sql champion {champion.program_id} of run {champion.run_id} "
+        f"(validation score {champion.val_score:.4f})"
+    )
+    print(champion.code.rstrip())
     return 0
 
 
@@ -356,11 +336,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def _run_id(store: DuckDBStore, args: argparse.Namespace) -> int:
     """--run, or the newest run in the store; StoreError when there is none or it does not exist."""
-    run_id = args.run if args.run is not None else store.latest_run_id()
-    if run_id is None:
-        raise StoreError(f"no runs in {args.db}")
-    store.get_run(run_id)
-    return run_id
+    return api.resolve_run(store, args.run, args.db)
 
 
 def _print_progress(report: IterationReport) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import sqlglot
 
+from coco_sql.engine import iteration_rng
 from coco_sql.evaluate import Evaluator
-from coco_sql.loop import iteration_rng
 from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView
 from coco_sql.mutate.ai_edits import (
     TrainingRow,

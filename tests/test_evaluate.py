@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from coco_sql.errors import ConfigError, EvaluationError, EvaluationTimeout
-from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator, Sandbox
+from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator
+from coco_sql.sandbox import Sandbox
 from coco_sql.tasks import TaskPack, load_task
 
 LOCKPICKING6 = Path(__file__).resolve().parents[1] / "tasks" / "lockpicking6"
@@ -220,9 +221,9 @@ def test_re_evaluating_a_program_returns_the_memoised_outcome(
     runs: list[str] = []
     real_run = Sandbox.run
 
-    def counting_run(self: Sandbox, sql: str, deadline_s: float):  # type: ignore[no-untyped-def]
+    def counting_run(self: Sandbox, sql: str, deadline_s: float, on_timeout=None):  # type: ignore[no-untyped-def]
         runs.append(sql)
-        return real_run(self, sql, deadline_s)
+        return real_run(self, sql, deadline_s, on_timeout)
 
     monkeypatch.setattr(Sandbox, "run", counting_run)
     seed = SEED_SQL.read_text()

@@ -17,8 +17,8 @@ import duckdb
 import numpy as np
 import pytest
 
+from coco_sql.engine import EvolutionLoop, RunConfig
 from coco_sql.errors import CocoError, ConfigError
-from coco_sql.loop import EvolutionLoop, RunConfig
 from coco_sql.mutate import MutationRequest, OfflineMutator, Proposal
 from coco_sql.reflect.history import HistoryTools
 from coco_sql.store import DuckDBStore
@@ -33,7 +33,9 @@ from tests.conftest import REPO, run_cli
 def lp_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("history") / "lp.duckdb"
     with DuckDBStore(db) as store:
-        EvolutionLoop(store, load_task("lockpicking6")).start(RunConfig(seed=2, budget=12, max_drafts=8))
+        EvolutionLoop(store, load_task("lockpicking6")).start(
+            RunConfig(seed=2, budget=12, mutator_settings={"max_drafts": 8})
+        )
     return db
 
 
@@ -381,7 +383,7 @@ def test_no_tool_ever_returns_a_validation_or_test_row(tmp_path: Path) -> None:
     db = tmp_path / "leak.duckdb"
     with DuckDBStore(db) as store:
         EvolutionLoop(store, task, mutator=_FailsOnHiddenRows(splits["train"])).start(
-            RunConfig(seed=0, budget=5, max_drafts=6)
+            RunConfig(seed=0, budget=5, mutator_settings={"max_drafts": 6})
         )
     tokens = _forbidden_tokens(root, splits)
     hidden = sorted(splits["val"] | splits["test"])
@@ -457,7 +459,9 @@ def test_the_leak_check_catches_a_leaky_query(tmp_path: Path, monkeypatch: pytes
     root, splits = _tagged_pack(tmp_path)
     db = tmp_path / "leak.duckdb"
     with DuckDBStore(db) as store:
-        EvolutionLoop(store, load_task(root)).start(RunConfig(seed=0, budget=1, max_drafts=4))
+        EvolutionLoop(store, load_task(root)).start(
+            RunConfig(seed=0, budget=1, mutator_settings={"max_drafts": 4})
+        )
     tokens = _forbidden_tokens(root, splits)
     leaky = QUERIES["suggested_questions"].replace("split = 'train' AND program_id", "program_id")
     assert leaky != QUERIES["suggested_questions"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from coco_sql.engine import iteration_rng
 from coco_sql.evaluate import REPORT_SPLITS, Evaluator
-from coco_sql.loop import iteration_rng
 from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView
 from coco_sql.mutate.joint_fit import additive_shape, solve_rules, strip_point_guards
 from coco_sql.reflect import DraftEnvironment

@@ -11,8 +11,8 @@ import duckdb
 import numpy as np
 import pytest
 
+from coco_sql.engine import EvolutionLoop, RunConfig, iteration_rng
 from coco_sql.evaluate import Evaluator
-from coco_sql.loop import EvolutionLoop, RunConfig, iteration_rng
 from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView, Proposal
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.search import Elite, IslandArchive
@@ -47,12 +47,14 @@ def lockpicking():
 
 
 def test_same_seed_same_run_and_other_seed_differs(tmp_path: Path, lockpicking) -> None:
-    config = RunConfig(seed=5, budget=4, max_drafts=6)
+    config = RunConfig(seed=5, budget=4, mutator_settings={"max_drafts": 6})
     for name in ("a", "b"):
         with DuckDBStore(tmp_path / f"{name}.duckdb") as store:
             EvolutionLoop(store, lockpicking).start(config)
     with DuckDBStore(tmp_path / "c.duckdb") as store:
-        EvolutionLoop(store, lockpicking).start(RunConfig(seed=6, budget=4, max_drafts=6))
+        EvolutionLoop(store, lockpicking).start(
+            RunConfig(seed=6, budget=4, mutator_settings={"max_drafts": 6})
+        )
     a, b = (snapshot(tmp_path / f"{n}.duckdb") for n in "ab")
     assert a == b
     # Another seed draws other targets (the greedy search may still converge to the same children).
@@ -95,7 +97,9 @@ def test_sigkill_mid_iteration_then_resume_equals_uninterrupted(tmp_path: Path) 
 def test_resume_of_a_finished_run_changes_nothing(tmp_path: Path, lockpicking) -> None:
     db = tmp_path / "s.duckdb"
     with DuckDBStore(db) as store:
-        first = EvolutionLoop(store, lockpicking).start(RunConfig(seed=1, budget=2, max_drafts=4))
+        first = EvolutionLoop(store, lockpicking).start(
+            RunConfig(seed=1, budget=2, mutator_settings={"max_drafts": 4})
+        )
     before = snapshot(db)
     with DuckDBStore(db) as store:
         again = EvolutionLoop(store, lockpicking).resume(first.run_id)
@@ -118,7 +122,11 @@ def test_a_budget_extended_on_resume_survives_a_second_resume(tmp_path: Path, lo
     """runs.budget is the one source of truth: resume --budget 5, interrupted at 4, then resume without it."""
     db = tmp_path / "b.duckdb"
     with DuckDBStore(db) as store:
-        run_id = EvolutionLoop(store, lockpicking).start(RunConfig(seed=1, budget=2, max_drafts=4)).run_id
+        run_id = (
+            EvolutionLoop(store, lockpicking)
+            .start(RunConfig(seed=1, budget=2, mutator_settings={"max_drafts": 4}))
+            .run_id
+        )
     with DuckDBStore(db) as store, pytest.raises(KeyboardInterrupt):
         EvolutionLoop(store, lockpicking, progress=_StopAt(4)).resume(run_id, budget=5)
     with DuckDBStore(db) as store:
@@ -131,7 +139,9 @@ def test_a_budget_extended_on_resume_survives_a_second_resume(tmp_path: Path, lo
 
 def test_offline_mutator_beats_the_lockpicking_seed(tmp_path: Path, lockpicking) -> None:
     with DuckDBStore(tmp_path / "s.duckdb") as store:
-        summary = EvolutionLoop(store, lockpicking).start(RunConfig(seed=2, budget=12, max_drafts=16))
+        summary = EvolutionLoop(store, lockpicking).start(
+            RunConfig(seed=2, budget=12, mutator_settings={"max_drafts": 16})
+        )
         ledger = store.query("SELECT status, COUNT(*) AS n FROM ledger GROUP BY status")
     assert summary.champion_val_score >= summary.seed_val_score + 0.2
     assert summary.champion_test_score > summary.seed_test_score
@@ -238,11 +248,11 @@ def test_screening_one_query_equals_testing_each_draft(lockpicking) -> None:
 
 
 def test_jp_admission_only_admits_children_that_raise_the_archives_jp(tmp_path: Path, lockpicking) -> None:
-    from coco_sql.run_state import population_jp
+    from coco_sql.engine.run_state import population_jp
 
     with DuckDBStore(tmp_path / "s.duckdb") as store:
         summary = EvolutionLoop(store, lockpicking).start(
-            RunConfig(seed=3, budget=5, max_drafts=6, admission="jp")
+            RunConfig(seed=3, budget=5, mutator_settings={"max_drafts": 6}, admission="jp")
         )
         entries = store.archive_entries(summary.run_id)
         rows = store.row_scores(summary.run_id, "val")

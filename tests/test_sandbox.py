@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
-from coco_sql.evaluate import Sandbox
-from coco_sql.evaluate.lockdown import LockedDuckDB
+from coco_sql.sandbox import Sandbox
+from coco_sql.sandbox.lockdown import LockedDuckDB
 
 ROWS = pd.DataFrame({"id": [f"r{i}" for i in range(200)], "x": list(range(200))})
 GB = 2**30

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from coco_sql.errors import StoreError
+from coco_sql.report import read_models
 from coco_sql.store import (
     ArchiveEntry,
     DuckDBStore,
@@ -324,19 +325,33 @@ def test_a_second_process_holding_the_file_makes_open_fail(store_path: Path) -> 
 
 
 def test_run_overview_and_champion_on_an_empty_and_a_real_run(tmp_path: Path) -> None:
-    from coco_sql.loop import EvolutionLoop, RunConfig
+    from coco_sql.engine import EvolutionLoop, RunConfig
     from coco_sql.tasks import load_task
 
     with DuckDBStore(tmp_path / "s.duckdb") as store:
         store.create_run(RunRecord(1, "lockpicking6", "f", 0, 3, {}))
-        assert store.run_overview() == [
+        assert read_models.status(store) == [
             {"run_id": 1, "task": "lockpicking6", "seed": 0, "budget": 3, "status": "running",
              "iterations": None, "best_val": None}
         ]  # fmt: skip
         assert store.champion(1) is None
         summary = EvolutionLoop(store, load_task("lockpicking6")).start(
-            RunConfig(seed=1, budget=2, max_drafts=4)
+            RunConfig(seed=1, budget=2, mutator_settings={"max_drafts": 4})
         )
         program, score = store.champion(summary.run_id)  # type: ignore[misc]
         assert (program.program_id, score) == (summary.champion_id, summary.champion_val_score)
-        assert store.run_overview()[-1]["iterations"] == 2
+        assert read_models.status(store)[-1]["iterations"] == 2
+        board = read_models.leaderboard(store, summary.run_id, n=3)
+        assert board[0]["program_id"] == summary.champion_id and len(board) == 3
+        assert board[0]["val_score"] == summary.champion_val_score and board[0]["test_score"] is not None
+        last = store.programs(summary.run_id)[-1]
+        ancestors = read_models.lineage(store, last.program_id)
+        assert [a["depth"] for a in ancestors] == list(range(1, len(ancestors) + 1))
+        assert ancestors[0]["program_id"] == last.parent_id and ancestors[-1]["iteration"] == 0
+        row = store.row_scores(summary.run_id, "train")[summary.champion_id]
+        solved = next(i for i, s in row.items() if s >= 0.9)
+        solvers = read_models.row_solvers(store, summary.run_id, solved)
+        assert summary.champion_id in {s["program_id"] for s in solvers}
+        assert all(s["score"] >= 0.9 for s in solvers)
+        with pytest.raises(StoreError, match="has no valid program"):
+            read_models.champion(store, 1)

@@ -20,25 +20,33 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any
 
-import numpy as np
-
-from coco_sql.aifuncs.cache import AiCache
-from coco_sql.aifuncs.routing import AiConfig
-from coco_sql.aifuncs.runtime import AiRuntime
-from coco_sql.aifuncs.usage import Usage
+from coco_sql.engine.config import (
+    CURATOR_STREAM,
+    MUTATOR_STREAM,
+    POLICY_STREAM,
+    IterationReport,
+    RunConfig,
+    RunSummary,
+    iteration_rng,
+)
+from coco_sql.engine.registry import build_mutator
+from coco_sql.engine.run_state import RunState
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator
-from coco_sql.mutate import MutationRequest, Mutator, OfflineMutator, Proposal
+from coco_sql.languages import Language
+from coco_sql.llm.cache import AiCache
+from coco_sql.llm.routing import AiConfig
+from coco_sql.llm.runtime import AiRuntime
+from coco_sql.llm.usage import Usage
+from coco_sql.mutate import MutationRequest, Mutator, Proposal
 from coco_sql.reflect.context import ContextBundle
 from coco_sql.reflect.curator import Curator
 from coco_sql.reflect.environment import DraftEnvironment
-from coco_sql.run_state import RunState
-from coco_sql.search import POLICIES, Elite, ParentPolicy, Population, cell_of
+from coco_sql.search import POLICIES, Elite, ParentPolicy, Population
 from coco_sql.search.infogain import InfoGainTargets, TargetPicker, UniformTargets, text_kernel
-from coco_sql.sqlcheck import parse_program
 from coco_sql.store import (
     Event,
     IterationBatch,
@@ -51,102 +59,13 @@ from coco_sql.store import (
 from coco_sql.store.committer import Committer
 from coco_sql.tasks import TaskPack
 
-POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM = 0, 1, 2
-TARGETING = ("infogain", "uniform")
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that fixes a run besides the task. Stored as JSON in `runs.config`, except the budget, whose one
-    source of truth is `runs.budget` (a resume with `--budget` changes only that column)."""
-
-    seed: int = 0
-    budget: int = 60
-    islands: int = 2
-    migration_interval: int = 10
-    policy: str = "lp_roster"
-    mutator: str = "offline"
-    max_drafts: int = 32
-    targeting: str = "infogain"  # infogain | uniform
-    admission: str = "map_elites"  # map_elites: beat the cell's occupant | jp: raise the population's J_p
-    history: bool = True  # off: parent-local mutation (no ledger, elites, donors)
-    probe: bool = True  # off: no live probes or draft tests (static mutation)
-
-    def __post_init__(self) -> None:
-        if self.budget < 0:
-            raise ConfigError(f"--budget must be >= 0 (got {self.budget})")
-        if self.islands < 1:
-            raise ConfigError(f"--islands must be >= 1 (got {self.islands})")
-        if self.migration_interval < 1:
-            raise ConfigError(f"migration interval must be >= 1 (got {self.migration_interval})")
-        if self.policy not in POLICIES:
-            raise ConfigError(f"unknown policy {self.policy!r} (known: {', '.join(sorted(POLICIES))})")
-        if self.mutator != "offline":
-            raise ConfigError(f"unknown mutator {self.mutator!r} (known: offline)")
-        if self.max_drafts < 1:
-            raise ConfigError(f"--max-drafts must be >= 1 (got {self.max_drafts})")
-        if self.admission not in ("map_elites", "jp"):
-            raise ConfigError(f"unknown admission {self.admission!r} (known: map_elites, jp)")
-        if self.targeting not in TARGETING:
-            raise ConfigError(f"unknown targeting {self.targeting!r} (known: {', '.join(TARGETING)})")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-    @classmethod
-    def stored(cls, run: RunRecord) -> RunConfig:
-        """A run's configuration as its tables hold it: `runs.config` with the budget from `runs.budget`."""
-        return cls.from_dict({**run.config, "budget": run.budget})
-
-    def to_stored(self) -> dict[str, Any]:
-        """The JSON for `runs.config`: everything but the budget, which lives in `runs.budget` alone."""
-        return {k: v for k, v in asdict(self).items() if k != "budget"}
-
-
-@dataclass(frozen=True)
-class IterationReport:
-    """What one iteration did, for progress display and benchmarks (timings are not stored)."""
-
-    iteration: int
-    budget: int
-    program_id: str
-    parent_id: str | None
-    val_score: float | None
-    parent_score: float | None
-    admitted: bool
-    approach: str
-    best_score: float
-    timings_ms: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    run_id: int
-    task: str
-    iterations: int
-    champion_id: str
-    seed_val_score: float
-    champion_val_score: float
-    seed_test_score: float | None
-    champion_test_score: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def iteration_rng(seed: int, iteration: int, stream: int) -> np.random.Generator:
-    """The RNG of one stream of one iteration: independent of how many draws earlier iterations made."""
-    return np.random.default_rng(np.random.SeedSequence([seed, iteration, stream]))
-
 
 def make_policy(config: RunConfig) -> ParentPolicy:
     return POLICIES[config.policy]()
 
 
-def make_mutator(config: RunConfig) -> Mutator:
-    return OfflineMutator(max_drafts=config.max_drafts, probe=config.probe)
+def make_mutator(config: RunConfig, language: Language) -> Mutator:
+    return build_mutator(config.mutator, language, config.mutator_settings)
 
 
 def make_curator(config: RunConfig, task: TaskPack) -> Curator:
@@ -172,9 +91,11 @@ class EvolutionLoop:
         mutator: Mutator | None = None,
         progress: Callable[[IterationReport], None] | None = None,
         ai_config: AiConfig | None = None,
+        language: Language | None = None,
     ) -> None:
         self.store = store
         self.task = task
+        self._language = language
         self._ai_config = ai_config
         self._policy = policy
         self._mutator = mutator
@@ -217,11 +138,11 @@ class EvolutionLoop:
 
     # -- the loop --------------------------------------------------------------------------------------------
     def _run(self, run: RunRecord, config: RunConfig, *, resumed: bool) -> RunSummary:
-        policy = self._policy or make_policy(config)
-        mutator = self._mutator or make_mutator(config)
-        curator = make_curator(config, self.task)
         ai = self._ai_runtime(config)
-        evaluator = Evaluator(self.task, SEARCH_SPLITS, ai=ai)
+        evaluator = Evaluator(self.task, SEARCH_SPLITS, ai=ai, language=self._language)
+        policy = self._policy or make_policy(config)
+        mutator = self._mutator or make_mutator(config, evaluator.language)
+        curator = make_curator(config, self.task)
         env = DraftEnvironment(evaluator)
         try:
             state = RunState.load(self.store, run.run_id, config, self.task)
@@ -242,6 +163,8 @@ class EvolutionLoop:
                     )
                 )
             for t in range(state.last_iteration + 1, config.budget + 1):
+                if config.target is not None and state.best_score() >= config.target:
+                    break  # reached the target: the run ends here, and a resume does not go on
                 self._iterate(run, config, t, state, policy, curator, mutator, evaluator, env)
             self._committer.flush()
             return self._finish(run, config, state, ai)
@@ -298,7 +221,7 @@ class EvolutionLoop:
             raise TaskError(
                 f"{self.task.name}: the seed program fails on the validation split: {outcomes['val'].error}"
             )
-        cell = cell_of(parse_program(code, evaluator.spec))
+        cell = evaluator.language.cell(evaluator.check(code))
         record = ProgramRecord(
             pid,
             run.run_id,
@@ -306,7 +229,7 @@ class EvolutionLoop:
             None,
             None,
             code,
-            "sql",
+            self.task.language,
             self.task.dialect,
             0,
             cell,
@@ -384,7 +307,7 @@ class EvolutionLoop:
         clock = time.perf_counter()
         pid = program_id_for(run.run_id, t)
         val = outcomes["val"]
-        cell = cell_of(val.query) if val.ok and val.query is not None else None
+        cell = evaluator.language.cell(val.program) if val.ok and val.program is not None else None
         record = ProgramRecord(
             pid,
             run.run_id,
@@ -392,7 +315,7 @@ class EvolutionLoop:
             parent.program_id,
             proposal.donor_id,
             proposal.code,
-            "sql",
+            self.task.language,
             self.task.dialect,
             island,
             cell,
@@ -486,7 +409,7 @@ class EvolutionLoop:
         test_scores = self.store.program_scores(run.run_id, "test")
         pending = [pid for pid in dict.fromkeys((seed_id, champion_id)) if pid not in test_scores]
         if pending or self.store.get_run(run.run_id).status != "finished":
-            reporter = Evaluator(self.task, REPORT_SPLITS, ai=ai)
+            reporter = Evaluator(self.task, REPORT_SPLITS, ai=ai, language=self._language)
             try:
                 evaluations = tuple(
                     reporter.evaluate(state.programs[pid].code, "test").as_split_evaluation(pid)
@@ -498,11 +421,11 @@ class EvolutionLoop:
             self.store.write_iteration(
                 IterationBatch(
                     run.run_id,
-                    config.budget,
+                    state.last_iteration,
                     evaluations=evaluations,
                     events=(
                         Event(
-                            config.budget,
+                            state.last_iteration,
                             "run_finished",
                             champion_id,
                             {"champion_val_score": state.val_scores[champion_id]},

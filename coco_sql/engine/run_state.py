@@ -22,7 +22,7 @@ from coco_sql.store import ArchiveEntry, LedgerEntry, ProgramRecord, Warehouse
 from coco_sql.tasks import TaskPack
 
 if TYPE_CHECKING:
-    from coco_sql.loop import RunConfig
+    from coco_sql.engine.config import RunConfig
 
 
 class RunState:

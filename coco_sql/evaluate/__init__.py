@@ -1,14 +1,5 @@
-"""Sandboxed execution of candidates, deadlines, per-row scores and observations."""
+"""Scoring candidates: validate and run them through their language, score every row, keep observations."""
 
 from coco_sql.evaluate.evaluator import REPORT_SPLITS, SEARCH_SPLITS, Evaluator, Outcome
-from coco_sql.evaluate.sandbox import QueryResult, Sandbox, SandboxLimits
 
-__all__ = [
-    "REPORT_SPLITS",
-    "SEARCH_SPLITS",
-    "Evaluator",
-    "Outcome",
-    "QueryResult",
-    "Sandbox",
-    "SandboxLimits",
-]
+__all__ = ["REPORT_SPLITS", "SEARCH_SPLITS", "Evaluator", "Outcome"]

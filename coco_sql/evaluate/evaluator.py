@@ -1,4 +1,5 @@
-"""Score a candidate on one split: validate, run in the split's sandbox, score every row.
+"""Score a candidate on one split: validate, run in the split's sandbox, score every row. Language-neutral: the
+task's language (`coco_sql.languages`) validates the program and runs it; scoring is shared.
 
 Scoring rules (the program contract, README "Program contract"):
 - every instance of the split gets exactly one evaluation row;
@@ -11,21 +12,22 @@ Scoring rules (the program contract, README "Program contract"):
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-
-from sqlglot import exp
+from typing import TypeVar
 
 from coco_sql.aifuncs.functions import AiFunctions
-from coco_sql.aifuncs.providers.base import Deadline
-from coco_sql.aifuncs.routing import AiConfig
-from coco_sql.aifuncs.runtime import AiRuntime
-from coco_sql.aifuncs.usage import Usage
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, EvaluationTimeout
-from coco_sql.evaluate.sandbox import QueryResult, Sandbox
-from coco_sql.sqlcheck import ValidatedProgram, ValidationSpec, validate_candidate
+from coco_sql.languages import Language, Program, Runner, language_for
+from coco_sql.llm.providers.base import Deadline
+from coco_sql.llm.routing import AiConfig
+from coco_sql.llm.runtime import AiRuntime
+from coco_sql.llm.usage import Usage
+from coco_sql.sandbox import QueryResult, Sandbox
 from coco_sql.store.records import EvaluationRow, ProgramScore, SplitEvaluation, to_json
 from coco_sql.tasks import TaskPack, coerce_output
+
+T = TypeVar("T")
 
 SEARCH_SPLITS: tuple[str, ...] = ("train", "val")
 REPORT_SPLITS: tuple[str, ...] = ("test",)
@@ -40,7 +42,7 @@ class Outcome:
     score: float
     error: str | None  # program-level diagnostic (rejection, runtime error, deadline), else None
     latency_ms: float
-    query: exp.Expression | None = None  # the validated DuckDB AST, when the program passed validation
+    program: Program | None = None  # the validated program, when it passed validation
     usage: Usage | None = None  # what its AI calls cost (None: the program made none)
 
     @property
@@ -85,24 +87,21 @@ class Evaluator:
         *,
         cache_size: int = 1024,
         ai: AiRuntime | None = None,
+        language: Language | None = None,
     ) -> None:
         self.task = task
         self.ai = ai if ai is not None or not task.uses_ai else AiRuntime(AiConfig.from_environment())
         self._functions = AiFunctions(self.ai) if self.ai is not None else None
         self.splits = tuple(splits)
-        self.spec = ValidationSpec(
-            input_columns=dict(task.input_columns),
-            output_column=task.contract.output,
-            allowed_functions=frozenset(task.allowed_functions),
-            dialect=task.dialect,
-        )
-        self._sandboxes: dict[str, Sandbox] = {}
+        self.language: Language = language if language is not None else language_for(task)
+        self._runners: dict[str, Runner] = {}
+        self._probes: dict[str, Sandbox] = {}  # data sandboxes of languages whose runner is not one
         self._memo: OrderedDict[tuple[str, str], Outcome] = OrderedDict()
         self._cache_size = cache_size
 
-    def check(self, code: str) -> ValidatedProgram:
+    def check(self, code: str) -> Program:
         """Validate without running (raises CandidateRejected)."""
-        return validate_candidate(code, self.spec)
+        return self.language.validate(code)
 
     def evaluate(self, code: str, split: str) -> Outcome:
         """Score `code` on every row of `split`. Never raises for a bad candidate: failures become row errors."""
@@ -114,19 +113,20 @@ class Evaluator:
             program = self.check(code)
         except CandidateRejected as rejection:
             return self._failed(split, f"rejected: {rejection}", 0.0)
-        key = (split, program.sql)
+        key = (split, program.runnable)
         if key in self._memo:  # no query runs: every AI call it made is answered again from the cache
             self._memo.move_to_end(key)
             memo = self._memo[key]
             return memo if memo.usage is None else replace(memo, usage=memo.usage.replayed())
-        outcome = replace(self._run(program, split), query=program.expression)
+        outcome = replace(self._run(program, split), program=program)
         self._memo[key] = outcome
         if len(self._memo) > self._cache_size:
             self._memo.popitem(last=False)
         return outcome
 
     def probe(self, sql: str, split: str, deadline_s: float) -> QueryResult:
-        """Run one read-only query over `split`'s rows in its sandbox (for the mutator's live probes).
+        """Run one read-only SQL query over `split`'s rows in its DuckDB sandbox (the mutator's live probes, for
+        programs of every language).
 
         Only the split's own rows exist in that sandbox; DuckDB must read the text as exactly one SELECT.
         """
@@ -134,30 +134,30 @@ class Evaluator:
             raise ConfigError(
                 f"this evaluator may not read the {split!r} split (allowed: {', '.join(self.splits)})"
             )
-        sandbox = self._sandbox(split)
+        sandbox = self._probe_sandbox(split)
         try:
             kinds = sandbox.statement_types(sql)
-        except Exception as error:  # duckdb parser errors
+        except EvaluationError as error:
             raise EvaluationError(f"probe does not parse: {error}") from None
         if kinds != ["SELECT"]:
             raise EvaluationError(f"a probe must be one SELECT, got {', '.join(kinds) or 'nothing'}")
-        result, _ = self._execute(sandbox, sql, deadline_s)
+        result, _ = self._execute(lambda on_timeout: sandbox.run(sql, deadline_s, on_timeout), deadline_s)
         return result
 
-    def _execute(self, sandbox: Sandbox, sql: str, deadline_s: float) -> tuple[QueryResult, Usage | None]:
-        """Run one query under a deadline; with AI functions, every call it makes is bound to that deadline and
-        accounted in the returned Usage.
+    def _execute(self, run: Callable[..., T], deadline_s: float) -> tuple[T, Usage | None]:
+        """`run(on_timeout=...)` under a deadline; with AI functions, every call it makes is bound to that
+        deadline and accounted in the returned Usage.
 
         Raises EvaluationTimeout past the deadline (also when only AI calls were cut off by it, and the query
         itself finished), EvaluationError for a failing query, and the runtime's run-level error (a dead
         endpoint, an unknown model) instead of either when there is one. A failed query's usage stays readable
         as `self.ai.usage`."""
         if self.ai is None:
-            return sandbox.run(sql, deadline_s), None
+            return run(on_timeout=None), None
         deadline = Deadline.after(deadline_s)
         with self.ai.evaluation(deadline) as usage:
             try:
-                result = sandbox.run(sql, deadline_s, on_timeout=deadline.cancel)
+                result = run(on_timeout=deadline.cancel)
             except EvaluationError:
                 if self.ai.fatal is not None:  # the run stops; the program itself may be fine
                     raise self.ai.fatal from None
@@ -170,30 +170,36 @@ class Evaluator:
         return result, usage
 
     def close(self) -> None:
-        for sandbox in self._sandboxes.values():
-            sandbox.close()
-        self._sandboxes.clear()
+        for closeable in (*self._runners.values(), *self._probes.values()):
+            closeable.close()
+        self._runners.clear()
+        self._probes.clear()
 
     # -- internals -------------------------------------------------------------------------------------------
-    def _sandbox(self, split: str) -> Sandbox:
-        if split not in self._sandboxes:
-            self._sandboxes[split] = Sandbox(self.task.split(split).inputs, ai=self._functions)
-        return self._sandboxes[split]
+    def _runner(self, split: str) -> Runner:
+        if split not in self._runners:
+            self._runners[split] = self.language.runner(self.task.split(split), self._functions)
+        return self._runners[split]
 
-    def _run(self, program: ValidatedProgram, split: str) -> Outcome:
-        sandbox = self._sandbox(split)
-        kinds = sandbox.statement_types(program.sql)
-        if kinds != ["SELECT"]:
-            return self._failed(
-                split, f"rejected: DuckDB reads this as {', '.join(kinds)}, not one SELECT", 0.0
-            )
-        output = self.task.contract.output.replace('"', '""')
-        wrapped = f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({program.sql}) AS candidate'
+    def _probe_sandbox(self, split: str) -> Sandbox:
+        """The split's DuckDB sandbox: the SQL runner's own, or one kept for probes."""
+        shared = getattr(self._runner(split), "probe_sandbox", None)
+        if shared is not None:
+            return shared
+        if split not in self._probes:
+            self._probes[split] = Sandbox(self.task.split(split).inputs)
+        return self._probes[split]
+
+    def _run(self, program: Program, split: str) -> Outcome:
+        runner = self._runner(split)
+        deadline_s = self.task.timeout_seconds
         try:
-            result, usage = self._execute(sandbox, wrapped, self.task.timeout_seconds)
+            result, usage = self._execute(
+                lambda on_timeout: runner.run(program, deadline_s, on_timeout), deadline_s
+            )
         except EvaluationError as error:
             return replace(self._failed(split, str(error), 0.0), usage=self.ai.usage if self.ai else None)
-        return replace(self._score(split, result.rows, result.elapsed_ms), usage=usage)
+        return replace(self._score(split, result.outputs, result.elapsed_ms), usage=usage)
 
     def score_rows(
         self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float = 0.0

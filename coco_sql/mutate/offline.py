@@ -32,7 +32,7 @@ from sqlglot import exp
 
 from coco_sql.aifuncs.functions import ArgumentError, category_prototypes
 from coco_sql.errors import CandidateRejected, EvaluationError
-from coco_sql.evaluate import Outcome, QueryResult
+from coco_sql.evaluate import Outcome
 from coco_sql.mutate.ai_edits import (
     ClassifySpec,
     TrainingRow,
@@ -69,6 +69,7 @@ from coco_sql.mutate.sql_edits import (
     static_scopes,
 )
 from coco_sql.reflect.environment import DraftEnvironment
+from coco_sql.sandbox import QueryResult
 from coco_sql.sqlcheck import ValidationSpec, parse_program
 from coco_sql.store.records import EvaluationRow
 

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
-from coco_sql.evaluate import Evaluator, Outcome, QueryResult
+from coco_sql.evaluate import Evaluator, Outcome
+from coco_sql.sandbox import QueryResult
 
 TRAIN = "train"
 
@@ -35,7 +36,7 @@ class DraftEnvironment:
     @property
     def allowed_functions(self) -> frozenset[str]:
         """Functions the task enables on top of the base allow-list (e.g. AI_CLASSIFY)."""
-        return self._evaluator.spec.allowed_functions
+        return self._evaluator.task.allowed_functions
 
     @property
     def dialect(self) -> str:

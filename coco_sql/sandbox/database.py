@@ -3,7 +3,7 @@
 What it guarantees, and how (each claim has a test in tests/test_sandbox.py):
 
 - **Only the split's rows.** The worker's in-memory DuckDB holds one split as the table `input`; no other split's
-  rows exist in that process (`evaluate.lockdown`).
+  rows exist in that process (`sandbox.lockdown`).
 - **No files.** DuckDB's external access is off and locked, its temp directory is emptied (DuckDB otherwise
   allows reading `./.tmp`), the worker's working directory is a fresh empty folder, and RLIMIT_FSIZE = 0.
 - **A memory bound the kernel enforces.** RLIMIT_DATA = `memory_mb` in the worker (DuckDB's `memory_limit` sits
@@ -33,8 +33,8 @@ import pandas as pd
 
 from coco_sql.child import ChildDied, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
-from coco_sql.evaluate.lockdown import QueryResult
-from coco_sql.evaluate.worker import unpack_column
+from coco_sql.sandbox.lockdown import QueryResult
+from coco_sql.sandbox.worker import unpack_column
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
@@ -196,7 +196,7 @@ def _over_time(deadline_s: float, how: str) -> EvaluationTimeout:
 
 
 def _start_worker(init: bytes, limits: SandboxLimits) -> ChildProcess:
-    worker = ChildProcess.start("coco_sql.evaluate.worker", str(limits.memory_mb * 2**20))
+    worker = ChildProcess.start("coco_sql.sandbox.worker", str(limits.memory_mb * 2**20))
     try:
         worker.send_bytes(init)
         ready = worker.receive(until=time.monotonic() + _START_TIMEOUT_S)

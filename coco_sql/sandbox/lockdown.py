@@ -2,7 +2,7 @@
 
 The database holds exactly one split's rows as the table `input`: the rows of other splits are not in it, so no
 query, however it slips past the validator, can reach them. It is only ever used inside the worker process of
-`evaluate.sandbox.Sandbox`, which adds the limits DuckDB itself cannot enforce (memory, hard deadline).
+`sandbox.Sandbox`, which adds the limits DuckDB itself cannot enforce (memory, hard deadline).
 
 Lock-down (see STACK-FACTS): `read_only` alone still lets a query read and write files and read Python variables,
 so external access, extension autoload/autoinstall and Python replacement scans are switched off and the

@@ -1,6 +1,6 @@
 """The sandbox worker: a child process that holds one split's rows in a `LockedDuckDB` and runs queries on it.
 
-Started by `evaluate.sandbox.Sandbox` as `python -m coco_sql.evaluate.worker FD_IN FD_OUT`, with a working
+Started by `sandbox.Sandbox` as `python -m coco_sql.sandbox.worker FD_IN FD_OUT`, with a working
 directory that is an empty temporary folder and an environment that carries no credentials. Before it reads any
 candidate it lowers its own kernel limits, which it cannot raise again:
 
@@ -58,7 +58,7 @@ def serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
 
     from coco_sql.aifuncs.duckdb_udfs import register_udfs
     from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
-    from coco_sql.evaluate.lockdown import LockedDuckDB
+    from coco_sql.sandbox.lockdown import LockedDuckDB
 
     _limit(resource.RLIMIT_DATA, memory_bytes)
     _limit(resource.RLIMIT_FSIZE, 0)

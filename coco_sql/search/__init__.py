@@ -1,7 +1,7 @@
 """Search policy: the MAP-Elites archive over islands, behaviour features, and parent policies."""
 
 from coco_sql.search.archive import Elite, IslandArchive
-from coco_sql.search.features import cell_of
+from coco_sql.search.features import cell_of_counts
 from coco_sql.search.pareto import Frontier, ParetoPolicy, pareto_frontier
 from coco_sql.search.policies import DEFAULT_POLICY, POLICIES, BestPolicy, MapElitesPolicy
 from coco_sql.search.population import ParentPolicy, Population
@@ -32,7 +32,7 @@ __all__ = [
     "RareTerms",
     "Roster",
     "build_roster",
-    "cell_of",
+    "cell_of_counts",
     "delta_jp",
     "jp_score",
     "lp_score",

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from coco_sql.aifuncs.cache import CachedEmbedding, CachedResponse
+from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.records import (
     ArchiveEntry,
     Event,
@@ -82,10 +82,6 @@ class Warehouse(Protocol):
         """The run's events of one kind, by iteration."""
         ...
 
-    def run_overview(self) -> list[dict[str, Any]]:
-        """One row per run: run_id, task, seed, budget, status, iterations, best_val."""
-        ...
-
     def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
         """The run's best valid program by validation score (ties: earliest) and that score."""
         ...
@@ -101,6 +97,11 @@ class Warehouse(Protocol):
         fewer. Rows come back as dicts of plain JSON-able Python values (numbers, str, bool, None, lists,
         ISO-format timestamps). Raises StoreError for an unknown query name or a missing parameter.
         """
+        ...
+
+    def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run the named report query of `coco_sql.store.report_sql.QUERIES` (as `history`, for the read models
+        of `coco_sql.report`)."""
         ...
 
     def close(self) -> None: ...

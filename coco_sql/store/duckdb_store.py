@@ -15,8 +15,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from coco_sql.aifuncs.cache import CachedEmbedding, CachedResponse
 from coco_sql.errors import StoreError
+from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.records import (
     ArchiveEntry,
@@ -28,6 +28,7 @@ from coco_sql.store.records import (
     RunRecord,
     to_json,
 )
+from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.schema import schema_statements
 
 _PROGRAM_COLUMNS = (
@@ -454,60 +455,6 @@ class DuckDBStore:
         )
         return [Event(int(r[0]), r[1], r[2], json.loads(r[3]) if r[3] else {}) for r in rows]
 
-    def run_overview(self) -> list[dict[str, Any]]:
-        """One row per run: task, seed, budget, status, iterations committed, best validation score."""
-        columns = ("run_id", "task", "seed", "budget", "status", "iterations", "best_val")
-        rows = self._fetchall(
-            "SELECT r.run_id, r.task, r.seed, r.budget, r.status, "
-            "  (SELECT MAX(iteration) FROM programs p WHERE p.run_id = r.run_id) AS iterations, "
-            "  (SELECT MAX(val_score) FROM leaderboard l WHERE l.run_id = r.run_id) AS best_val "
-            "FROM runs r ORDER BY r.run_id"
-        )
-        return [dict(zip(columns, row, strict=True)) for row in rows]
-
-    def ai_cost(self, run_id: int) -> dict[str, Any]:
-        """The run's AI spending from the cost ledger.
-
-        `phases`: search (train, val and the mutator's drafts) and report (the test scores of the seed and the
-        champion), each with provider calls, cache hits and tokens, and the tokens it would have taken without
-        the cache. `deploy`: what the champion costs per 1,000 rows when run for real (no cache), from its own
-        evaluations."""
-        phases = self._fetchall(
-            "SELECT CASE WHEN split = 'test' THEN 'report' ELSE 'search' END AS phase, "
-            "  SUM(calls), SUM(calls - cache_hits), SUM(cache_hits), SUM(errors), SUM(input_tokens), "
-            "  SUM(output_tokens), SUM(input_tokens + cached_input_tokens), "
-            "  SUM(output_tokens + cached_output_tokens), SUM(latency_ms) "
-            "FROM ai_usage WHERE run_id = ? GROUP BY phase ORDER BY phase DESC",
-            [run_id],
-        )
-        keys = ("calls", "provider_calls", "cache_hits", "errors", "input_tokens", "output_tokens",
-                "input_tokens_without_cache", "output_tokens_without_cache", "provider_latency_ms")  # fmt: skip
-        champion = self.champion(run_id)
-        deploy = None
-        if champion is not None:
-            row = self._fetchone(
-                "SELECT SUM(u.calls), SUM(u.input_tokens + u.cached_input_tokens), "
-                "  SUM(u.output_tokens + u.cached_output_tokens), "
-                "  (SELECT SUM(n_rows) FROM program_scores s WHERE s.program_id = ? AND s.split IN ('val', 'test')) "
-                "FROM ai_usage u WHERE u.program_id = ? AND u.split IN ('val', 'test')",
-                [champion[0].program_id, champion[0].program_id],
-            )
-            if row[0] is not None and row[3]:
-                per = 1000.0 / float(row[3])
-                deploy = {
-                    "program_id": champion[0].program_id,
-                    "calls_per_1000_rows": float(row[0]) * per,
-                    "input_tokens_per_1000_rows": float(row[1]) * per,
-                    "output_tokens_per_1000_rows": float(row[2]) * per,
-                }
-        return {
-            "run_id": run_id,
-            "phases": {
-                phase: {k: _plain(v) for k, v in zip(keys, values, strict=True)} for phase, *values in phases
-            },
-            "deploy": deploy,
-        }
-
     def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
         """The valid program with the best validation score (ties: earliest), with that score."""
         rows = self._fetchall(
@@ -522,13 +469,21 @@ class DuckDBStore:
             return self._con.execute(sql, list(params)).df()
 
     def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        sql = HISTORY_QUERIES.get(name)
+        return self._named("history", HISTORY_QUERIES, name, params)
+
+    def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return self._named("report", REPORT_QUERIES, name, params)
+
+    def _named(
+        self, kind: str, queries: Mapping[str, str], name: str, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        sql = queries.get(name)
         if sql is None:
-            raise StoreError(f"no history query {name!r} (known: {', '.join(sorted(HISTORY_QUERIES))})")
+            raise StoreError(f"no {kind} query {name!r} (known: {', '.join(sorted(queries))})")
         wanted = _named_parameters(sql)
         missing = [key for key in wanted if key not in params]
         if missing:
-            raise StoreError(f"history query {name!r} needs parameter(s) {', '.join(missing)}")
+            raise StoreError(f"{kind} query {name!r} needs parameter(s) {', '.join(missing)}")
         with self._lock:
             cursor = self._con.execute(sql, {key: params[key] for key in wanted})
             columns = [d[0] for d in cursor.description or ()]

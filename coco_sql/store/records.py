@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.cache import CachedEmbedding, CachedResponse
-    from coco_sql.aifuncs.usage import Usage
+    from coco_sql.llm.cache import CachedEmbedding, CachedResponse
+    from coco_sql.llm.usage import Usage
 
 
 def program_id_for(run_id: int, iteration: int) -> str:

@@ -1,0 +1,201 @@
+"""The one entry point: evolve, resume, evaluate, status and export, for the CLI, the SQL procedures and tests.
+
+Each function takes the store either as a path (opened and closed here) or as an open `Warehouse`, a task
+either by name/path or as a loaded `TaskPack`, and run options as a plain mapping (the keys of
+`engine.RunConfig`, exactly what `CALL coco_evolve(task, budget, {...})` passes). Errors a user can cause are
+`CocoError`s with one-line messages; nothing is written for a call that fails before its run starts.
+
+    from coco_sql import api
+    summary = api.evolve("lockpicking6", db="runs/lp.duckdb", budget=60, options={"seed": 1, "target": 1.0})
+    api.resume(summary.run_id, db="runs/lp.duckdb", budget=100)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
+from coco_sql.errors import ConfigError, StoreError
+from coco_sql.evaluate import Evaluator, Outcome
+from coco_sql.languages import Language
+from coco_sql.llm.routing import AiConfig
+from coco_sql.llm.runtime import AiRuntime
+from coco_sql.mutate import Mutator
+from coco_sql.report import read_models
+from coco_sql.report.read_models import Champion, CostReport
+from coco_sql.search import ParentPolicy
+from coco_sql.store import DuckDBStore, Warehouse
+from coco_sql.tasks import TaskPack, load_task
+
+Store = str | Path | Warehouse
+Task = str | Path | TaskPack
+Progress = Callable[[IterationReport], None]
+
+__all__ = [
+    "Champion",
+    "CostReport",
+    "Evaluation",
+    "RunSummary",
+    "cost",
+    "evaluate",
+    "evolve",
+    "export",
+    "resume",
+    "status",
+]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One program scored on one split."""
+
+    task: str
+    split: str
+    score: float
+    rows: int
+    failing_rows: int
+    error: str | None
+    latency_ms: float
+    outcome: Outcome
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "split": self.split,
+            "score": self.score,
+            "rows": self.rows,
+            "failing_rows": self.failing_rows,
+            "error": self.error,
+            "latency_ms": round(self.latency_ms, 3),
+        }
+
+
+def evolve(
+    task: Task,
+    *,
+    db: Store,
+    budget: int = 60,
+    options: Mapping[str, Any] | None = None,
+    ai: AiConfig | None = None,
+    progress: Progress | None = None,
+    language: Language | None = None,
+    mutator: Mutator | None = None,
+    policy: ParentPolicy | None = None,
+) -> RunSummary:
+    """Start a new run of `task` in `db` and run it to its budget (or its target). `options` are RunConfig keys
+    (seed, policy, mutator, mutator_settings, islands, targeting, admission, history, target, ...); an unknown
+    key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests, extensions)."""
+    pack = _task(task)
+    config = RunConfig.from_dict({**dict(options or {}), "budget": budget})
+    with _open(db) as store:
+        loop = EvolutionLoop(
+            store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
+        )
+        return loop.start(config)
+
+
+def resume(
+    run_id: int | None = None,
+    *,
+    db: Store,
+    task: Task | None = None,
+    budget: int | None = None,
+    ai: AiConfig | None = None,
+    progress: Progress | None = None,
+    language: Language | None = None,
+    mutator: Mutator | None = None,
+    policy: ParentPolicy | None = None,
+) -> RunSummary:
+    """Continue run `run_id` (default: the latest run of `task`, or of the store) to its budget, or to a larger
+    `budget`. The task pack is reloaded by the run's task name unless `task` is given."""
+    if isinstance(db, str | Path) and not Path(db).exists():
+        raise StoreError(f"no coco-sql database at {db} to resume")
+    with _open(db) as store:
+        pack = _task(task) if task is not None else None
+        if run_id is None:
+            run_id = store.latest_run_id(pack.name if pack is not None else None)
+            if run_id is None:
+                what = f"of task {pack.name!r} " if pack is not None else ""
+                raise StoreError(f"no run {what}in {_describe(db)} to resume")
+        if pack is None:
+            pack = _task(store.get_run(run_id).task)
+        loop = EvolutionLoop(
+            store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
+        )
+        return loop.resume(run_id, budget=budget)
+
+
+def evaluate(task: Task, code: str, split: str = "val", *, ai: AiConfig | None = None) -> Evaluation:
+    """Score one program on one split of `task` (test included: this is a report, not a search)."""
+    pack = _task(task)
+    runtime = AiRuntime(ai or AiConfig.from_environment()) if pack.uses_ai else None
+    evaluator = Evaluator(pack, (split,), ai=runtime)
+    try:
+        outcome = evaluator.evaluate(code, split)
+    finally:
+        evaluator.close()
+        if runtime is not None:
+            runtime.close()
+    return Evaluation(
+        task=pack.name,
+        split=split,
+        score=outcome.score,
+        rows=len(outcome.rows),
+        failing_rows=sum(1 for r in outcome.rows if r.score < 1.0),
+        error=outcome.error,
+        latency_ms=outcome.latency_ms,
+        outcome=outcome,
+    )
+
+
+def status(*, db: Store) -> list[dict[str, Any]]:
+    """One row per run in the store: run_id, task, seed, budget, status, iterations, best_val."""
+    with _open(db, read_only=True) as store:
+        return read_models.status(store)
+
+
+def cost(run_id: int | None = None, *, db: Store) -> CostReport:
+    """A run's AI spending (default: the latest run): search vs report, and the champion's deploy cost."""
+    with _open(db, read_only=True) as store:
+        return read_models.cost(store, resolve_run(store, run_id, db))
+
+
+def export(run_id: int | None = None, *, db: Store) -> Champion:
+    """The champion of run `run_id` (default: the latest run): its code and validation score."""
+    with _open(db, read_only=True) as store:
+        return read_models.champion(store, resolve_run(store, run_id, db))
+
+
+def resolve_run(store: Warehouse, run_id: int | None, db: Store = "the store") -> int:
+    """`run_id`, or the newest run; StoreError when there is none or it does not exist."""
+    resolved = run_id if run_id is not None else store.latest_run_id()
+    if resolved is None:
+        raise StoreError(f"no runs in {_describe(db)}")
+    store.get_run(resolved)
+    return resolved
+
+
+# -- internals -----------------------------------------------------------------------------------------------
+def _task(task: Task) -> TaskPack:
+    if isinstance(task, TaskPack):
+        return task
+    if not isinstance(task, str | Path) or not str(task):
+        raise ConfigError(f"a task is a pack name or directory, got {task!r}")
+    return load_task(task)
+
+
+@contextlib.contextmanager
+def _open(db: Store, *, read_only: bool = False) -> Iterator[Warehouse]:
+    if isinstance(db, str | Path):
+        with DuckDBStore(db, read_only=read_only) as store:
+            yield store
+    else:
+        yield db
+
+
+def _describe(db: Store) -> str:
+    return str(db) if isinstance(db, str | Path) else "the store"

@@ -1,0 +1,123 @@
+"""What fixes a run (`RunConfig`), what a run reports (`IterationReport`, `RunSummary`), and its RNG streams."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from coco_sql.engine.registry import mutator_spec
+from coco_sql.errors import ConfigError
+from coco_sql.search import POLICIES
+from coco_sql.store import RunRecord
+
+POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM = 0, 1, 2
+TARGETING = ("infogain", "uniform")
+ADMISSION = ("map_elites", "jp")
+_RETIRED_KEYS = (
+    "max_drafts",
+    "probe",
+)  # offline-mutator settings stored at the top level before the registry
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that fixes a run besides the task. Stored as JSON in `runs.config`, except the budget, whose one
+    source of truth is `runs.budget` (a resume with `--budget` changes only that column).
+
+    `mutator_settings` are the chosen mutator's own (`engine.registry`); `target` ends the run early once the
+    champion's validation score reaches it.
+    """
+
+    seed: int = 0
+    budget: int = 60
+    islands: int = 2
+    migration_interval: int = 10
+    policy: str = "lp_roster"
+    mutator: str = "offline"
+    mutator_settings: Mapping[str, Any] = field(default_factory=dict)
+    targeting: str = "infogain"  # infogain | uniform
+    admission: str = "map_elites"  # map_elites: beat the cell's occupant | jp: raise the population's J_p
+    history: bool = True  # off: parent-local mutation (no ledger, elites, donors)
+    target: float | None = None  # stop once the champion's validation score reaches this
+
+    def __post_init__(self) -> None:
+        if self.budget < 0:
+            raise ConfigError(f"--budget must be >= 0 (got {self.budget})")
+        if self.islands < 1:
+            raise ConfigError(f"--islands must be >= 1 (got {self.islands})")
+        if self.migration_interval < 1:
+            raise ConfigError(f"migration interval must be >= 1 (got {self.migration_interval})")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"unknown policy {self.policy!r} (known: {', '.join(sorted(POLICIES))})")
+        if self.admission not in ADMISSION:
+            raise ConfigError(f"unknown admission {self.admission!r} (known: {', '.join(ADMISSION)})")
+        if self.targeting not in TARGETING:
+            raise ConfigError(f"unknown targeting {self.targeting!r} (known: {', '.join(TARGETING)})")
+        if self.target is not None and not 0.0 <= self.target <= 1.0:
+            raise ConfigError(f"--target must be a score in [0, 1] (got {self.target})")
+        object.__setattr__(
+            self, "mutator_settings", mutator_spec(self.mutator).settings(self.mutator_settings)
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """A config from stored or user-given keys; unknown keys are a ConfigError naming the key."""
+        data = dict(data)
+        retired = {key: data.pop(key) for key in _RETIRED_KEYS if key in data}
+        if retired:  # a run stored before the mutator registry: its settings move under the mutator
+            data["mutator_settings"] = {**retired, **dict(data.get("mutator_settings") or {})}
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown run option {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+    @classmethod
+    def stored(cls, run: RunRecord) -> RunConfig:
+        """A run's configuration as its tables hold it: `runs.config` with the budget from `runs.budget`."""
+        return cls.from_dict({**run.config, "budget": run.budget})
+
+    def to_stored(self) -> dict[str, Any]:
+        """The JSON for `runs.config`: everything but the budget, which lives in `runs.budget` alone."""
+        stored = {k: v for k, v in asdict(self).items() if k != "budget"}
+        stored["mutator_settings"] = dict(self.mutator_settings)
+        return stored
+
+
+@dataclass(frozen=True)
+class IterationReport:
+    """What one iteration did, for progress display and benchmarks (timings are not stored)."""
+
+    iteration: int
+    budget: int
+    program_id: str
+    parent_id: str | None
+    val_score: float | None
+    parent_score: float | None
+    admitted: bool
+    approach: str
+    best_score: float
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: int
+    task: str
+    iterations: int
+    champion_id: str
+    seed_val_score: float
+    champion_val_score: float
+    seed_test_score: float | None
+    champion_test_score: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def iteration_rng(seed: int, iteration: int, stream: int) -> np.random.Generator:
+    """The RNG of one stream of one iteration: independent of how many draws earlier iterations made."""
+    return np.random.default_rng(np.random.SeedSequence([seed, iteration, stream]))

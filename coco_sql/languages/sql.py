@@ -1,0 +1,79 @@
+"""SQL programs: sqlglot validation (`sqlcheck`), the DuckDB worker sandbox (`sandbox`), AST features and
+the offline SQL mutator (`mutate.offline`).
+
+The task's dialect (duckdb or snowflake) is a validator setting: Snowflake SQL is transpiled to DuckDB before it
+runs locally. The engine a program runs on is the sandbox's business, not the loop's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from coco_sql.errors import EvaluationError
+from coco_sql.languages.base import Program, RunResult
+from coco_sql.sandbox.database import Sandbox
+from coco_sql.search.features import cell_of_counts
+from coco_sql.sqlcheck import ValidationSpec, validate_candidate
+
+if TYPE_CHECKING:
+    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.tasks import Split, TaskPack
+
+
+class SqlLanguage:
+    name = "sql"
+
+    def __init__(self, task: TaskPack) -> None:
+        self.task = task
+        self.spec = ValidationSpec(
+            input_columns=dict(task.input_columns),
+            output_column=task.contract.output,
+            allowed_functions=frozenset(task.allowed_functions),
+            dialect=task.dialect,
+        )
+
+    def validate(self, code: str) -> Program:
+        checked = validate_candidate(code, self.spec)
+        return Program(self.name, code, checked.sql, checked.expression)
+
+    def cell(self, program: Program) -> str:
+        query: exp.Expression = program.tree
+        nodes = sum(1 for _ in query.walk())
+        branches = (
+            sum(len(case.args.get("ifs") or []) for case in query.find_all(exp.Case))
+            + sum(1 for _ in query.find_all(exp.CTE))
+            + sum(1 for f in query.find_all(exp.Func) if _is_ai_call(f))
+        )
+        return cell_of_counts(nodes, branches)
+
+    def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner:
+        return SqlRunner(Sandbox(split.inputs, ai=ai), self.task.contract.output)
+
+
+class SqlRunner:
+    """Runs validated SQL in the split's DuckDB sandbox, which also serves the data probes of every language."""
+
+    def __init__(self, sandbox: Sandbox, output_column: str) -> None:
+        self.probe_sandbox = sandbox
+        self._output = output_column.replace('"', '""')
+
+    def run(
+        self, program: Program, deadline_s: float, on_timeout: Callable[[], None] | None = None
+    ) -> RunResult:
+        kinds = self.probe_sandbox.statement_types(program.runnable)
+        if kinds != ["SELECT"]:
+            raise EvaluationError(f"rejected: DuckDB reads this as {', '.join(kinds)}, not one SELECT")
+        wrapped = f'SELECT CAST(id AS VARCHAR) AS id, "{self._output}" AS output FROM ({program.runnable}) AS candidate'
+        result = self.probe_sandbox.run(wrapped, deadline_s, on_timeout=on_timeout)
+        return RunResult(result.rows, result.elapsed_ms)
+
+    def close(self) -> None:
+        self.probe_sandbox.close()
+
+
+def _is_ai_call(node: exp.Func) -> bool:
+    name = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
+    return name.upper().startswith("AI_")

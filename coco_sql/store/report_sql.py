@@ -1,0 +1,55 @@
+"""The SQL behind the read models (`coco_sql.report.read_models`), as named, parameterised DuckDB queries.
+
+`Warehouse.report(name, params)` runs ``QUERIES[name]`` with DuckDB named parameters (``$run_id``, ...). Unlike the
+history tools' queries (`history_sql`), these serve the user (CLI, HTML report, procedures), so they may read
+test scores: nothing here is ever handed to the search.
+"""
+
+from __future__ import annotations
+
+QUERIES: dict[str, str] = {
+    "run_overview": """
+SELECT r.run_id, r.task, r.seed, r.budget, r.status,
+       (SELECT MAX(iteration) FROM programs p WHERE p.run_id = r.run_id) AS iterations,
+       (SELECT MAX(val_score) FROM leaderboard l WHERE l.run_id = r.run_id) AS best_val
+FROM runs r ORDER BY r.run_id
+""",
+    "leaderboard": """
+SELECT program_id, iteration, parent_id, island, cell, approach, val_score, train_score, test_score, val_rank
+FROM leaderboard WHERE run_id = $run_id
+ORDER BY val_score DESC NULLS LAST, iteration
+LIMIT $n
+""",
+    "lineage": """
+SELECT l.depth, p.program_id, p.iteration, p.approach, p.strategy, s.score AS val_score
+FROM lineage l
+JOIN programs p ON p.program_id = l.ancestor_id
+LEFT JOIN program_scores s ON s.program_id = p.program_id AND s.split = 'val'
+WHERE l.program_id = $program_id
+ORDER BY l.depth
+""",
+    "row_solvers": """
+SELECT program_id, iteration, parent_id, score
+FROM row_solvers
+WHERE run_id = $run_id AND split = $split AND instance_id = $instance_id
+ORDER BY score DESC, iteration
+""",
+    "cost_phases": """
+SELECT CASE WHEN split = 'test' THEN 'report' ELSE 'search' END AS phase,
+       SUM(calls) AS calls, SUM(calls - cache_hits) AS provider_calls, SUM(cache_hits) AS cache_hits,
+       SUM(errors) AS errors, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
+       SUM(input_tokens + cached_input_tokens) AS input_tokens_without_cache,
+       SUM(output_tokens + cached_output_tokens) AS output_tokens_without_cache,
+       SUM(latency_ms) AS provider_latency_ms
+FROM ai_usage WHERE run_id = $run_id
+GROUP BY phase ORDER BY phase DESC
+""",
+    "deploy_usage": """
+SELECT SUM(u.calls) AS calls,
+       SUM(u.input_tokens + u.cached_input_tokens) AS input_tokens,
+       SUM(u.output_tokens + u.cached_output_tokens) AS output_tokens,
+       (SELECT SUM(n_rows) FROM program_scores s
+        WHERE s.program_id = $program_id AND s.split IN ('val', 'test')) AS rows
+FROM ai_usage u WHERE u.program_id = $program_id AND u.split IN ('val', 'test')
+""",
+}
