@@ -254,7 +254,8 @@ def test_list_tasks_and_missing_task(tmp_path: Path) -> None:
     assert names == ["goemotions", "hotpotqa_type", "lockpicking6", "tsp_construct"]
     assert all(info.pack is not None and info.error is None for info in list_tasks([TASKS]))
     with pytest.raises(
-        TaskError, match=r"^no task named 'nope' \(known: goemotions, hotpotqa_type, lockpicking6, tsp_construct\)$"
+        TaskError,
+        match=r"^no task named 'nope' \(known: goemotions, hotpotqa_type, lockpicking6, tsp_construct\)$",
     ):
         load_task("nope", [TASKS])
     with pytest.raises(TaskError, match="no task pack here"):

@@ -12,7 +12,7 @@ Scoring rules (the program contract, README "Program contract"):
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -199,7 +199,7 @@ class Evaluator:
             )
         except EvaluationError as error:
             return replace(self._failed(split, str(error), 0.0), usage=self.ai.usage if self.ai else None)
-        return replace(self._score(split, result.outputs, result.elapsed_ms), usage=usage)
+        return replace(self._score(split, result.outputs, result.elapsed_ms, result.errors), usage=usage)
 
     def score_rows(
         self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float = 0.0
@@ -211,7 +211,13 @@ class Evaluator:
             )
         return self._score(split, result_rows, elapsed_ms)
 
-    def _score(self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float) -> Outcome:
+    def _score(
+        self,
+        split: str,
+        result_rows: list[tuple[object, ...]],
+        elapsed_ms: float,
+        row_errors: Mapping[str, str] | None = None,
+    ) -> Outcome:
         data = self.task.split(split)
         produced: dict[str, list[object]] = {}
         for instance_id, value in result_rows:
@@ -224,7 +230,7 @@ class Evaluator:
             values = produced.get(instance_id, [])
             if not values:
                 outputs.append(None)
-                errors.append("no output row for this id")
+                errors.append((row_errors or {}).get(instance_id, "no output row for this id"))
             elif len(values) > 1:
                 outputs.append(None)
                 errors.append(f"{len(values)} output rows for this id (expected one)")

@@ -11,7 +11,7 @@ implementations of the store; a Python program runs the same on both.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,10 +36,12 @@ class Program:
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one program produced over one split: `(instance id, output)` pairs and the wall time."""
+    """What one program produced over one split: `(instance id, output)` pairs, the wall time, and a one-line
+    reason for each instance that produced nothing (the row's error; default "no output row for this id")."""
 
     outputs: list[tuple[object, object]]
     elapsed_ms: float
+    errors: Mapping[str, str] = field(default_factory=dict)
 
 
 class Runner(Protocol):

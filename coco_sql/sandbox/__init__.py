@@ -8,6 +8,21 @@ too). Imports only `coco_sql.errors`, `coco_sql.child` and the AI functions' UDF
 evaluator build on it.
 """
 
-from coco_sql.sandbox.database import QueryResult, Sandbox, SandboxLimits
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coco_sql.sandbox.database import QueryResult, Sandbox, SandboxLimits
 
 __all__ = ["QueryResult", "Sandbox", "SandboxLimits"]
+
+
+def __getattr__(name: str) -> Any:
+    """The DuckDB sandbox's names, imported on first use: a worker started as `python -m
+    coco_sql.sandbox.python_worker` runs this file first and must not pay for pandas and DuckDB."""
+    if name in __all__:
+        from coco_sql.sandbox import database
+
+        return getattr(database, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

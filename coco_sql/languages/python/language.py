@@ -84,7 +84,7 @@ class PythonRunner:
             instance_id, reason = result.failures[0]
             raise EvaluationError(f"the program failed on every instance; on {instance_id}: {reason}")
         outputs: list[tuple[object, object]] = list(result.outputs)
-        return RunResult(outputs, result.elapsed_ms)
+        return RunResult(outputs, result.elapsed_ms, dict(result.failures))
 
     def close(self) -> None:
         self.sandbox.close()
