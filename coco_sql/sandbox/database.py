@@ -34,14 +34,13 @@ import pandas as pd
 from coco_sql.child import ChildDied, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 from coco_sql.sandbox.lockdown import QueryResult
+from coco_sql.sandbox.supervisor import START_TIMEOUT_S, Supervisor, handshake, over_time
 from coco_sql.sandbox.worker import unpack_column
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
 
 __all__ = ["QueryResult", "Sandbox", "SandboxLimits"]
-
-_START_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -79,17 +78,13 @@ class Sandbox:
             protocol=pickle.HIGHEST_PROTOCOL,
         )
         self._answer_ai = _ai_answerer(ai) if ai is not None else None
-        self._lock = threading.Lock()
-        self._worker: ChildProcess | None = None
-        # workers replaced after a kill, a crash or a memory error (for tests and benchmarks)
-        self.restarts = 0
-        self.last_worker_peak_rss: int | None = None  # bytes, of the last worker that ended
+        self._supervisor = Supervisor(self._start_worker)
 
     def run(self, sql: str, deadline_s: float, on_timeout: Callable[[], None] | None = None) -> QueryResult:
         """`on_timeout` runs at the deadline: the AI functions' cancel flag is set there, so that an AI call the
         query is waiting for stops too."""
-        with self._lock:
-            worker = self._ensure_worker()
+        with self._supervisor.lock:
+            worker = self._supervisor.ensure()
             timed_out = threading.Event()
 
             def _at_deadline() -> None:
@@ -105,13 +100,13 @@ class Sandbox:
                 while True:
                     message = worker.receive(until=hard_stop)
                     if message is None:  # no answer within the grace period: stop it for good
-                        self._discard(kill=True)
+                        self._supervisor.discard(kill=True)
                         raise _over_time(deadline_s, "killed")
                     if message[0] != "ai":
                         break
                     worker.send(self._serve_ai(message[1], message[2]))
             except ChildDied as death:
-                self._discard(kill=False)
+                self._supervisor.discard(kill=False)
                 if timed_out.is_set():
                     raise _over_time(deadline_s, "stopped") from None
                 raise EvaluationMemoryError(
@@ -125,7 +120,7 @@ class Sandbox:
                 if kind == "timeout" or timed_out.is_set():
                     raise _over_time(deadline_s, "stopped")
                 if kind == "memory":  # a worker that hit its bound is replaced: the next query starts clean
-                    self._discard(kill=True)
+                    self._supervisor.discard(kill=True)
                     raise EvaluationMemoryError(f"{text} (sandbox memory bound {self.limits.memory_mb} MB)")
                 raise EvaluationError(text)
             if timed_out.is_set():  # finished in the instant the deadline passed: over time, for determinism
@@ -136,16 +131,16 @@ class Sandbox:
     def statement_types(self, sql: str) -> list[str]:
         """DuckDB's own reading of the statement types (a cheap second check after the validator). Raises
         EvaluationError when DuckDB cannot parse the text."""
-        with self._lock:
-            worker = self._ensure_worker()
+        with self._supervisor.lock:
+            worker = self._supervisor.ensure()
             try:
                 worker.send(("types", sql))
-                message = worker.receive(until=time.monotonic() + _START_TIMEOUT_S)
+                message = worker.receive(until=time.monotonic() + START_TIMEOUT_S)
             except ChildDied as death:
-                self._discard(kill=False)
+                self._supervisor.discard(kill=False)
                 raise EvaluationError(f"the sandbox process died while parsing ({death})") from None
             if message is None:
-                self._discard(kill=True)
+                self._supervisor.discard(kill=True)
                 raise EvaluationError("the sandbox process did not answer a parse request")
             if message[0] == "error":
                 raise EvaluationError(message[2])
@@ -153,11 +148,20 @@ class Sandbox:
 
     @property
     def worker_pid(self) -> int | None:
-        return None if self._worker is None else self._worker.pid
+        return self._supervisor.worker_pid
+
+    @property
+    def restarts(self) -> int:
+        """Workers replaced after a kill, a crash or a memory error."""
+        return self._supervisor.restarts
+
+    @property
+    def last_worker_peak_rss(self) -> int | None:
+        """Peak resident memory (bytes) of the last worker that ended."""
+        return self._supervisor.last_worker_peak_rss
 
     def close(self) -> None:
-        with self._lock:
-            self._discard(kill=False)
+        self._supervisor.close()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -175,38 +179,14 @@ class Sandbox:
         except Exception as error:  # the worker's UDF raises it; the evaluator reads run-level errors itself
             return ("ai_error", f"{udf}: {' '.join(str(error).split())[:300]}")
 
-    def _ensure_worker(self) -> ChildProcess:
-        if self._worker is None:
-            self._worker = _start_worker(self._init, self.limits)
-        return self._worker
-
-    def _discard(self, *, kill: bool) -> None:
-        if self._worker is not None:
-            if kill:
-                self.restarts += 1
-            elif not self._worker.alive():
-                self.restarts += 1  # it died on its own
-            self._worker.stop(kill=kill)
-            self.last_worker_peak_rss = self._worker.peak_rss_bytes
-            self._worker = None
+    def _start_worker(self) -> ChildProcess:
+        worker = ChildProcess.start("coco_sql.sandbox.worker", str(self.limits.memory_mb * 2**20))
+        handshake(worker, self._init, "the sandbox process", raw=True)
+        return worker
 
 
 def _over_time(deadline_s: float, how: str) -> EvaluationTimeout:
-    return EvaluationTimeout(f"query exceeded its {deadline_s:g} s deadline and was {how}")
-
-
-def _start_worker(init: bytes, limits: SandboxLimits) -> ChildProcess:
-    worker = ChildProcess.start("coco_sql.sandbox.worker", str(limits.memory_mb * 2**20))
-    try:
-        worker.send_bytes(init)
-        ready = worker.receive(until=time.monotonic() + _START_TIMEOUT_S)
-    except ChildDied as death:
-        worker.stop(kill=True)
-        raise EvaluationError(f"the sandbox process could not start ({death})") from None
-    if ready is None or ready[0] != "ready":
-        worker.stop(kill=True)
-        raise EvaluationError("the sandbox process did not start in time")
-    return worker
+    return over_time("query", deadline_s, how)
 
 
 def _ai_answerer(functions: AiFunctions) -> Callable[[str, list[list[Any]]], list[Any]]:

@@ -37,10 +37,9 @@ from typing import Any
 from coco_sql.child import ChildDied, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 from coco_sql.sandbox.python_worker import Init
+from coco_sql.sandbox.supervisor import Supervisor, handshake, over_time
 
 __all__ = ["HarnessResult", "PythonSandbox", "PythonSandboxLimits"]
-
-_START_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -93,22 +92,20 @@ class PythonSandbox:
             namespaces=self.limits.namespaces,
             seccomp=self.limits.seccomp,
         )
-        self._lock = threading.Lock()
-        self._worker: ChildProcess | None = None
+        self._supervisor = Supervisor(self._start_worker)
         self._cpu_s = 0.0  # CPU time the current worker has used, as it last reported
         self.layers: dict[str, bool] = {}  # the kernel layers the current worker got (known once it started)
-        self.restarts = 0  # workers replaced after a kill, a crash, a memory error or their CPU cap
 
     def run(
         self, source: str, deadline_s: float, on_timeout: Callable[[], None] | None = None
     ) -> HarnessResult:
         """`on_timeout` runs at the deadline (the evaluator's cancel flag for AI calls, when there are any)."""
-        with self._lock:
-            if self._worker is not None and self._cpu_s + deadline_s + self.limits.kill_grace_s + 5 > (
-                self.limits.cpu_cap_s
+        with self._supervisor.lock:
+            if self._supervisor.worker is not None and (
+                self._cpu_s + deadline_s + self.limits.kill_grace_s + 5 > self.limits.cpu_cap_s
             ):
-                self._discard(kill=False)  # too close to its lifetime CPU cap: a fresh worker takes over
-            worker = self._ensure_worker()
+                self._supervisor.discard(kill=False)  # near its lifetime CPU cap: a fresh worker takes over
+            worker = self._supervisor.ensure()
             timer = threading.Timer(deadline_s, on_timeout) if on_timeout is not None else None
             start = time.monotonic()
             hard_stop = start + deadline_s + self.limits.kill_grace_s
@@ -118,7 +115,7 @@ class PythonSandbox:
                 worker.send(("run", source, deadline_s))
                 message = worker.receive(until=hard_stop)
             except ChildDied as death:
-                self._discard(kill=False)
+                self._supervisor.discard(kill=False)
                 if time.monotonic() - start >= deadline_s:
                     raise _over_time(deadline_s, "stopped") from None
                 if "SIGKILL" in str(death):  # the kernel's out-of-memory killer
@@ -128,7 +125,7 @@ class PythonSandbox:
                 if timer is not None:
                     timer.cancel()
             if message is None:  # no answer within the grace period: stop it for good
-                self._discard(kill=True)
+                self._supervisor.discard(kill=True)
                 raise _over_time(deadline_s, "killed")
             self._cpu_s = message[-1]
             if message[0] == "error":
@@ -136,7 +133,7 @@ class PythonSandbox:
                 if kind == "timeout":
                     raise _over_time(deadline_s, "stopped")
                 if kind == "memory":  # a worker that hit its bound is replaced: the next program starts clean
-                    self._discard(kill=True)
+                    self._supervisor.discard(kill=True)
                     raise EvaluationMemoryError(f"{text} (sandbox memory bound {self.limits.memory_mb} MB)")
                 raise EvaluationError(text)
             if (
@@ -148,11 +145,15 @@ class PythonSandbox:
 
     @property
     def worker_pid(self) -> int | None:
-        return None if self._worker is None else self._worker.pid
+        return self._supervisor.worker_pid
+
+    @property
+    def restarts(self) -> int:
+        """Workers replaced after a kill, a crash, a memory error or their CPU cap."""
+        return self._supervisor.restarts
 
     def close(self) -> None:
-        with self._lock:
-            self._discard(kill=False)
+        self._supervisor.close()
 
     def __enter__(self) -> PythonSandbox:
         return self
@@ -161,33 +162,12 @@ class PythonSandbox:
         self.close()
 
     # -- internals -------------------------------------------------------------------------------------------
-    def _ensure_worker(self) -> ChildProcess:
-        if self._worker is None:
-            self._worker, self.layers = _start_worker(self._init)
-            self._cpu_s = 0.0
-        return self._worker
-
-    def _discard(self, *, kill: bool) -> None:
-        if self._worker is not None:
-            if kill or not self._worker.alive():
-                self.restarts += 1
-            self._worker.stop(kill=kill)
-            self._worker = None
+    def _start_worker(self) -> ChildProcess:
+        worker = ChildProcess.start("coco_sql.sandbox.python_worker")
+        _, layers = handshake(worker, ("init", asdict(self._init)), "the Python sandbox")
+        self.layers, self._cpu_s = dict(layers), 0.0
+        return worker
 
 
 def _over_time(deadline_s: float, how: str) -> EvaluationTimeout:
-    return EvaluationTimeout(f"the program exceeded its {deadline_s:g} s deadline and was {how}")
-
-
-def _start_worker(init: Init) -> tuple[ChildProcess, dict[str, bool]]:
-    worker = ChildProcess.start("coco_sql.sandbox.python_worker")
-    try:
-        worker.send(("init", asdict(init)))
-        ready = worker.receive(until=time.monotonic() + _START_TIMEOUT_S)
-    except ChildDied as death:
-        worker.stop(kill=True)
-        raise EvaluationError(f"the Python sandbox could not start ({death})") from None
-    if ready is None or ready[0] != "ready":
-        worker.stop(kill=True)
-        raise EvaluationError("the Python sandbox did not start in time")
-    return worker, dict(ready[1])
+    return over_time("the program", deadline_s, how)

@@ -1,0 +1,79 @@
+"""The lifecycle both sandboxes share: one worker process at a time, started on first use with a handshake,
+replaced after a kill, a crash or a memory error, and reaped with its peak memory recorded.
+
+A sandbox composes a `Supervisor` and keeps only what is its own: the messages of its protocol and how it reads
+their answers. Callers hold `supervisor.lock` around a whole exchange with the worker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from coco_sql.child import ChildDied, ChildProcess
+from coco_sql.errors import EvaluationError, EvaluationTimeout
+
+START_TIMEOUT_S = 60.0
+
+
+class Supervisor:
+    """Owns the worker of one sandbox. `start()` must return a started worker that has answered its handshake
+    (`handshake` does that); `ensure()` starts one when there is none; `discard()` ends the current one."""
+
+    def __init__(self, start: Callable[[], ChildProcess]) -> None:
+        self._start = start
+        self.lock = threading.Lock()
+        self.worker: ChildProcess | None = None
+        self.restarts = (
+            0  # workers replaced after a kill, a crash or a memory error (for tests and benchmarks)
+        )
+        self.last_worker_peak_rss: int | None = None  # bytes, of the last worker that ended
+
+    def ensure(self) -> ChildProcess:
+        if self.worker is None:
+            self.worker = self._start()
+        return self.worker
+
+    def discard(self, *, kill: bool) -> None:
+        """End the current worker (SIGKILL with `kill`, else close its pipes); the next call starts a new one.
+        A killed worker, or one that had died on its own, counts as a restart."""
+        if self.worker is None:
+            return
+        if kill or not self.worker.alive():
+            self.restarts += 1
+        self.worker.stop(kill=kill)
+        self.last_worker_peak_rss = self.worker.peak_rss_bytes
+        self.worker = None
+
+    @property
+    def worker_pid(self) -> int | None:
+        return None if self.worker is None else self.worker.pid
+
+    def close(self) -> None:
+        with self.lock:
+            self.discard(kill=False)
+
+
+def handshake(worker: ChildProcess, init: Any, what: str, *, raw: bool = False) -> tuple[Any, ...]:
+    """Send the worker its `init` message (bytes already pickled with `raw`) and wait for ("ready", ...).
+    EvaluationError naming `what` when it dies or does not answer in time; the worker is stopped then."""
+    try:
+        if raw:
+            worker.send_bytes(init)
+        else:
+            worker.send(init)
+        ready = worker.receive(until=time.monotonic() + START_TIMEOUT_S)
+    except ChildDied as death:
+        worker.stop(kill=True)
+        raise EvaluationError(f"{what} could not start ({death})") from None
+    if ready is None or ready[0] != "ready":
+        worker.stop(kill=True)
+        raise EvaluationError(f"{what} did not start in time")
+    return tuple(ready)
+
+
+def over_time(what: str, deadline_s: float, how: str) -> EvaluationTimeout:
+    """'<what> exceeded its <deadline> s deadline and was <stopped|killed>'."""
+    return EvaluationTimeout(f"{what} exceeded its {deadline_s:g} s deadline and was {how}")
