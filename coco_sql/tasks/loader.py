@@ -64,10 +64,18 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 from coco_sql.errors import TaskError
-from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR, parse_expected
+from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR
+from coco_sql.tasks.pack_files import (
+    Reader,
+    check_duckdb_type,
+    display,
+    load_table,
+    make_split,
+    short,
+    type_name,
+)
 from coco_sql.tasks.scorers import (
     SCORER_KINDS,
     BoundRatioScorer,
@@ -87,7 +95,6 @@ LANGUAGES: tuple[str, ...] = ("sql", "python")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
-_DUCKDB_TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_ ]*(\(\s*\d+\s*(,\s*\d+\s*)?\))?(\[\])*$")
 
 _TOP_KEYS = (
     "name",
@@ -195,205 +202,6 @@ class TaskInfo:
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _display(path: Path) -> str:
-    """Paths in messages are relative to the CWD when possible (``tasks/foo/task.toml``)."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
-def _type_name(value: object) -> str:
-    names = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-class _Reader:
-    """Typed access to a parsed task.toml that turns every problem into a one-line TaskError."""
-
-    def __init__(self, toml_path: Path) -> None:
-        self.path = toml_path
-        self.file = _display(toml_path)
-
-    def error(self, key: str, problem: str) -> TaskError:
-        return TaskError(f"{self.file}: key '{key}': {problem}")
-
-    def table(
-        self, parent: Mapping[str, Any], key: str, allowed: Sequence[str], *, required: bool = True
-    ) -> dict[str, Any]:
-        """Sub-table ``key`` of ``parent``; ``key`` is dotted from the root (``data.input_columns``)."""
-        local = key.rsplit(".", 1)[-1]
-        if local not in parent:
-            if required:
-                raise self.error(key, "missing required section")
-            return {}
-        value = parent[local]
-        if not isinstance(value, dict):
-            raise self.error(key, f"expected a table, got {_type_name(value)} {_short(value)}")
-        self.check_keys(value, key, allowed)
-        return value
-
-    def check_keys(self, table: Mapping[str, Any], prefix: str, allowed: Sequence[str]) -> None:
-        for name in table:
-            if name not in allowed:
-                full = f"{prefix}.{name}" if prefix else name
-                raise self.error(full, f"unknown key (allowed: {', '.join(allowed) or 'none'})")
-
-    def get(
-        self, table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any = ...
-    ) -> Any:
-        """Value of ``key`` (dotted) in ``table`` checked against ``kind``; ints are accepted as floats."""
-        local = key.rsplit(".", 1)[-1]
-        if local not in table:
-            if default is ...:
-                raise self.error(key, "missing required key")
-            return default
-        value = table[local]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        ok = False if isinstance(value, bool) and bool not in kinds else isinstance(value, kinds)
-        if not ok:
-            wanted = " or ".join(_type_name(k()) for k in kinds)
-            raise self.error(key, f"expected {wanted}, got {_type_name(value)} {_short(value)}")
-        return value
-
-    def choice(self, table: Mapping[str, Any], key: str, choices: Sequence[str], default: Any = ...) -> str:
-        value = self.get(table, key, str, default)
-        if value not in choices:
-            raise self.error(key, f"must be one of {', '.join(choices)} (got {value!r})")
-        return value
-
-    def file_path(self, root: Path, table: Mapping[str, Any], key: str, default: Any = ...) -> Path | None:
-        """A file inside the pack; absolute paths and ``..`` are refused so a pack never reads outside."""
-        value = self.get(table, key, str, default)
-        if value is None:
-            return None
-        relative = Path(value)
-        if relative.is_absolute() or ".." in relative.parts:
-            raise self.error(key, f"must be a relative path inside the pack (got {value!r})")
-        path = root / relative
-        if not path.is_file():
-            raise self.error(key, f"file not found: {_display(path)}")
-        return path
-
-
-def _check_duckdb_type(reader: _Reader, key: str, type_: str, con: duckdb.DuckDBPyConnection) -> str:
-    if not _DUCKDB_TYPE_RE.match(type_):
-        raise reader.error(key, f"not a DuckDB type name (got {type_!r})")
-    try:
-        con.execute(f"SELECT CAST(NULL AS {type_})").fetchall()
-    except duckdb.Error as error:
-        first = str(error).strip().splitlines()[0]
-        raise reader.error(key, f"unknown DuckDB type {type_!r} ({first})") from None
-    return type_.upper()
-
-
-def _read_csv(path: Path) -> pd.DataFrame:
-    """Every cell as a string ('' for empty), so ids with leading zeros and codes like '012345' survive."""
-    try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise TaskError(f"{_display(path)}: cannot read CSV: {first}") from None
-
-
-@dataclass(frozen=True)
-class _Table:
-    """One data file after validation: typed inputs (``id`` + input columns) and parsed expected values."""
-
-    inputs: pd.DataFrame
-    expected: dict[str, object]
-
-
-def _load_table(
-    path: Path,
-    reader: _Reader,
-    *,
-    id_column: str,
-    expected_column: str,
-    input_columns: Mapping[str, str],
-    contract_type: str,
-    separator: str,
-    con: duckdb.DuckDBPyConnection,
-) -> _Table:
-    raw = _read_csv(path)
-    csv = _display(path)
-    required = {id_column: "data.id_column", expected_column: "data.expected_column"}
-    required.update({name: f"data.input_columns.{name}" for name in input_columns})
-    for column, key in required.items():
-        if column not in raw.columns:
-            present = ", ".join(map(str, raw.columns))
-            raise TaskError(
-                f"{csv}: missing column '{column}' (key '{key}' in {reader.file}); columns present: {present}"
-            )
-    ids = raw[id_column].str.strip()
-    for line, value in enumerate(ids, start=2):
-        if not value:
-            raise TaskError(f"{csv}: line {line}: empty id (key 'data.id_column')")
-    duplicated = ids[ids.duplicated()]
-    if len(duplicated):
-        raise TaskError(f"{csv}: duplicate id '{duplicated.iloc[0]}' (key 'data.id_column')")
-
-    expected: dict[str, object] = {}
-    for row_id, value in zip(ids, raw[expected_column], strict=True):
-        try:
-            expected[row_id] = parse_expected(value, contract_type, separator=separator)
-        except ValueError as error:
-            raise TaskError(
-                f"{csv}: id '{row_id}': column '{expected_column}' value {_short(value)} is not a valid "
-                f"{contract_type} (key 'contract.type'): {error}"
-            ) from None
-
-    frame = pd.DataFrame({"__row": range(len(raw)), "id": ids.tolist()})
-    for name in input_columns:
-        frame[name] = raw[name].tolist()
-    select = ["id"]
-    for name, type_ in input_columns.items():
-        if type_ == "VARCHAR":
-            select.append(f'"{name}"')
-        else:
-            select.append(f'TRY_CAST(NULLIF("{name}", \'\') AS {type_}) AS "{name}"')
-    con.register("raw_table", frame)
-    try:
-        typed = con.execute(f"SELECT {', '.join(select)} FROM raw_table ORDER BY __row").df()
-    finally:
-        con.unregister("raw_table")
-    for name, type_ in input_columns.items():
-        if type_ == "VARCHAR":
-            continue
-        bad = (raw[name] != "").to_numpy() & typed[name].isna().to_numpy()
-        if bad.any():
-            index = int(bad.argmax())
-            raise TaskError(
-                f"{csv}: id '{ids.iloc[index]}': column '{name}' value {_short(raw[name].iloc[index])} "
-                f"is not a valid {type_} (key 'data.input_columns.{name}')"
-            )
-    # VARCHAR columns are taken verbatim (plain Python str, object dtype) rather than DuckDB's string dtype,
-    # so every consumer sees the exact CSV text; ORDER BY __row keeps both frames aligned.
-    typed["id"] = pd.Series(ids.tolist(), dtype=object)
-    for name, type_ in input_columns.items():
-        if type_ == "VARCHAR":
-            typed[name] = pd.Series(raw[name].tolist(), dtype=object)
-    return _Table(inputs=typed, expected=expected)
-
-
-def _make_split(name: str, ids: Sequence[str], tables: Sequence[_Table]) -> Split:
-    wanted = set(ids)
-    parts = [t.inputs[t.inputs["id"].isin(wanted)] for t in tables]
-    inputs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    inputs = inputs.sort_values("id", kind="stable").reset_index(drop=True)
-    expected: dict[str, object] = {}
-    for table in tables:
-        expected.update({i: v for i, v in table.expected.items() if i in wanted})
-    return Split(name=name, inputs=inputs, expected={i: expected[i] for i in inputs["id"]})
-
-
 def _fingerprint(root: Path, files: Sequence[Path]) -> str:
     digest = hashlib.sha256()
     for path in files:
@@ -406,7 +214,7 @@ def _fingerprint(root: Path, files: Sequence[Path]) -> str:
 # ------------------------------------------------------------------------------------------- loading
 
 
-def _build_scorer(reader: _Reader, table: Mapping[str, Any], contract: Contract) -> tuple[Scorer, str]:
+def _build_scorer(reader: Reader, table: Mapping[str, Any], contract: Contract) -> tuple[Scorer, str]:
     """Return the scorer and the separator used to parse joined list strings in the expected column."""
     kind = reader.choice(table, "scorer.kind", SCORER_KINDS)
     reader.check_keys(table, "scorer", ("kind", *_SCORER_KEYS[kind]))
@@ -453,7 +261,7 @@ def _build_scorer(reader: _Reader, table: Mapping[str, Any], contract: Contract)
 
 def _load_pack(root: Path) -> TaskPack:
     toml_path = root / TASK_FILE
-    reader = _Reader(toml_path)
+    reader = Reader(toml_path)
     if not toml_path.is_file():
         raise TaskError(f"{reader.file}: not found (a task pack is a directory with a {TASK_FILE})")
     toml_bytes = toml_path.read_bytes()
@@ -496,8 +304,8 @@ def _load_pack(root: Path) -> TaskPack:
             if column == expected_column:
                 raise reader.error(key, "the expected column must not be an input (it would leak the label)")
             if not isinstance(type_, str):
-                raise reader.error(key, f"expected string (a DuckDB type), got {_type_name(type_)}")
-            input_columns[column] = _check_duckdb_type(reader, key, type_.strip(), con)
+                raise reader.error(key, f"expected string (a DuckDB type), got {type_name(type_)}")
+            input_columns[column] = check_duckdb_type(reader, key, type_.strip(), con)
 
         splits = reader.table(doc, "splits", _SPLIT_KEYS)
         split_seed = reader.get(splits, "splits.seed", int)
@@ -548,13 +356,13 @@ def _load_pack(root: Path) -> TaskPack:
         try:
             seed_program = seed_path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise reader.error("program.seed", f"{_display(seed_path)} is not UTF-8 text") from None
+            raise reader.error("program.seed", f"{display(seed_path)} is not UTF-8 text") from None
         if not seed_program.strip():
-            raise reader.error("program.seed", f"{_display(seed_path)} is empty")
+            raise reader.error("program.seed", f"{display(seed_path)} is empty")
         functions = reader.get(program, "program.allowed_functions", list, [])
         for function in functions:
             if not isinstance(function, str) or not _FUNCTION_RE.match(function):
-                raise reader.error("program.allowed_functions", f"not a function name: {_short(function)}")
+                raise reader.error("program.allowed_functions", f"not a function name: {short(function)}")
         timeout_seconds = reader.get(program, "program.timeout_seconds", float, 10.0)
         if not timeout_seconds > 0:
             raise reader.error("program.timeout_seconds", f"must be > 0 (got {timeout_seconds!r})")
@@ -563,7 +371,7 @@ def _load_pack(root: Path) -> TaskPack:
         try:
             harness = harness_path.read_text(encoding="utf-8") if harness_path is not None else None
         except UnicodeDecodeError:
-            raise reader.error("program.harness", f"{_display(harness_path)} is not UTF-8 text") from None  # type: ignore[arg-type]
+            raise reader.error("program.harness", f"{display(harness_path)} is not UTF-8 text") from None  # type: ignore[arg-type]
 
         source_table = reader.table(doc, "source", _SOURCE_KEYS, required=False)
         source = {key: reader.get(source_table, f"source.{key}", str) for key in source_table}
@@ -577,8 +385,8 @@ def _load_pack(root: Path) -> TaskPack:
             "con": con,
         }
         assert pool_path is not None
-        pool = _load_table(pool_path, reader, **load)
-        test = _load_table(test_path, reader, **load) if test_path is not None else None
+        pool = load_table(pool_path, reader, **load)
+        test = load_table(test_path, reader, **load) if test_path is not None else None
     finally:
         con.close()
 
@@ -587,7 +395,7 @@ def _load_pack(root: Path) -> TaskPack:
         overlap = sorted(set(pool_ids) & set(test.expected))
         if overlap:
             raise TaskError(
-                f"{_display(test_path)}: id '{overlap[0]}' also appears in the pool (key 'data.test'): "  # type: ignore[arg-type]
+                f"{display(test_path)}: id '{overlap[0]}' also appears in the pool (key 'data.test'): "  # type: ignore[arg-type]
                 "test rows must be held out"
             )
     if split_mode == "shared":
@@ -602,7 +410,7 @@ def _load_pack(root: Path) -> TaskPack:
             key = "splits.test_fraction" if split_name == "test" else "splits.train_fraction"
             raise reader.error(key, f"leaves the {split_name} split empty ({len(pool_ids)} pool rows)")
     tables = [pool] if test is None else [pool, test]
-    split_objects = {n: _make_split(n, assigned[n], tables) for n in SPLIT_NAMES}
+    split_objects = {n: make_split(n, assigned[n], tables) for n in SPLIT_NAMES}
 
     files = [toml_path, seed_path, pool_path] + ([test_path] if test_path is not None else [])
     files += [harness_path] if harness_path is not None else []
@@ -670,7 +478,7 @@ def load_task(name_or_path: str | Path, search_paths: Sequence[Path] | None = No
         path = Path(name_or_path)
         root = path.parent if path.name == TASK_FILE or path.suffix == ".toml" else path
         if not (root / TASK_FILE).is_file():
-            raise TaskError(f"{_display(root)}: no task pack here ({TASK_FILE} not found)")
+            raise TaskError(f"{display(root)}: no task pack here ({TASK_FILE} not found)")
         return _load_pack(root)
     paths = list(search_paths) if search_paths is not None else default_search_paths()
     found = _discover(paths)
