@@ -48,7 +48,7 @@ def bench_task(name: str, runs: int) -> None:
     evaluator = Evaluator(task, ("val",), ai=runtime)
     program = evaluator.check(task.seed_program)
     output = task.contract.output.replace('"', '""')
-    sql = f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({program.sql}) AS candidate'
+    sql = f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({program.runnable}) AS candidate'
     rows: pd.DataFrame = task.split("val").inputs
 
     started = time.perf_counter()
