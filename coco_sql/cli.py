@@ -16,7 +16,7 @@ from pathlib import Path
 
 from coco_sql import api
 from coco_sql.engine import IterationReport, RunConfig
-from coco_sql.errors import CocoError, ConfigError
+from coco_sql.errors import CocoError, ConfigError, StoreError
 from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig
 from coco_sql.reflect import DraftEnvironment
@@ -137,6 +137,14 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--db", default=DEFAULT_DB)
     export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
     export.set_defaults(handler=cmd_export)
+
+    sql = commands.add_parser(
+        "sql", help="run one SQL statement on a store with the procedures installed (CALL coco_evolve(...))"
+    )
+    sql.add_argument("statement", help="e.g. \"CALL coco_evolve('lockpicking6', 30, {'seed': 1})\"")
+    sql.add_argument("--db", default=DEFAULT_DB)
+    sql.add_argument("--json", action="store_true", help="print the rows as a JSON list of objects")
+    sql.set_defaults(handler=cmd_sql)
 
     history = commands.add_parser(
         "history", help="query a run's search history (the history tools of the paper's Table 6), as JSON"
@@ -321,6 +329,40 @@ def cmd_export(args: argparse.Namespace) -> int:
     )
     print(champion.code.rstrip())
     return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from coco_sql import connect
+
+    con = connect(args.db)
+    try:
+        cursor = con.execute(args.statement)
+        columns = [d[0] for d in cursor.description or ()]
+        rows = cursor.fetchall() if columns else []
+    except duckdb.Error as error:
+        raise StoreError(_procedure_message(error)) from None
+    finally:
+        con.close()
+    if args.json:
+        print(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], default=str))
+    elif columns:
+        print("\t".join(columns))
+        for row in rows:
+            print("\t".join("" if v is None else str(v) for v in row))
+    return 0
+
+
+def _procedure_message(error: Exception) -> str:
+    """DuckDB's message without its wrapping: a procedure's own error is the coco-sql error inside it."""
+    text = " ".join(str(error).split())
+    marker = "Python exception occurred while executing the UDF: "
+    if marker in text:
+        text = text.split(marker, 1)[1]
+        kind, _, rest = text.partition(": ")
+        return rest if kind.isidentifier() and rest else text
+    return text
 
 
 def cmd_history(args: argparse.Namespace) -> int:

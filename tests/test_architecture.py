@@ -23,7 +23,9 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("coco_sql"):
+        if isinstance(node, ast.ImportFrom) and node.module == "coco_sql":  # from coco_sql import api
+            found.update(f"coco_sql.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("coco_sql"):
             found.add(node.module)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("coco_sql"))

@@ -101,6 +101,19 @@ class DuckDBStore:
         if not read_only:
             self._create_schema()
 
+    @classmethod
+    def over(cls, connection: duckdb.DuckDBPyConnection, *, read_only: bool = False) -> DuckDBStore:
+        """A store over an open DuckDB connection (the database a user's session already has open): it works on
+        its own cursor, so it may run inside a UDF of that connection (the SQL procedures), and `close()`
+        closes only that cursor."""
+        store = cls.__new__(cls)
+        store.path = "this database"
+        store._lock = threading.Lock()
+        store._con = connection.cursor()
+        if not read_only:
+            store._create_schema()
+        return store
+
     # -- lifecycle -------------------------------------------------------------------------------------------
     def _create_schema(self) -> None:
         with self._lock:

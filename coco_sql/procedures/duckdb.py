@@ -1,0 +1,116 @@
+"""The procedures in DuckDB: `coco_sql.connect(path)` returns a connection on which
+
+    CALL coco_evolve('lockpicking6', 30, {'seed': 1, 'target': 1.0});
+    CALL coco_resume(1, 60);   CALL coco_status();   CALL coco_export(1);
+    CALL coco_eval('lockpicking6', 'SELECT id, 0 AS label FROM input', 'val');
+
+work, as do `FROM coco_status()` and prepared parameters. DuckDB 2.0 has no Python table functions and `CALL`
+needs a table function, so each procedure is a table macro (one overload per number of arguments, since macro
+parameters with defaults are named-only) around a Python UDF with side effects that returns a list of structs,
+unnested into rows (STACK-FACTS). Inside a UDF the calling connection is refused, so the handlers write through a
+cursor of it (`DuckDBStore.over`), in their own transaction. An error is the handler's one-line message, which
+DuckDB reports as `Invalid Input Error: Python exception occurred while executing the UDF: TaskError: ...`;
+nothing is written for a call that fails before its run starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from coco_sql.procedures import handlers
+from coco_sql.store import DuckDBStore
+
+# name -> (the handler, its parameters with DuckDB types, how many of them a call must give)
+_SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], ...], int]] = {
+    "coco_evolve": (
+        handlers.coco_evolve,
+        (("task", "VARCHAR"), ("budget", "INTEGER"), ("options", "JSON")),
+        1,
+    ),
+    "coco_resume": (handlers.coco_resume, (("run_id", "BIGINT"), ("budget", "INTEGER")), 1),
+    "coco_status": (handlers.coco_status, (("run_id", "BIGINT"),), 0),
+    "coco_export": (handlers.coco_export, (("run_id", "BIGINT"), ("form", "VARCHAR")), 0),
+    "coco_eval": (
+        handlers.coco_eval,
+        (("task", "VARCHAR"), ("program", "VARCHAR"), ("split", "VARCHAR")),
+        2,
+    ),
+}
+
+
+def connect(path: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection to `path` with coco-sql's tables and procedures installed."""
+    con = duckdb.connect(str(path))
+    install(con)
+    return con
+
+
+def install(con: duckdb.DuckDBPyConnection) -> None:
+    """Create coco-sql's tables (if missing) and its procedures (as temporary macros of this connection)."""
+    DuckDBStore.over(con).close()  # the schema
+    for name, (handler, params, required) in _SIGNATURES.items():
+        columns = handlers.COLUMNS[name]
+        returns = "STRUCT(" + ", ".join(f'"{c}" {t}' for c, t in columns) + ")[]"
+        con.create_function(
+            f"{name}_py",
+            _udf(con, handler, [t for _, t in params], [c for c, _ in columns]),
+            [duckdb.sqltype("VARCHAR" if t == "JSON" else t) for _, t in params],
+            duckdb.sqltype(returns),
+            side_effects=True,
+            null_handling="special",
+        )
+        con.execute(_macro(name, params, required))
+
+
+def _macro(name: str, params: Sequence[tuple[str, str]], required: int) -> str:
+    """One table-macro overload per accepted number of arguments; missing ones are NULL (the default)."""
+    overloads = []
+    for given in range(required, len(params) + 1):
+        names = [p for p, _ in params[:given]]
+        arguments = [
+            (f"CAST(to_json({p}) AS VARCHAR)" if t == "JSON" else p) if i < given else "NULL"
+            for i, (p, t) in enumerate(params)
+        ]
+        body = f"SELECT unnest({name}_py({', '.join(arguments)}), recursive := true)"
+        overloads.append(f"({', '.join(names)}) AS TABLE ({body})")
+    return f"CREATE OR REPLACE TEMP MACRO {name}" + ", ".join(overloads)
+
+
+def _udf(
+    con: duckdb.DuckDBPyConnection,
+    handler: Callable[..., list[dict]],
+    types: Sequence[str],
+    columns: Sequence[str],
+) -> Callable[..., list[dict[str, Any]]]:
+    def call(*arguments: Any) -> list[dict[str, Any]]:
+        values = [
+            json.loads(a) if t == "JSON" and a is not None else a
+            for a, t in zip(arguments, types, strict=True)
+        ]
+        store = DuckDBStore.over(con)
+        try:
+            rows = handler(store, *values)
+        finally:
+            store.close()
+        return [{c: _plain(row.get(c)) for c in columns} for row in rows]
+
+    fixed: dict[int, Callable[..., list[dict[str, Any]]]] = {  # DuckDB reads the arity off the signature
+        1: lambda a: call(a),
+        2: lambda a, b: call(a, b),
+        3: lambda a, b, c: call(a, b, c),
+    }
+    return fixed[len(types)]
+
+
+def _plain(value: Any) -> Any:
+    """Numpy and Decimal scalars as Python numbers (DuckDB's struct conversion takes plain values)."""
+    if hasattr(value, "item"):
+        return value.item()
+    if value is not None and type(value).__name__ == "Decimal":
+        return float(value)
+    return value

@@ -1,0 +1,107 @@
+"""The procedures, engine-neutral: each takes an open store and the SQL call's arguments and returns its rows as
+dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are its one-line `CocoError`s.
+
+    coco_evolve(task, budget, options)   a new run; options: RunConfig keys plus classify_model, completion_model
+    coco_resume(run_id, budget)          continue a run (to a larger budget)
+    coco_status(run_id)                  one row per run (or the one run)
+    coco_export(run_id, form)            the champion's code ('sql': as written)
+    coco_eval(task, program, split)      score one program on one split
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from coco_sql import api
+from coco_sql.errors import ConfigError
+from coco_sql.llm import AiConfig
+from coco_sql.store import Warehouse
+
+SUMMARY = (
+    ("run_id", "BIGINT"),
+    ("task", "VARCHAR"),
+    ("iterations", "BIGINT"),
+    ("champion_id", "VARCHAR"),
+    ("seed_val_score", "DOUBLE"),
+    ("champion_val_score", "DOUBLE"),
+    ("seed_test_score", "DOUBLE"),
+    ("champion_test_score", "DOUBLE"),
+)
+COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "coco_evolve": SUMMARY,
+    "coco_resume": SUMMARY,
+    "coco_status": (
+        ("run_id", "BIGINT"),
+        ("task", "VARCHAR"),
+        ("seed", "BIGINT"),
+        ("budget", "BIGINT"),
+        ("status", "VARCHAR"),
+        ("iterations", "BIGINT"),
+        ("best_val", "DOUBLE"),
+    ),
+    "coco_export": (
+        ("run_id", "BIGINT"),
+        ("program_id", "VARCHAR"),
+        ("val_score", "DOUBLE"),
+        ("form", "VARCHAR"),
+        ("code", "VARCHAR"),
+    ),
+    "coco_eval": (
+        ("task", "VARCHAR"),
+        ("split", "VARCHAR"),
+        ("score", "DOUBLE"),
+        ("rows", "BIGINT"),
+        ("failing_rows", "BIGINT"),
+        ("error", "VARCHAR"),
+    ),
+}
+AI_OPTIONS = ("classify_model", "completion_model")
+EXPORT_FORMS = ("sql",)
+
+
+def coco_evolve(
+    store: Warehouse, task: str, budget: int | None, options: Mapping[str, Any] | None
+) -> list[dict]:
+    run_options, ai = _split_options(options or {})
+    summary = api.evolve(task, db=store, budget=60 if budget is None else budget, options=run_options, ai=ai)
+    return [summary.as_dict()]
+
+
+def coco_resume(store: Warehouse, run_id: int, budget: int | None) -> list[dict]:
+    return [api.resume(run_id, db=store, budget=budget).as_dict()]
+
+
+def coco_status(store: Warehouse, run_id: int | None) -> list[dict]:
+    rows = api.status(db=store)
+    if run_id is not None:
+        api.resolve_run(store, run_id)
+        rows = [row for row in rows if row["run_id"] == run_id]
+    return rows
+
+
+def coco_export(store: Warehouse, run_id: int | None, form: str | None) -> list[dict]:
+    form = form or "sql"
+    if form not in EXPORT_FORMS:
+        raise ConfigError(f"unknown export form {form!r} (known: {', '.join(EXPORT_FORMS)})")
+    champion = api.export(run_id, db=store)
+    return [
+        {
+            "run_id": champion.run_id,
+            "program_id": champion.program_id,
+            "val_score": champion.val_score,
+            "form": form,
+            "code": champion.code,
+        }
+    ]
+
+
+def coco_eval(store: Warehouse, task: str, program: str, split: str | None) -> list[dict]:
+    return [api.evaluate(task, program, split or "val").as_dict()]
+
+
+def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], AiConfig | None]:
+    """RunConfig keys apart from the AI model choices (which configure the AI functions, not the run)."""
+    run_options = {k: v for k, v in options.items() if k not in AI_OPTIONS}
+    models = {k: str(v) for k, v in options.items() if k in AI_OPTIONS and v is not None}
+    return run_options, (AiConfig.from_environment(**models) if models else None)
