@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
-from coco_sql.errors import ConfigError, StoreError
+from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages import Language
+from coco_sql.languages import Language, language_for
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
@@ -30,6 +30,7 @@ from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
 from coco_sql.store import DuckDBStore, Warehouse
 from coco_sql.tasks import TaskPack, load_task
+from coco_sql.tasks.from_rows import check_options, task_from_rows
 
 Store = str | Path | Warehouse
 Task = str | Path | TaskPack
@@ -44,6 +45,7 @@ __all__ = [
     "evaluate",
     "evolve",
     "export",
+    "register_task",
     "resume",
     "status",
 ]
@@ -89,9 +91,9 @@ def evolve(
     """Start a new run of `task` in `db` and run it to its budget (or its target). `options` are RunConfig keys
     (seed, policy, mutator, mutator_settings, islands, targeting, admission, history, target, ...); an unknown
     key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests, extensions)."""
-    pack = _task(task)
     config = RunConfig.from_dict({**dict(options or {}), "budget": budget})
     with _open(db) as store:
+        pack = _task(task, store)
         loop = EvolutionLoop(
             store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
         )
@@ -115,23 +117,30 @@ def resume(
     if isinstance(db, str | Path) and not Path(db).exists():
         raise StoreError(f"no coco-sql database at {db} to resume")
     with _open(db) as store:
-        pack = _task(task) if task is not None else None
+        pack = _task(task, store) if task is not None else None
         if run_id is None:
             run_id = store.latest_run_id(pack.name if pack is not None else None)
             if run_id is None:
                 what = f"of task {pack.name!r} " if pack is not None else ""
                 raise StoreError(f"no run {what}in {_describe(db)} to resume")
         if pack is None:
-            pack = _task(store.get_run(run_id).task)
+            pack = _task(store.get_run(run_id).task, store)
         loop = EvolutionLoop(
             store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
         )
         return loop.resume(run_id, budget=budget)
 
 
-def evaluate(task: Task, code: str, split: str = "val", *, ai: AiConfig | None = None) -> Evaluation:
-    """Score one program on one split of `task` (test included: this is a report, not a search)."""
-    pack = _task(task)
+def evaluate(
+    task: Task, code: str, split: str = "val", *, ai: AiConfig | None = None, db: Store | None = None
+) -> Evaluation:
+    """Score one program on one split of `task` (test included: this is a report, not a search). With `db`, a
+    task registered there from warehouse rows is found too."""
+    if db is None:
+        pack = _task(task)
+    else:
+        with _open(db, read_only=True) as store:
+            pack = _task(task, store)
     runtime = AiRuntime(ai or AiConfig.from_environment()) if pack.uses_ai else None
     evaluator = Evaluator(pack, (split,), ai=runtime)
     try:
@@ -150,6 +159,22 @@ def evaluate(task: Task, code: str, split: str = "val", *, ai: AiConfig | None =
         latency_ms=outcome.latency_ms,
         outcome=outcome,
     )
+
+
+def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Store) -> dict[str, Any]:
+    """Register task `name` over the rows of `source` (a table name or a query in `db`), checked like a pack and
+    stored with its rows (`tasks`, `task_rows`). Returns its name, rows and split sizes. Nothing is written when
+    the source, the options or the rows are wrong."""
+    with _open(db) as store:
+        check_options(name, options)
+        rows, types = store.read_source(source)
+        pack = task_from_rows(name, source, options, rows, types)
+        try:
+            language_for(pack).validate(pack.seed_program)
+        except CandidateRejected as rejection:
+            raise TaskError(f"task {name!r}: option 'seed_program' is rejected: {rejection}") from None
+        store.register_task(name, source, options, types, rows)
+    return {"task": name, "rows": len(rows), **{s: len(pack.split(s)) for s in ("train", "val", "test")}}
 
 
 def status(*, db: Store) -> list[dict[str, Any]]:
@@ -180,11 +205,16 @@ def resolve_run(store: Warehouse, run_id: int | None, db: Store = "the store") -
 
 
 # -- internals -----------------------------------------------------------------------------------------------
-def _task(task: Task) -> TaskPack:
+def _task(task: Task, store: Warehouse | None = None) -> TaskPack:
+    """A loaded task: as given, registered in `store` from warehouse rows, or a pack on disk."""
     if isinstance(task, TaskPack):
         return task
     if not isinstance(task, str | Path) or not str(task):
         raise ConfigError(f"a task is a pack name or directory, got {task!r}")
+    registered = store.registered_task(str(task)) if store is not None and isinstance(task, str) else None
+    if registered is not None:
+        source, options, types, rows = registered
+        return task_from_rows(str(task), source, options, rows, types)
     return load_task(task)
 
 

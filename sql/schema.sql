@@ -151,3 +151,18 @@ CREATE TABLE IF NOT EXISTS ai_calls (  -- every provider call (cache misses), in
     error         VARCHAR,
     created_at    TIMESTAMP NOT NULL
 );
+
+CREATE TABLE IF NOT EXISTS tasks (  -- tasks registered from warehouse rows (coco_task), with their options
+    name         VARCHAR NOT NULL,
+    source       VARCHAR NOT NULL,   -- the table or query the rows came from
+    options      JSON NOT NULL,
+    column_types JSON NOT NULL,      -- the source's columns, in order, with their DuckDB types
+    n_rows       BIGINT NOT NULL,
+    created_at   TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS task_rows (  -- a registered task's rows as they were when it was registered
+    task     VARCHAR NOT NULL,
+    position BIGINT NOT NULL,
+    row_data JSON NOT NULL
+);

@@ -120,3 +120,97 @@ def test_the_sql_command_runs_a_call_and_gives_one_error_line(tmp_path: Path) ->
     assert failed.stderr.splitlines() == [
         "coco-sql: error: no task named 'nosuch' (known: goemotions, hotpotqa_type, lockpicking6, tsp_construct)"
     ]
+
+
+SIGNALS = """
+CREATE TABLE signals AS
+SELECT 's' || lpad(i::VARCHAR, 3, '0') AS id, ['red', 'green', 'amber', 'blue'][1 + i % 4] AS color, i % 7 AS speed,
+       CASE ['red', 'green', 'amber', 'blue'][1 + i % 4] WHEN 'red' THEN 'stop' WHEN 'green' THEN 'go' ELSE 'wait' END
+           AS action
+FROM range(80) t(i)
+"""
+SIGNALS_TASK = (
+    "CALL coco_task('signals', 'signals', {'label': 'action', 'dialect': 'duckdb', 'seed_program': "
+    "'SELECT id, CASE WHEN color = ''blue'' THEN ''go'' ELSE ''wait'' END AS action FROM input'})"
+)
+
+
+def test_a_task_from_the_users_own_table_evolves_like_the_cli(tmp_path: Path) -> None:
+    db = tmp_path / "warehouse.duckdb"
+    con = coco_sql.connect(db)
+    con.execute(SIGNALS)
+    assert con.execute(SIGNALS_TASK).fetchall() == [("signals", 80, 40, 24, 16)]
+    (summary,) = con.execute("CALL coco_evolve('signals', 6, {'seed': 1})").fetchall()
+    run_id, _, iterations, champion_id, seed_val, champion_val, _, champion_test = summary
+    assert iterations == 6 and champion_val > seed_val
+    best = con.execute(
+        "SELECT program_id FROM leaderboard WHERE run_id = ? ORDER BY val_rank, iteration LIMIT 1", [run_id]
+    ).fetchone()
+    assert best == (champion_id,)
+    assert con.execute("SELECT count(*) FROM ledger WHERE run_id = ?", [run_id]).fetchone() == (6,)
+    assert con.execute(
+        "SELECT count(DISTINCT instance_id) FROM evaluations WHERE run_id = ? AND split = 'val'", [run_id]
+    ).fetchone() == (24,)
+    code = con.execute("SELECT code FROM coco_export(?)", [run_id]).fetchone()[0]
+    # the source grows after registration: the task keeps the rows it was registered with
+    con.execute("INSERT INTO signals SELECT 'extra', 'red', 0, 'go'")
+    con.close()
+
+    cli = subprocess.run(
+        [sys.executable, "-m", "coco_sql.cli", "evolve", "signals", "--budget", "6", "--seed", "1",
+         "--db", str(db), "--json", "--quiet"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    from_cli = json.loads(cli.stdout.splitlines()[-1])
+    assert from_cli["champion_id"].split("-")[1] == champion_id.split("-")[1]
+    assert (from_cli["champion_val_score"], from_cli["champion_test_score"]) == (champion_val, champion_test)
+    with duckdb.connect(str(db), read_only=True) as check:
+        programs = check.execute("SELECT code FROM programs WHERE program_id = ?", [from_cli["champion_id"]])
+        assert programs.fetchone() == (code,)
+
+
+BAD_TASKS = {
+    "missing label column": (
+        "CALL coco_task('t', 'signals', {'label': 'verdict', 'seed_program': 'SELECT id, 1 AS verdict FROM input'})",
+        "option 'label' names column 'verdict', which 'signals' does not have",
+    ),
+    "failing source": (
+        "CALL coco_task('t', 'SELECT * FROM nowhere', {'label': 'action', 'seed_program': 'x'})",
+        "the source 'SELECT \\* FROM nowhere' fails: Catalog Error",
+    ),
+    "label of the wrong type": (
+        "CALL coco_task('t', 'SELECT id, color, [speed] AS action FROM signals', "
+        "{'label': 'action', 'seed_program': 'SELECT id, 1 AS action FROM input'})",
+        "the label column 'action' is BIGINT\\[\\]",
+    ),
+    "empty source": (
+        "CALL coco_task('t', 'SELECT * FROM signals WHERE false', "
+        "{'label': 'action', 'seed_program': 'SELECT id, 1 AS action FROM input'})",
+        "has no rows",
+    ),
+    "bad option name": ("CALL coco_task('t', 'signals', {'labl': 'action'})", "unknown option 'labl'"),
+    "seed program without the label": (
+        "CALL coco_task('t', 'signals', {'label': 'action', 'seed_program': 'SELECT id FROM input'})",
+        "option 'seed_program' is rejected",
+    ),
+    "bad scorer": (
+        "CALL coco_task('t', 'signals', {'label': 'action', 'scorer': 'bogus', "
+        "'seed_program': 'SELECT id, 1 AS action FROM input'})",
+        "option 'scorer': must be one of",
+    ),
+}
+
+
+@pytest.mark.parametrize("call", BAD_TASKS.values(), ids=BAD_TASKS.keys())
+def test_a_bad_task_is_one_clear_error_and_writes_nothing(tmp_path: Path, call: tuple[str, str]) -> None:
+    con = coco_sql.connect(tmp_path / "bad.duckdb")
+    con.execute(SIGNALS)
+    statement, message = call
+    with pytest.raises(duckdb.Error, match=message) as caught:
+        con.execute(statement).fetchall()
+    assert "\n" not in str(caught.value).strip()
+    assert con.execute(
+        "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM task_rows)"
+    ).fetchone() == (0, 0)
+    con.close()

@@ -1,6 +1,7 @@
 """The procedures in DuckDB: `coco_sql.connect(path)` returns a connection on which
 
-    CALL coco_evolve('lockpicking6', 30, {'seed': 1, 'target': 1.0});
+    CALL coco_task('reviews', 'reviews', {'label': 'label', 'seed_program': 'SELECT id, ... FROM input'});
+    CALL coco_evolve('reviews', 30, {'seed': 1, 'target': 1.0});
     CALL coco_resume(1, 60);   CALL coco_status();   CALL coco_export(1);
     CALL coco_eval('lockpicking6', 'SELECT id, 0 AS label FROM input', 'val');
 
@@ -27,6 +28,7 @@ from coco_sql.store import DuckDBStore
 
 # name -> (the handler, its parameters with DuckDB types, how many of them a call must give)
 _SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], ...], int]] = {
+    "coco_task": (handlers.coco_task, (("name", "VARCHAR"), ("source", "VARCHAR"), ("options", "JSON")), 2),
     "coco_evolve": (
         handlers.coco_evolve,
         (("task", "VARCHAR"), ("budget", "INTEGER"), ("options", "JSON")),

@@ -1,6 +1,7 @@
 """The procedures, engine-neutral: each takes an open store and the SQL call's arguments and returns its rows as
 dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are its one-line `CocoError`s.
 
+    coco_task(name, source, options)     register a task over a table or query's rows (tasks.from_rows)
     coco_evolve(task, budget, options)   a new run; options: RunConfig keys plus classify_model, completion_model
     coco_resume(run_id, budget)          continue a run (to a larger budget)
     coco_status(run_id)                  one row per run (or the one run)
@@ -29,6 +30,13 @@ SUMMARY = (
     ("champion_test_score", "DOUBLE"),
 )
 COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "coco_task": (
+        ("task", "VARCHAR"),
+        ("rows", "BIGINT"),
+        ("train", "BIGINT"),
+        ("val", "BIGINT"),
+        ("test", "BIGINT"),
+    ),
     "coco_evolve": SUMMARY,
     "coco_resume": SUMMARY,
     "coco_status": (
@@ -58,6 +66,10 @@ COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
 }
 AI_OPTIONS = ("classify_model", "completion_model")
 EXPORT_FORMS = ("sql",)
+
+
+def coco_task(store: Warehouse, name: str, source: str, options: Mapping[str, Any] | None) -> list[dict]:
+    return [api.register_task(name, source, options or {}, db=store)]
 
 
 def coco_evolve(
@@ -97,7 +109,7 @@ def coco_export(store: Warehouse, run_id: int | None, form: str | None) -> list[
 
 
 def coco_eval(store: Warehouse, task: str, program: str, split: str | None) -> list[dict]:
-    return [api.evaluate(task, program, split or "val").as_dict()]
+    return [api.evaluate(task, program, split or "val", db=store).as_dict()]
 
 
 def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], AiConfig | None]:

@@ -99,6 +99,21 @@ class Warehouse(Protocol):
         """
         ...
 
+    def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
+        """The rows of a user's table or query (a task's source) and its columns' types; StoreError if it fails.
+        The store's one method that runs the user's own SQL (never a candidate's)."""
+        ...
+
+    def register_task(
+        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+    ) -> None:
+        """Store a task's options and its rows as they are now (`tasks`, `task_rows`)."""
+        ...
+
+    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
+        """(source, options, column types, rows) of a task registered in this store, or None."""
+        ...
+
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Run the named report query of `coco_sql.store.report_sql.QUERIES` (as `history`, for the read models
         of `coco_sql.report`)."""

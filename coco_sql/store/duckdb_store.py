@@ -477,6 +477,60 @@ class DuckDBStore:
         )
         return (self.program(rows[0][0]), float(rows[0][1])) if rows else None
 
+    # -- tasks from warehouse rows ----------------------------------------------------------------------------
+    def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
+        """The rows of a user's table or query (`coco_task`'s source) and its columns' DuckDB types."""
+        query = f"SELECT * FROM {source}" if _IDENTIFIER.fullmatch(source.strip()) else source
+        try:
+            with self._lock:
+                types = {row[0]: row[1] for row in self._con.execute(f"DESCRIBE {query}").fetchall()}
+                rows = self._con.execute(query).df()
+        except duckdb.Error as error:
+            raise StoreError(f"the source {source!r} fails: {_first_line(error)}") from None
+        return rows, types
+
+    def register_task(
+        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+    ) -> None:
+        """Store a task's options and rows (replacing an earlier registration no run has used)."""
+        with self._lock:
+            used = self._con.execute("SELECT count(*) FROM runs WHERE task = ?", [name]).fetchone()
+            if used and used[0]:
+                raise StoreError(f"task {name!r} already has runs; register the new rows under another name")
+            self._con.execute("BEGIN TRANSACTION")
+            try:
+                self._con.execute("DELETE FROM tasks WHERE name = ?", [name])
+                self._con.execute("DELETE FROM task_rows WHERE task = ?", [name])
+                self._con.execute(
+                    "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, now())",
+                    [name, source, to_json(options), to_json(dict(types)), len(rows)],
+                )
+                self._con.register("_coco_task_rows", rows)
+                self._con.execute(
+                    "INSERT INTO task_rows SELECT ?, row_number() OVER () - 1, to_json(r) FROM _coco_task_rows r",
+                    [name],
+                )
+                self._con.unregister("_coco_task_rows")
+                self._con.execute("COMMIT")
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+
+    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
+        """(source, options, column types, rows) of a registered task, or None."""
+        with self._lock:
+            found = self._con.execute(
+                "SELECT source, options, column_types FROM tasks WHERE name = ?", [name]
+            ).fetchone()
+            if found is None:
+                return None
+            data = self._con.execute(
+                "SELECT row_data FROM task_rows WHERE task = ? ORDER BY position", [name]
+            ).fetchall()
+        types = json.loads(found[2])
+        rows = pd.DataFrame([json.loads(r[0]) for r in data], columns=list(types))
+        return found[0], json.loads(found[1]), types, rows
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         with self._lock:
             return self._con.execute(sql, list(params)).df()
@@ -514,6 +568,9 @@ class DuckDBStore:
         if row is None and not allow_none:
             raise StoreError(f"query returned no row: {sql}")
         return row
+
+
+_IDENTIFIER = re.compile(r'[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*){0,2}|"[^"]+"')
 
 
 def _program(row: tuple[Any, ...]) -> ProgramRecord:

@@ -1,0 +1,186 @@
+"""Tasks from warehouse rows: `coco_task(name, source, options)` turns a table or query into a task.
+
+The rows are materialised when the task is registered (the store's `tasks` and `task_rows` tables) and the splits
+are fixed by the stored split seed, so a run stays reproducible when the source table grows later. A registered
+task is loaded through the same loader as a pack on disk: its options are written as a task.toml beside the rows
+(in a temporary folder), so every check a pack gets, a table gets too; errors name the option, not the file.
+
+Options (a JSON object; unknown keys are errors):
+
+    label              required: the label column
+    seed_program       required: the SQL program to start from (over the relation `input`)
+    input_columns      the input columns (default: every column but the id and the label)
+    id_column          default "id" (ids are read as strings and must be unique)
+    output             the program's output column (default: the label column's name)
+    output_type        INTEGER | DOUBLE | VARCHAR | BOOLEAN | VARCHAR[] (default: from the label column's type)
+    scorer             exact (default) | numeric | multilabel_f1 | token_match
+    allowed_functions  extra functions, e.g. ["AI_CLASSIFY"]
+    dialect            snowflake (default) | duckdb: the dialect programs are written in
+    train_fraction     0.5;  test_fraction 0.2;  split_seed 0
+    timeout_seconds    10.0; description "rows of <source>"
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from coco_sql.errors import TaskError
+from coco_sql.tasks.loader import TaskPack, load_task
+
+OPTIONS = (
+    "label", "seed_program", "input_columns", "id_column", "output", "output_type", "scorer", "allowed_functions",
+    "dialect", "train_fraction", "test_fraction", "split_seed", "timeout_seconds", "description",
+)  # fmt: skip
+_CONTRACT_OF = {"BOOLEAN": "BOOLEAN", "VARCHAR": "VARCHAR", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE"}
+_INTEGERS = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+)
+# task.toml keys -> the option a user wrote, for error messages
+_OPTION_OF = {
+    "data.expected_column": "label", "data.input_columns": "input_columns", "data.id_column": "id_column",
+    "contract.output": "output", "contract.type": "output_type", "scorer.kind": "scorer",
+    "program.allowed_functions": "allowed_functions", "program.seed": "seed_program", "dialect": "dialect",
+    "splits.train_fraction": "train_fraction", "splits.test_fraction": "test_fraction",
+    "splits.seed": "split_seed", "program.timeout_seconds": "timeout_seconds", "data.pool": "source",
+}  # fmt: skip
+
+
+def check_options(name: str, options: Mapping[str, Any]) -> None:
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TaskError(f"task {name!r}: unknown option {unknown[0]!r} (options: {', '.join(OPTIONS)})")
+    for required in ("label", "seed_program"):
+        if not options.get(required):
+            raise TaskError(f"task {name!r}: option {required!r} is required")
+
+
+def task_from_rows(
+    name: str, source: str, options: Mapping[str, Any], rows: pd.DataFrame, types: Mapping[str, str]
+) -> TaskPack:
+    """The task `name` over `rows` (the source's columns, with their DuckDB `types`), checked like a pack."""
+    check_options(name, options)
+    id_column = str(options.get("id_column", "id"))
+    label = str(options["label"])
+    for role, column in (("id_column", id_column), ("label", label)):
+        if column not in rows.columns:
+            raise TaskError(
+                f"task {name!r}: option {role!r} names column {column!r}, which {source!r} does not have "
+                f"(columns: {', '.join(rows.columns)})"
+            )
+    if rows.empty:
+        raise TaskError(f"task {name!r}: {source!r} has no rows")
+    inputs = list(options.get("input_columns") or [c for c in rows.columns if c not in (id_column, label)])
+    missing = [c for c in inputs if c not in rows.columns]
+    if missing:
+        raise TaskError(
+            f"task {name!r}: option 'input_columns' names {missing[0]!r}, which {source!r} does not have"
+        )
+    output_type = str(options.get("output_type") or _contract_type(name, label, types[label]))
+    with tempfile.TemporaryDirectory(prefix="coco-task-") as folder:
+        root = Path(folder) / name
+        (root / "data").mkdir(parents=True)
+        table = rows[[id_column, *inputs, label]].copy()
+        table[label] = [_cell(v, output_type) for v in table[label]]
+        for column in inputs:
+            table[column] = [_cell(v, types[column]) for v in table[column]]
+        table.to_csv(root / "data" / "pool.csv", index=False)
+        (root / "seed.sql").write_text(str(options["seed_program"]))
+        (root / "task.toml").write_text(
+            _toml(name, source, options, id_column, label, {c: types[c] for c in inputs}, output_type)
+        )
+        try:
+            return load_task(root)
+        except TaskError as error:
+            raise TaskError(_in_options(name, str(error))) from None
+
+
+def _contract_type(name: str, label: str, duckdb_type: str) -> str:
+    base = duckdb_type.upper()
+    if base in _INTEGERS:
+        return "INTEGER"
+    if base.startswith("DECIMAL"):
+        return "DOUBLE"
+    if base in ("VARCHAR[]", "TEXT[]"):
+        return "VARCHAR[]"
+    if base in _CONTRACT_OF:
+        return _CONTRACT_OF[base]
+    raise TaskError(
+        f"task {name!r}: the label column {label!r} is {duckdb_type}; a label must be INTEGER, DOUBLE, VARCHAR, "
+        "BOOLEAN or VARCHAR[] (cast it in the source query, or set option 'output_type')"
+    )
+
+
+def _cell(value: Any, type_: str) -> str:
+    """One CSV cell the loader reads back as `type_` (lists of labels joined with ';', other lists as JSON)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, list | tuple):
+        return ";".join(map(str, value)) if type_.upper() == "VARCHAR[]" else json.dumps(list(value))
+    return str(value)
+
+
+def _toml(
+    name: str,
+    source: str,
+    options: Mapping[str, Any],
+    id_column: str,
+    label: str,
+    inputs: Mapping[str, str],
+    output_type: str,
+) -> str:
+    q = json.dumps  # a JSON string is a valid TOML basic string
+    lines = [
+        f"name = {q(name)}",
+        f"description = {q(str(options.get('description') or f'rows of {source}'))}",
+        f"dialect = {q(str(options.get('dialect', 'snowflake')))}",
+        "[data]",
+        'pool = "data/pool.csv"',
+        f"id_column = {q(id_column)}",
+        f"expected_column = {q(label)}",
+        "[data.input_columns]",
+        *(f"{q(column)} = {q(type_)}" for column, type_ in inputs.items()),
+        "[splits]",
+        f"seed = {int(options.get('split_seed', 0))}",
+        'mode = "partition"',
+        f"train_fraction = {float(options.get('train_fraction', 0.5))}",
+        f"test_fraction = {float(options.get('test_fraction', 0.2))}",
+        "[contract]",
+        f"output = {q(str(options.get('output') or label))}",
+        f"type = {q(output_type)}",
+        "[scorer]",
+        f"kind = {q(str(options.get('scorer', 'exact')))}",
+        "[program]",
+        'seed = "seed.sql"',
+        f"allowed_functions = {q([str(f) for f in options.get('allowed_functions') or []])}",
+        f"timeout_seconds = {float(options.get('timeout_seconds', 10.0))}",
+        "[source]",
+        f"name = {q(source)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _in_options(name: str, message: str) -> str:
+    """A loader message about the generated task.toml, as a message about the user's options."""
+    message = re.sub(r"^\S*task\.toml: ", "", message)
+    message = re.sub(r"^\S*seed\.sql", "option 'seed_program'", message)
+    message = re.sub(
+        r"key '([\w.]+)'", lambda m: f"option {_OPTION_OF.get(m.group(1), m.group(1))!r}", message
+    )
+    return f"task {name!r}: {message}"
