@@ -46,7 +46,9 @@ _SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], .
 
 
 def connect(path: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection to `path` with coco-sql's tables and procedures installed."""
+    """A DuckDB connection to `path` (its folder is created) with coco-sql's tables and procedures installed."""
+    if str(path) != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(path))
     install(con)
     return con
