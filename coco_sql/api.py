@@ -29,7 +29,7 @@ from coco_sql.report import read_models
 from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
 from coco_sql.store import DuckDBStore, Warehouse
-from coco_sql.tasks import TaskPack, load_task
+from coco_sql.tasks import TaskPack, list_tasks, load_task
 from coco_sql.tasks.from_rows import check_options, task_from_rows
 
 Store = str | Path | Warehouse
@@ -92,8 +92,8 @@ def evolve(
     (seed, policy, mutator, mutator_settings, islands, targeting, admission, history, target, ...); an unknown
     key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests, extensions)."""
     config = RunConfig.from_dict({**dict(options or {}), "budget": budget})
+    pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
     with _open(db) as store:
-        pack = _task(task, store)
         loop = EvolutionLoop(
             store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
         )
@@ -136,11 +136,7 @@ def evaluate(
 ) -> Evaluation:
     """Score one program on one split of `task` (test included: this is a report, not a search). With `db`, a
     task registered there from warehouse rows is found too."""
-    if db is None:
-        pack = _task(task)
-    else:
-        with _open(db, read_only=True) as store:
-            pack = _task(task, store)
+    pack = _task(task) if db is None else _resolve_task(task, db)
     runtime = AiRuntime(ai or AiConfig.from_environment()) if pack.uses_ai else None
     evaluator = Evaluator(pack, (split,), ai=runtime)
     try:
@@ -165,8 +161,10 @@ def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Sto
     """Register task `name` over the rows of `source` (a table name or a query in `db`), checked like a pack and
     stored with its rows (`tasks`, `task_rows`). Returns its name, rows and split sizes. Nothing is written when
     the source, the options or the rows are wrong."""
+    check_options(name, options)
+    if name in {info.name for info in list_tasks()}:
+        raise TaskError(f"task {name!r} is already a task pack on disk; register the rows under another name")
     with _open(db) as store:
-        check_options(name, options)
         rows, types = store.read_source(source)
         pack = task_from_rows(name, source, options, rows, types)
         try:
@@ -206,16 +204,33 @@ def resolve_run(store: Warehouse, run_id: int | None, db: Store = "the store") -
 
 # -- internals -----------------------------------------------------------------------------------------------
 def _task(task: Task, store: Warehouse | None = None) -> TaskPack:
-    """A loaded task: as given, registered in `store` from warehouse rows, or a pack on disk."""
+    """A loaded task: as given, a pack on disk, or (a name no pack has) one registered in `store`."""
     if isinstance(task, TaskPack):
         return task
     if not isinstance(task, str | Path) or not str(task):
         raise ConfigError(f"a task is a pack name or directory, got {task!r}")
-    registered = store.registered_task(str(task)) if store is not None and isinstance(task, str) else None
-    if registered is not None:
-        source, options, types, rows = registered
-        return task_from_rows(str(task), source, options, rows, types)
-    return load_task(task)
+    try:
+        return load_task(task)
+    except TaskError:
+        registered = store.registered_task(task) if store is not None and isinstance(task, str) else None
+        if registered is None:
+            raise
+    source, options, types, rows = registered
+    return task_from_rows(str(task), source, options, rows, types)
+
+
+def _resolve_task(task: Task, db: Store) -> TaskPack:
+    """`_task` with the store at `db` opened only when the name is not a pack, read-only, and only if it exists:
+    looking a task up never creates or locks a database."""
+    if not isinstance(db, str | Path):
+        return _task(task, db)
+    try:
+        return _task(task)
+    except TaskError:
+        if not (isinstance(task, str) and Path(db).exists()):
+            raise
+    with _open(db, read_only=True) as store:
+        return _task(task, store)
 
 
 @contextlib.contextmanager
