@@ -13,8 +13,9 @@ either by name/path or as a loaded `TaskPack`, and run options as a plain mappin
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummar
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import Language, language_for
+from coco_sql.languages.sql_export import export_form
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
@@ -187,10 +189,25 @@ def cost(run_id: int | None = None, *, db: Store) -> CostReport:
         return read_models.cost(store, resolve_run(store, run_id, db))
 
 
-def export(run_id: int | None = None, *, db: Store) -> Champion:
-    """The champion of run `run_id` (default: the latest run): its code and validation score."""
+def export(run_id: int | None = None, *, db: Store, form: str = "sql", source: str | None = None) -> Champion:
+    """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
+    sql, duckdb_view, snowflake_view, dbt). The view and dbt forms read `source` instead of `input`: by default
+    the table a registered task came from, else `input`."""
     with _open(db, read_only=True) as store:
-        return read_models.champion(store, resolve_run(store, run_id, db))
+        run_id = resolve_run(store, run_id, db)
+        champion = read_models.champion(store, run_id)
+        task = store.get_run(run_id).task
+        if form != "sql" and source is None:
+            registered = store.registered_task(task)
+            source = registered[0] if registered is not None and _is_table_name(registered[0]) else "input"
+    if form == "sql":
+        return champion
+    if champion.language != "sql":
+        raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {champion.language}")
+    code = export_form(
+        champion.code, champion.dialect, form, name=f"coco_{task}_champion", source=source or "input"
+    )
+    return replace(champion, code=code)
 
 
 def resolve_run(store: Warehouse, run_id: int | None, db: Store = "the store") -> int:
@@ -217,6 +234,10 @@ def _task(task: Task, store: Warehouse | None = None) -> TaskPack:
             raise
     source, options, types, rows = registered
     return task_from_rows(str(task), source, options, rows, types)
+
+
+def _is_table_name(source: str) -> bool:
+    return re.fullmatch(r"[A-Za-z_][\w$]*(\.[A-Za-z_][\w$]*){0,2}", source.strip()) is not None
 
 
 def _resolve_task(task: Task, db: Store) -> TaskPack:

@@ -136,6 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="print a run's champion SQL")
     export.add_argument("--db", default=DEFAULT_DB)
     export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    export.add_argument(
+        "--form", default="sql", help="sql (as written) | duckdb_view | snowflake_view | dbt (a model file)"
+    )
+    export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
     export.set_defaults(handler=cmd_export)
 
     sql = commands.add_parser(
@@ -322,11 +326,12 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    champion = api.export(args.run, db=args.db)
-    print(
-        f"-- coco-sql champion {champion.program_id} of run {champion.run_id} "
-        f"(validation score {champion.val_score:.4f})"
-    )
+    champion = api.export(args.run, db=args.db, form=args.form, source=args.source)
+    if args.form != "dbt":  # a dbt model starts with its config block
+        print(
+            f"-- coco-sql champion {champion.program_id} of run {champion.run_id} "
+            f"(validation score {champion.val_score:.4f})"
+        )
     print(champion.code.rstrip())
     return 0
 

@@ -152,6 +152,24 @@ def test_a_task_from_the_users_own_table_evolves_like_the_cli(tmp_path: Path) ->
         "SELECT count(DISTINCT instance_id) FROM evaluations WHERE run_id = ? AND split = 'val'", [run_id]
     ).fetchone() == (24,)
     code = con.execute("SELECT code FROM coco_export(?)", [run_id]).fetchone()[0]
+
+    # the champion where it will run: a DuckDB view over the user's table (executed here), a Snowflake view and
+    # a dbt model (parsed back by sqlglot in Snowflake's dialect inside export_form)
+    view = con.execute("SELECT code FROM coco_export(?, 'duckdb_view')", [run_id]).fetchone()[0]
+    con.execute(view)
+    answers = dict(con.execute("SELECT id, action FROM coco_signals_champion").fetchall())
+    assert len(answers) == 80
+    scored = con.execute(
+        "SELECT instance_id, output FROM evaluations WHERE program_id = ? AND split = 'val'", [champion_id]
+    ).fetchall()
+    assert {i: json.loads(o) for i, o in scored} == {i: answers[i] for i, _ in scored}
+    snowflake = con.execute("SELECT code FROM coco_export(?, 'snowflake_view')", [run_id]).fetchone()[0]
+    assert (
+        snowflake.startswith("CREATE OR REPLACE VIEW coco_signals_champion AS")
+        and "FROM signals" in snowflake
+    )
+    dbt = con.execute("SELECT code FROM coco_export(?, 'dbt')", [run_id]).fetchone()[0]
+    assert dbt.startswith("{{ config(materialized='view') }}") and "{{ ref('signals') }}" in dbt
     # the source grows after registration: the task keeps the rows it was registered with
     con.execute("INSERT INTO signals SELECT 'extra', 'red', 0, 'go'")
     con.close()

@@ -5,7 +5,7 @@ dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are
     coco_evolve(task, budget, options)   a new run; options: RunConfig keys plus classify_model, completion_model
     coco_resume(run_id, budget)          continue a run (to a larger budget)
     coco_status(run_id)                  one row per run (or the one run)
-    coco_export(run_id, form)            the champion's code ('sql': as written)
+    coco_export(run_id, form)            the champion: sql (as written), duckdb_view, snowflake_view or dbt
     coco_eval(task, program, split)      score one program on one split
 """
 
@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from coco_sql import api
-from coco_sql.errors import ConfigError
 from coco_sql.llm import AiConfig
 from coco_sql.store import Warehouse
 
@@ -65,7 +64,6 @@ COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 AI_OPTIONS = ("classify_model", "completion_model")
-EXPORT_FORMS = ("sql",)
 
 
 def coco_task(store: Warehouse, name: str, source: str, options: Mapping[str, Any] | None) -> list[dict]:
@@ -94,9 +92,7 @@ def coco_status(store: Warehouse, run_id: int | None) -> list[dict]:
 
 def coco_export(store: Warehouse, run_id: int | None, form: str | None) -> list[dict]:
     form = form or "sql"
-    if form not in EXPORT_FORMS:
-        raise ConfigError(f"unknown export form {form!r} (known: {', '.join(EXPORT_FORMS)})")
-    champion = api.export(run_id, db=store)
+    champion = api.export(run_id, db=store, form=form)
     return [
         {
             "run_id": champion.run_id,
