@@ -96,10 +96,7 @@ def evolve(
     config = RunConfig.from_dict({**dict(options or {}), "budget": budget})
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
     with _open(db) as store:
-        loop = EvolutionLoop(
-            store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
-        )
-        return loop.start(config)
+        return _loop(store, pack, ai, progress, language, mutator, policy).start(config)
 
 
 def resume(
@@ -127,10 +124,7 @@ def resume(
                 raise StoreError(f"no run {what}in {_describe(db)} to resume")
         if pack is None:
             pack = _task(store.get_run(run_id).task, store)
-        loop = EvolutionLoop(
-            store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
-        )
-        return loop.resume(run_id, budget=budget)
+        return _loop(store, pack, ai, progress, language, mutator, policy).resume(run_id, budget=budget)
 
 
 def evaluate(
@@ -234,6 +228,20 @@ def _task(task: Task, store: Warehouse | None = None) -> TaskPack:
             raise
     source, options, types, rows = registered
     return task_from_rows(str(task), source, options, rows, types)
+
+
+def _loop(
+    store: Warehouse,
+    pack: TaskPack,
+    ai: AiConfig | None,
+    progress: Progress | None,
+    language: Language | None,
+    mutator: Mutator | None,
+    policy: ParentPolicy | None,
+) -> EvolutionLoop:
+    return EvolutionLoop(
+        store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
+    )
 
 
 def _is_table_name(source: str) -> bool:

@@ -34,7 +34,7 @@ import pandas as pd
 from coco_sql.child import ChildDied, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 from coco_sql.sandbox.lockdown import QueryResult
-from coco_sql.sandbox.supervisor import START_TIMEOUT_S, Supervisor, handshake, over_time
+from coco_sql.sandbox.supervisor import START_TIMEOUT_S, SupervisedSandbox, Supervisor, handshake, over_time
 from coco_sql.sandbox.worker import unpack_column
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class SandboxLimits:
         return f"{self.memory_mb * 3 // 4}MB"
 
 
-class Sandbox:
+class Sandbox(SupervisedSandbox):
     """One split's rows, queried in a locked-down DuckDB inside a worker process with kernel-enforced limits.
 
     `run` executes one query and returns all rows, or raises EvaluationTimeout past the deadline,
@@ -145,29 +145,6 @@ class Sandbox:
             if message[0] == "error":
                 raise EvaluationError(message[2])
             return list(message[1])
-
-    @property
-    def worker_pid(self) -> int | None:
-        return self._supervisor.worker_pid
-
-    @property
-    def restarts(self) -> int:
-        """Workers replaced after a kill, a crash or a memory error."""
-        return self._supervisor.restarts
-
-    @property
-    def last_worker_peak_rss(self) -> int | None:
-        """Peak resident memory (bytes) of the last worker that ended."""
-        return self._supervisor.last_worker_peak_rss
-
-    def close(self) -> None:
-        self._supervisor.close()
-
-    def __enter__(self) -> Sandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- internals -------------------------------------------------------------------------------------------
     def _serve_ai(self, udf: str, columns: list[list[Any]]) -> tuple[str, Any]:

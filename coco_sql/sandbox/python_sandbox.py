@@ -37,7 +37,7 @@ from typing import Any
 from coco_sql.child import ChildDied, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 from coco_sql.sandbox.python_worker import Init
-from coco_sql.sandbox.supervisor import Supervisor, handshake, over_time
+from coco_sql.sandbox.supervisor import SupervisedSandbox, Supervisor, handshake, over_time
 
 __all__ = ["HarnessResult", "PythonSandbox", "PythonSandboxLimits"]
 
@@ -63,7 +63,7 @@ class HarnessResult:
     elapsed_ms: float
 
 
-class PythonSandbox:
+class PythonSandbox(SupervisedSandbox):
     """One split's instances and the task's harness, in a locked-down worker process.
 
     `run` executes one candidate module over every instance, or raises EvaluationTimeout past the deadline,
@@ -142,24 +142,6 @@ class PythonSandbox:
                 raise _over_time(deadline_s, "stopped")
             _, outputs, failures, elapsed_ms, _ = message
             return HarnessResult(outputs, failures, elapsed_ms)
-
-    @property
-    def worker_pid(self) -> int | None:
-        return self._supervisor.worker_pid
-
-    @property
-    def restarts(self) -> int:
-        """Workers replaced after a kill, a crash, a memory error or their CPU cap."""
-        return self._supervisor.restarts
-
-    def close(self) -> None:
-        self._supervisor.close()
-
-    def __enter__(self) -> PythonSandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- internals -------------------------------------------------------------------------------------------
     def _start_worker(self) -> ChildProcess:

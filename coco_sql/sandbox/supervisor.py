@@ -56,6 +56,36 @@ class Supervisor:
             self.discard(kill=False)
 
 
+class SupervisedSandbox:
+    """What a sandbox built on a `Supervisor` exposes about its worker, and its closing; the subclass sets
+    `self._supervisor` in its constructor."""
+
+    _supervisor: Supervisor
+
+    @property
+    def worker_pid(self) -> int | None:
+        return self._supervisor.worker_pid
+
+    @property
+    def restarts(self) -> int:
+        """Workers replaced after a kill, a crash, a memory error (or, for Python, their CPU cap)."""
+        return self._supervisor.restarts
+
+    @property
+    def last_worker_peak_rss(self) -> int | None:
+        """Peak resident memory (bytes) of the last worker that ended."""
+        return self._supervisor.last_worker_peak_rss
+
+    def close(self) -> None:
+        self._supervisor.close()
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def handshake(worker: ChildProcess, init: Any, what: str, *, raw: bool = False) -> tuple[Any, ...]:
     """Send the worker its `init` message (bytes already pickled with `raw`) and wait for ("ready", ...).
     EvaluationError naming `what` when it dies or does not answer in time; the worker is stopped then."""
