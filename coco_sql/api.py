@@ -23,6 +23,7 @@ from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummar
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import Language, language_for
+from coco_sql.languages.sql import SqlLanguage
 from coco_sql.languages.sql_export import export_form
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
@@ -133,8 +134,10 @@ def evaluate(
     """Score one program on one split of `task` (test included: this is a report, not a search). With `db`, a
     task registered there from warehouse rows is found too."""
     pack = _task(task) if db is None else _resolve_task(task, db)
-    runtime = AiRuntime(ai or AiConfig.from_environment()) if pack.uses_ai else None
-    evaluator = Evaluator(pack, (split,), ai=runtime)
+    language = _language(pack, db) if db is not None and not isinstance(db, str | Path) else None
+    in_warehouse = language is not None
+    runtime = AiRuntime(ai or AiConfig.from_environment()) if pack.uses_ai and not in_warehouse else None
+    evaluator = Evaluator(pack, (split,), ai=runtime, language=language)
     try:
         outcome = evaluator.evaluate(code, split)
     finally:
@@ -185,8 +188,10 @@ def cost(run_id: int | None = None, *, db: Store) -> CostReport:
 
 def export(run_id: int | None = None, *, db: Store, form: str = "sql", source: str | None = None) -> Champion:
     """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
-    sql, duckdb_view, snowflake_view, dbt). The view and dbt forms read `source` instead of `input`: by default
-    the table a registered task came from, else `input`."""
+    sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
+    instead of `input`: by default the table a registered task came from, else `input`. A Snowflake function's
+    output column gets the task's contract type when the task is still there."""
+    columns: dict[str, str] | None = None
     with _open(db, read_only=True) as store:
         run_id = resolve_run(store, run_id, db)
         champion = read_models.champion(store, run_id)
@@ -194,12 +199,21 @@ def export(run_id: int | None = None, *, db: Store, form: str = "sql", source: s
         if form != "sql" and source is None:
             registered = store.registered_task(task)
             source = registered[0] if registered is not None and _is_table_name(registered[0]) else "input"
+        if form == "snowflake_function":
+            with contextlib.suppress(TaskError):
+                contract = _task(task, store).contract
+                columns = {contract.output: contract.type}
     if form == "sql":
         return champion
     if champion.language != "sql":
         raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {champion.language}")
     code = export_form(
-        champion.code, champion.dialect, form, name=f"coco_{task}_champion", source=source or "input"
+        champion.code,
+        champion.dialect,
+        form,
+        name=f"coco_{task}_champion",
+        source=source or "input",
+        columns=columns,
     )
     return replace(champion, code=code)
 
@@ -240,8 +254,21 @@ def _loop(
     policy: ParentPolicy | None,
 ) -> EvolutionLoop:
     return EvolutionLoop(
-        store, pack, policy=policy, mutator=mutator, progress=progress, ai_config=ai, language=language
+        store,
+        pack,
+        policy=policy,
+        mutator=mutator,
+        progress=progress,
+        ai_config=ai,
+        language=language or _language(pack, store),
     )
+
+
+def _language(pack: TaskPack, store: Warehouse) -> Language | None:
+    """The task's language bound to the store's own engine when the store runs SQL candidates itself
+    (Snowflake); None (the registered language, over the local sandbox) otherwise."""
+    engine = store.candidate_engine()
+    return SqlLanguage(pack, engine) if engine is not None and pack.language == "sql" else None
 
 
 def _is_table_name(source: str) -> bool:

@@ -22,6 +22,7 @@ from coco_sql.llm import AiConfig
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 from coco_sql.store import DuckDBStore
+from coco_sql.stored_procs import deploy as snowflake  # light: Snowpark is imported when a deploy runs
 from coco_sql.tasks import list_tasks, load_task
 
 DEFAULT_DB = "coco.duckdb"
@@ -137,7 +138,9 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--db", default=DEFAULT_DB)
     export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
     export.add_argument(
-        "--form", default="sql", help="sql (as written) | duckdb_view | snowflake_view | dbt (a model file)"
+        "--form",
+        default="sql",
+        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model)",
     )
     export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
     export.set_defaults(handler=cmd_export)
@@ -149,6 +152,16 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--db", default=DEFAULT_DB)
     sql.add_argument("--json", action="store_true", help="print the rows as a JSON list of objects")
     sql.set_defaults(handler=cmd_sql)
+
+    _deploy_parser(commands)
+    mirror = commands.add_parser(
+        "mirror", help="pull a run from Snowflake into a DuckDB file (programs, evaluations, ledger, ...)"
+    )
+    mirror.add_argument("--from", dest="source", choices=("snowflake",), default="snowflake")
+    mirror.add_argument("--connection", required=True, help="the connection of connections.toml to read from")
+    mirror.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    mirror.add_argument("--db", default=DEFAULT_DB, help="the DuckDB file to copy the run into")
+    mirror.set_defaults(handler=cmd_mirror)
 
     history = commands.add_parser(
         "history", help="query a run's search history (the history tools of the paper's Table 6), as JSON"
@@ -166,6 +179,32 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--depth", type=int, default=None, help="get_lineage: how many ancestors")
     history.set_defaults(handler=cmd_history)
     return parser
+
+
+def _deploy_parser(commands: argparse._SubParsersAction) -> None:
+    deploy = commands.add_parser(
+        "deploy",
+        help="set coco-sql up in a Snowflake schema: stage, tables, views, procedures (and a task run)",
+    )
+    how = deploy.add_mutually_exclusive_group()
+    how.add_argument("--print", dest="print_script", action="store_true", help="print the SQL script")
+    how.add_argument("--connection", help="run it on this connection of connections.toml")
+    deploy.add_argument("--zip", type=Path, help="write the package zip the procedures import to this file")
+    deploy.add_argument(
+        "--stage", default=snowflake.STAGE, help=f"stage for the zip (default {snowflake.STAGE})"
+    )
+    deploy.add_argument("--schema", help="DB.SCHEMA to deploy into (default: the connection's)")
+    deploy.add_argument(
+        "--task-run",
+        nargs=2,
+        metavar=("TASK", "BUDGET"),
+        help="also start coco_evolve(TASK, BUDGET) as a TASK",
+    )
+    deploy.add_argument("--warehouse", help="with --task-run: the warehouse the task runs on")
+    deploy.add_argument(
+        "--task-options", help="with --task-run: coco_evolve options as JSON, e.g. '{\"seed\": 1}'"
+    )
+    deploy.set_defaults(handler=cmd_deploy)
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -334,6 +373,60 @@ def cmd_export(args: argparse.Namespace) -> int:
         )
     print(champion.code.rstrip())
     return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    if not (args.print_script or args.connection or args.zip):
+        raise ConfigError("deploy needs --print (the script), --connection NAME (run it) or --zip FILE")
+    options = {"stage": args.stage, "schema": args.schema, "task_run": _task_run(args)}
+    script = snowflake.deploy_script(**options) if args.print_script else None  # checks the names first
+    if args.zip:
+        print(f"wrote {snowflake.build_package_zip(args.zip)}", file=sys.stderr)
+    if script is not None:
+        print(script, end="")
+    elif args.connection:
+        plan = snowflake.deploy(args.connection, **options)
+        print(
+            f"deployed coco-sql with {len(plan.setup) + len(plan.objects)} statements; package on @{plan.stage}"
+        )
+    return 0
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.stored_procs.connection import open_session, snowflake_errors
+    from coco_sql.stored_procs.mirror import mirror_run
+
+    session = open_session(args.connection, "mirror")
+    try:
+        with snowflake_errors():
+            source = SnowparkStore(session, read_only=True)
+            run_id = api.resolve_run(source, args.run, f"connection {args.connection}")
+            with DuckDBStore(args.db) as target:
+                copied = mirror_run(source, target, run_id)
+    finally:
+        session.close()
+    print(f"mirrored run {copied.run_id} ({copied.task}) into {args.db}: {sum(copied.rows.values()):,} rows")
+    return 0
+
+
+def _task_run(args: argparse.Namespace) -> snowflake.TaskRun | None:
+    if args.task_run is None:
+        if args.warehouse or args.task_options:
+            raise ConfigError("--warehouse and --task-options only make sense with --task-run TASK BUDGET")
+        return None
+    task, budget = args.task_run
+    if not budget.isdigit():
+        raise ConfigError(f"--task-run BUDGET must be a whole number of iterations, got {budget!r}")
+    if not args.warehouse:
+        raise ConfigError("--task-run needs --warehouse: the warehouse the Snowflake task runs on")
+    try:
+        options = json.loads(args.task_options) if args.task_options else None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--task-options is not JSON: {error}") from None
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError("--task-options must be a JSON object such as '{\"seed\": 1}'")
+    return snowflake.TaskRun(task, int(budget), args.warehouse, options)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

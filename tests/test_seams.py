@@ -81,6 +81,8 @@ class StepMutator:
 class MemoryStore:
     """The Warehouse protocol over plain Python containers: what the loop needs of a store, and nothing else."""
 
+    write_behind = True
+
     def __init__(self) -> None:
         self.runs: dict[int, RunRecord] = {}
         self.programs_: dict[int, list[ProgramRecord]] = defaultdict(list)
@@ -176,6 +178,12 @@ class MemoryStore:
 
     def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         raise NotImplementedError
+
+    def recover(self, run_id: int) -> None:
+        pass  # every write_iteration here is a single assignment
+
+    def candidate_engine(self) -> None:
+        return None  # candidates run in the local sandbox
 
     def close(self) -> None:
         pass

@@ -1,12 +1,17 @@
 """Export forms of a SQL champion, generated and parsed back with sqlglot in each form's dialect; the DuckDB view
-is run on a real DuckDB."""
+and macro are run on a real DuckDB."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import duckdb
 import pytest
 import sqlglot
+from conftest import run_cli
+from sqlglot import exp
 
+import coco_sql
 from coco_sql.errors import ConfigError
 from coco_sql.languages.sql_export import export_form
 
@@ -42,3 +47,72 @@ def test_snowflake_and_dbt_forms_parse_as_snowflake() -> None:
     )
     with pytest.raises(ConfigError, match="unknown export form 'pdf'"):
         export_form(program, "snowflake", "pdf", name="x")
+
+
+def test_the_duckdb_macro_returns_what_the_program_returns_over_input() -> None:
+    macro = export_form(PROGRAM, "duckdb", "duckdb_macro", name="champion", source="codes")
+    created = sqlglot.parse_one(macro.rstrip(";\n"), read="duckdb")
+    assert isinstance(created, exp.Create) and created.kind == "MACRO"
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE codes AS SELECT * FROM (VALUES ('a', '4711'), ('b', '1234'), ('c', '42')) t(id, code)"
+    )
+    con.execute("CREATE TABLE input AS FROM codes")
+    con.execute(macro)
+    expected = sorted(con.execute(PROGRAM).fetchall())
+    assert sorted(con.execute("FROM champion()").fetchall()) == expected == [("a", 1), ("b", 0), ("c", 1)]
+
+
+def test_the_snowflake_function_declares_the_columns_it_knows_and_variant_for_the_rest() -> None:
+    function = export_form(PROGRAM, "duckdb", "snowflake_function", name="champion", source="db.sch.codes")
+    assert function_signature(function) == columns(("id", "VARIANT"), ("label", "NUMBER"))
+    body = sqlglot.parse_one(function.rstrip(";\n"), read="snowflake").expression.name
+    assert "FROM db.sch.codes AS input" in sqlglot.parse_one(body, read="snowflake").sql(dialect="snowflake")
+    # the caller's contract wins over inference; a ::string cast is a VARCHAR; an AI filter's type is not known
+    typed = export_form(PROGRAM, "duckdb", "snowflake_function", name="f", columns={"ID": "VARCHAR"})
+    assert function_signature(typed) == columns(("id", "VARCHAR"), ("label", "NUMBER"))
+    program = (
+        "SELECT id, AI_CLASSIFY(text, ['good', 'bad']):labels[0]::string AS label, AI_FILTER(text) AS keep, "
+        "PARSE_JSON(tags) AS tags FROM input"
+    )
+    ai = export_form(program, "snowflake", "snowflake_function", name="f", columns={"tags": "VARCHAR[]"})
+    assert function_signature(ai) == columns(
+        ("id", "VARIANT"), ("label", "VARCHAR"), ("keep", "VARIANT"), ("tags", "ARRAY")
+    )
+
+
+def test_a_snowflake_function_needs_named_columns() -> None:
+    for program in ("SELECT * FROM input", "SELECT id, length(code) FROM input"):
+        with pytest.raises(ConfigError, match="needs every output column named"):
+            export_form(program, "duckdb", "snowflake_function", name="f")
+
+
+def test_coco_export_and_the_cli_give_the_new_forms(tmp_path: Path) -> None:
+    db = tmp_path / "coco.duckdb"
+    con = coco_sql.connect(str(db))
+    con.execute("CALL coco_evolve('lockpicking6', 1, {'seed': 1, 'mutator_settings': {'max_drafts': 2}})")
+    (macro,) = con.execute("SELECT code FROM coco_export(NULL, 'duckdb_macro')").fetchone()
+    (champion,) = con.execute("SELECT code FROM coco_export(NULL, 'sql')").fetchone()
+    con.execute("CREATE TABLE input AS SELECT * FROM (VALUES ('x', '147034'), ('y', '999999')) t(id, code)")
+    con.execute(macro)
+    assert sorted(con.execute("FROM coco_lockpicking6_champion()").fetchall()) == sorted(
+        con.execute(champion).fetchall()
+    )
+    con.close()
+    done = run_cli("export", "--form", "snowflake_function", "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert function_signature(done.stdout) == columns(("id", "VARIANT"), ("label", "NUMBER"))
+
+
+def function_signature(text: str) -> list[tuple[str, str]]:
+    """The (column, type) pairs of a `CREATE FUNCTION ... RETURNS TABLE (...)` parsed by sqlglot as Snowflake."""
+    created = sqlglot.parse_one(text.strip().rstrip(";"), read="snowflake")
+    assert isinstance(created, exp.Create) and created.kind == "FUNCTION"
+    returns = created.find(exp.ReturnsProperty)
+    assert returns is not None and returns.args.get("is_table")
+    return [(c.name, c.args["kind"]) for c in returns.this.expressions]
+
+
+def columns(*pairs: tuple[str, str]) -> list[tuple[str, exp.DataType]]:
+    """Expected (column, type) pairs, the types read as sqlglot reads Snowflake's (NUMBER is DECIMAL(38, 0))."""
+    return [(name, exp.DataType.build(kind, dialect="snowflake")) for name, kind in pairs]

@@ -126,6 +126,7 @@ class EvolutionLoop:
                 "resuming would mix two tasks (start a new run instead)"
             )
         config = RunConfig.stored(run)
+        self.store.recover(run_id)
         if budget is not None and budget != config.budget:
             if budget < self.store.last_iteration(run_id):
                 raise ConfigError(

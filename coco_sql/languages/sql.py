@@ -2,7 +2,8 @@
 the offline SQL mutator (`mutate.offline`).
 
 The task's dialect (duckdb or snowflake) is a validator setting: Snowflake SQL is transpiled to DuckDB before it
-runs locally. The engine a program runs on is the sandbox's business, not the loop's.
+runs locally. The engine a program runs on is the runner's business, not the loop's: the DuckDB sandbox, or the
+warehouse when the store runs candidates itself (`sql_warehouse`, Snowflake).
 """
 
 from __future__ import annotations
@@ -14,20 +15,25 @@ from sqlglot import exp
 
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
+from coco_sql.languages.sql_warehouse import WarehouseSqlRunner
 from coco_sql.sandbox.database import Sandbox
 from coco_sql.search.features import cell_of_counts
 from coco_sql.sqlcheck import ValidationSpec, validate_candidate
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.store.base import CandidateEngine
     from coco_sql.tasks import Split, TaskPack
 
 
 class SqlLanguage:
     name = "sql"
 
-    def __init__(self, task: TaskPack) -> None:
+    def __init__(self, task: TaskPack, engine: CandidateEngine | None = None) -> None:
+        """`engine`: a warehouse that runs the programs itself (Snowflake); by default they run in the DuckDB
+        sandbox."""
         self.task = task
+        self.engine = engine
         self.spec = ValidationSpec(
             input_columns=dict(task.input_columns),
             output_column=task.contract.output,
@@ -49,7 +55,9 @@ class SqlLanguage:
         )
         return cell_of_counts(nodes, branches)
 
-    def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner:
+    def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner | WarehouseSqlRunner:
+        if self.engine is not None:
+            return WarehouseSqlRunner(self.engine, split, self.spec, self.task.contract.type)
         return SqlRunner(Sandbox(split.inputs, ai=ai), self.task.contract.output)
 
 

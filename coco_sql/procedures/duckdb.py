@@ -101,7 +101,7 @@ def _udf(
             rows = handler(store, *values)
         finally:
             store.close()
-        return [{c: _plain(row.get(c)) for c in columns} for row in rows]
+        return [{c: handlers.plain_value(row.get(c)) for c in columns} for row in rows]
 
     fixed: dict[int, Callable[..., list[dict[str, Any]]]] = {  # DuckDB reads the arity off the signature
         1: lambda a: call(a),
@@ -109,12 +109,3 @@ def _udf(
         3: lambda a, b, c: call(a, b, c),
     }
     return fixed[len(types)]
-
-
-def _plain(value: Any) -> Any:
-    """Numpy and Decimal scalars as Python numbers (DuckDB's struct conversion takes plain values)."""
-    if hasattr(value, "item"):
-        return value.item()
-    if value is not None and type(value).__name__ == "Decimal":
-        return float(value)
-    return value

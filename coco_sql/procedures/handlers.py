@@ -113,3 +113,13 @@ def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], AiConfig
     run_options = {k: v for k, v in options.items() if k not in AI_OPTIONS}
     models = {k: str(v) for k, v in options.items() if k in AI_OPTIONS and v is not None}
     return run_options, (AiConfig.from_environment(**models) if models else None)
+
+
+def plain_value(value: Any) -> Any:
+    """Numpy and Decimal scalars as Python numbers: DuckDB's struct conversion and Snowpark's rows take plain
+    values only."""
+    if hasattr(value, "item"):
+        return value.item()
+    if value is not None and type(value).__name__ == "Decimal":
+        return float(value)
+    return value

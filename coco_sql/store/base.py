@@ -23,7 +23,26 @@ from coco_sql.store.records import (
 )
 
 
+class CandidateEngine(Protocol):
+    """A warehouse that runs candidate queries itself (`SnowparkStore.candidate_engine()`)."""
+
+    dialect: str
+
+    def stage_rows(self, split: str, rows: pd.DataFrame) -> str:
+        """Copy a split's rows into a temporary table; its name."""
+        ...
+
+    def run_candidate(self, sql: str, deadline_s: float) -> pd.DataFrame:
+        """The rows of one query in the engine's dialect; EvaluationError when it fails."""
+        ...
+
+    def drop_staged(self, name: str) -> None: ...
+
+
 class Warehouse(Protocol):
+    write_behind: bool
+    """True when `write_iteration` may run in a second thread while the loop goes on (DuckDB)."""
+
     def next_run_id(self) -> int:
         """The id a new run gets: one past the largest run id in the store."""
         ...
@@ -117,6 +136,16 @@ class Warehouse(Protocol):
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Run the named report query of `coco_sql.store.report_sql.QUERIES` (as `history`, for the read models
         of `coco_sql.report`)."""
+        ...
+
+    def recover(self, run_id: int) -> None:
+        """Delete what an interrupted `write_iteration` of the run left. A no-op where `write_iteration` is one
+        transaction (DuckDB); needed where it is not (Snowflake). Called before a run resumes."""
+        ...
+
+    def candidate_engine(self) -> CandidateEngine | None:
+        """The warehouse itself when it runs candidate SQL (Snowflake: Cortex is its AI), else None (candidates
+        run in the local DuckDB sandbox)."""
         ...
 
     def close(self) -> None: ...

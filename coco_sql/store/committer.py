@@ -16,9 +16,16 @@ from coco_sql.store.records import IterationBatch
 
 
 class Committer:
+    """Write-behind over a store that allows writes from a second thread (`Warehouse.write_behind`); commits in
+    the caller's thread otherwise (a Snowpark session inside a stored procedure is held by the calling thread)."""
+
     def __init__(self, store: Warehouse) -> None:
         self._store = store
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coco-commit")
+        self._pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="coco-commit")
+            if store.write_behind
+            else None
+        )
         self._pending: Future[None] | None = None
 
     def submit(self, batch: IterationBatch, on_commit: Callable[[], None] | None = None) -> None:
@@ -30,7 +37,10 @@ class Committer:
             if on_commit is not None:
                 on_commit()
 
-        self._pending = self._pool.submit(commit)
+        if self._pool is None:
+            commit()
+        else:
+            self._pending = self._pool.submit(commit)
 
     def flush(self) -> None:
         """Wait for the batch in flight; re-raise its error, if any."""
@@ -42,4 +52,5 @@ class Committer:
         try:
             self.flush()
         finally:
-            self._pool.shutdown(wait=True)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)

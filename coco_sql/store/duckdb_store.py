@@ -18,6 +18,7 @@ import pandas as pd
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
+from coco_sql.store.named import named_query
 from coco_sql.store.records import (
     ArchiveEntry,
     Event,
@@ -29,6 +30,7 @@ from coco_sql.store.records import (
     to_json,
 )
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
+from coco_sql.store.rows import iteration_rows
 from coco_sql.store.schema import schema_statements
 
 _PROGRAM_COLUMNS = (
@@ -74,6 +76,14 @@ _AI_CALL_TYPES = ("BIGINT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"
                   "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMP")  # fmt: skip
 
 
+_COLUMN_TYPES = {  # tables whose rows travel as unnested columns, with their column types
+    "program_scores": _SCORE_TYPES,
+    "evaluations": _EVALUATION_TYPES,
+    "ai_usage": _AI_USAGE_TYPES,
+    "ai_calls": _AI_CALL_TYPES,
+}
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -84,6 +94,8 @@ class DuckDBStore:
     One connection, guarded by a lock: DuckDB 2.0 refuses concurrent use of one connection from two threads.
     Raises StoreError when the file is locked by another process or is not a DuckDB database.
     """
+
+    write_behind = True  # one connection behind a lock: the committer's thread may write
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = str(path)
@@ -202,131 +214,21 @@ class DuckDBStore:
 
     def _insert_batch(self, batch: IterationBatch) -> None:
         """One statement per table. DuckDB's fixed cost is per statement, not per row, so rows travel as
-        multi-row VALUES (small tables) or as one list per column, unnested (evaluation rows)."""
+        multi-row VALUES (small tables) or as one list per column, unnested (the larger ones)."""
         now = _now()
-        run_id = batch.run_id
-        self._insert_values(
-            "programs",
-            [
-                (
-                    p.program_id,
-                    p.run_id,
-                    p.iteration,
-                    p.parent_id,
-                    p.donor_id,
-                    p.code,
-                    p.language,
-                    p.dialect,
-                    p.island,
-                    p.cell,
-                    p.approach,
-                    p.strategy,
-                    p.valid,
-                    p.error,
-                    now,
-                )
-                for p in batch.programs
-            ],
-        )
-        self._insert_columns(
-            "program_scores",
-            _SCORE_TYPES,
-            [
-                (
-                    run_id,
-                    s.summary.program_id,
-                    s.summary.split,
-                    s.summary.score,
-                    s.summary.n_rows,
-                    s.summary.n_errors,
-                    s.summary.model_calls,
-                    s.summary.input_tokens,
-                    s.summary.output_tokens,
-                    s.summary.latency_ms,
-                    now,
-                    s.summary.cache_hits,
-                )
-                for s in batch.evaluations
-            ],
-        )
-        self._insert_ai(batch, now)
-        self._insert_columns(
-            "evaluations",
-            _EVALUATION_TYPES,
-            [
-                (
-                    run_id,
-                    s.summary.program_id,
-                    s.summary.split,
-                    r.instance_id,
-                    r.score,
-                    r.output,
-                    r.expected,
-                    r.error,
-                    to_json(r.observation),
-                    r.model_calls,
-                    r.input_tokens,
-                    r.output_tokens,
-                    r.latency_ms,
-                )
-                for s in batch.evaluations
-                for r in s.rows
-            ],
-        )
-        self._insert_values(
-            "archive_entries",
-            [(run_id, a.iteration, a.seq, a.island, a.cell, a.program_id, a.reason) for a in batch.archive],
-        )
-        self._insert_values(
-            "ledger",
-            [
-                (
-                    run_id,
-                    e.iteration,
-                    e.program_id,
-                    e.strategy,
-                    e.kind,
-                    e.status,
-                    e.parent_score,
-                    e.child_score,
-                    e.score_delta,
-                    e.paradigm,
-                    e.note,
-                    now,
-                )
-                for e in batch.ledger
-            ],
-        )
-        self._insert_values(
-            "events",
-            [(run_id, e.iteration, e.kind, e.program_id, to_json(e.payload), now) for e in batch.events],
-        )
+        for table, rows in iteration_rows(batch, now).items():
+            if table in _COLUMN_TYPES:
+                self._insert_columns(table, _COLUMN_TYPES[table], rows)
+            else:
+                self._insert_values(table, rows)
+        self._insert_cache(batch, now)
         if batch.finish_run:
             self._con.execute(
-                "UPDATE runs SET status = 'finished', finished_at = ? WHERE run_id = ?", [now, run_id]
+                "UPDATE runs SET status = 'finished', finished_at = ? WHERE run_id = ?", [now, batch.run_id]
             )
 
-    def _insert_ai(self, batch: IterationBatch, now: datetime) -> None:
-        """The cost ledger (ai_usage, ai_calls) and new cache entries of one iteration."""
-        tagged = [(s.summary.program_id, s.summary.split, s.usage) for s in batch.evaluations if s.usage]
-        if batch.drafts_usage:
-            tagged.append((batch.drafts_program_id, "drafts", batch.drafts_usage))
-        usage_rows = []
-        call_rows = []
-        for program_id, split, usage in tagged:
-            for (function, model), line in sorted(usage.lines.items()):
-                usage_rows.append(
-                    (batch.run_id, batch.iteration, program_id, split, function, model, line.calls, line.cache_hits,
-                     line.errors, line.input_tokens, line.output_tokens, line.cached_input_tokens,
-                     line.cached_output_tokens, line.latency_ms, now)
-                )  # fmt: skip
-            for call in usage.provider_calls:
-                call_rows.append(
-                    (batch.run_id, batch.iteration, program_id, split, call.function, call.model, call.provider,
-                     call.items, call.input_tokens, call.output_tokens, call.latency_ms, call.error, now)
-                )  # fmt: skip
-        self._insert_columns("ai_usage", _AI_USAGE_TYPES, usage_rows)
-        self._insert_columns("ai_calls", _AI_CALL_TYPES, call_rows)
+    def _insert_cache(self, batch: IterationBatch, now: datetime) -> None:
+        """New AI cache entries of one iteration (shared by every run: an entry already there stays)."""
         if batch.ai_cache:
             self._con.execute(
                 "INSERT INTO ai_cache SELECT * FROM (SELECT unnest(?::VARCHAR[]) AS k, unnest(?::VARCHAR[]), "
@@ -389,6 +291,13 @@ class DuckDBStore:
         columns = [list(column) for column in zip(*rows, strict=True)]
         selects = ", ".join(f"unnest(?::{t}[])::JSON" if t == "JSON" else f"unnest(?::{t}[])" for t in types)
         self._con.execute(f"INSERT INTO {table} SELECT {selects}", columns)
+
+    def recover(self, run_id: int) -> None:
+        """Nothing to do: every iteration was written in one transaction."""
+
+    def candidate_engine(self) -> None:
+        """Candidates run in the DuckDB sandbox, not in this database."""
+        return None
 
     def last_iteration(self, run_id: int) -> int:
         (value,) = self._fetchone(
@@ -531,6 +440,21 @@ class DuckDBStore:
         rows = pd.DataFrame([json.loads(r[0]) for r in data], columns=list(types))
         return found[0], json.loads(found[1]), types, rows
 
+    def append_frames(self, frames: Mapping[str, pd.DataFrame]) -> None:
+        """Append each frame's rows to its table, matching columns by name, in one transaction (`mirror`)."""
+        with self._lock:
+            self._con.execute("BEGIN TRANSACTION")
+            try:
+                for table, frame in frames.items():
+                    if len(frame):
+                        self._con.register("_coco_rows", frame)
+                        self._con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _coco_rows")
+                        self._con.unregister("_coco_rows")
+                self._con.execute("COMMIT")
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         with self._lock:
             return self._con.execute(sql, list(params)).df()
@@ -544,15 +468,9 @@ class DuckDBStore:
     def _named(
         self, kind: str, queries: Mapping[str, str], name: str, params: Mapping[str, Any]
     ) -> list[dict[str, Any]]:
-        sql = queries.get(name)
-        if sql is None:
-            raise StoreError(f"no {kind} query {name!r} (known: {', '.join(sorted(queries))})")
-        wanted = _named_parameters(sql)
-        missing = [key for key in wanted if key not in params]
-        if missing:
-            raise StoreError(f"{kind} query {name!r} needs parameter(s) {', '.join(missing)}")
+        sql, bound = named_query(kind, queries, name, params)
         with self._lock:
-            cursor = self._con.execute(sql, {key: params[key] for key in wanted})
+            cursor = self._con.execute(sql, bound)
             columns = [d[0] for d in cursor.description or ()]
             rows = cursor.fetchall()
         return [{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
@@ -590,14 +508,6 @@ def _program(row: tuple[Any, ...]) -> ProgramRecord:
         valid=bool(row[12]),
         error=row[13],
     )
-
-
-_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _named_parameters(sql: str) -> list[str]:
-    """The `$name` parameters of a query, in first-use order."""
-    return list(dict.fromkeys(_PARAMETER.findall(sql)))
 
 
 _PLAIN_TYPES = frozenset((bool, int, float, str))

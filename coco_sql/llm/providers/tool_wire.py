@@ -1,4 +1,4 @@
-"""Tool calling in the two wire formats: messages, tool definitions and tool choice out; tool calls back.
+"""Tool calling in three wire formats: messages, tool definitions and tool choice out; tool calls back.
 
 OpenAI (chat completions):
     tools        [{"type": "function", "function": {"name", "description", "parameters"}}]
@@ -14,11 +14,21 @@ Anthropic (messages):
                   "input": {...}}]}
     tool result  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": text}]};
                  consecutive results go into one user turn, as the API requires.
+
+Prompted (for chat endpoints without native tool calling, e.g. Cortex COMPLETE in SQL):
+    tools        in a system instruction (`prompted_tools_instruction`) that fixes the reply protocol:
+                 either the answer alone (any text without "tool_calls"), or exactly one JSON object
+                 {"tool_calls": [{"name": N, "arguments": {...}}, ...]} (a ```json fence around it allowed)
+    assistant    its calls re-encoded as that JSON object (with "content" when the turn also had text)
+    tool result  a user turn: the line "[tool result: N]", then the result's text
+    calls back   `prompted_tool_calls` parses a reply; a reply that names "tool_calls" but is not that object
+                 raises `ToolProtocolError`. Ids are `<prefix><position>`: the protocol carries none.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -145,6 +155,97 @@ def anthropic_tool_calls(blocks: Sequence[Any]) -> tuple[ToolCall, ...]:
 
 def anthropic_finish_reason(stop_reason: Any) -> str | None:
     return _ANTHROPIC_STOP.get(stop_reason) if isinstance(stop_reason, str) else None
+
+
+class ToolProtocolError(ValueError):
+    """A prompted reply that tries to call tools but breaks the reply protocol; the message says how."""
+
+
+_CALLS_KEY = re.compile(r'"tool_calls"\s*:')
+_FENCE = re.compile(r"\A```[A-Za-z]*\s*\n(?P<body>.*?)\n?```\Z", re.DOTALL)
+
+
+def prompted_tools_instruction(tools: Sequence[ToolSpec], choice: str | None) -> str:
+    """The system text that offers `tools` and fixes the reply protocol; "" when no tool is offered."""
+    if not tools or choice == "none":
+        return ""
+    specs = [{"name": t.name, "description": t.description, "parameters": dict(t.parameters)} for t in tools]
+    lines = [
+        "You can call these tools (parameters are JSON Schema):",
+        json.dumps(specs, sort_keys=True),
+        "To call tools, reply with exactly one JSON object and nothing else, in this form:",
+        '{"tool_calls": [{"name": "<tool name>", "arguments": {<the arguments as a JSON object>}}]}',
+        "You may call several tools in one reply. Each result comes back in a user turn that starts with "
+        '"[tool result: <tool name>]".',
+        'To answer without calling a tool, reply with the answer alone (no "tool_calls" in it).',
+    ]
+    if choice == "required":
+        lines.append("In this reply you must call at least one tool.")
+    elif choice not in (None, "auto"):
+        lines.append(f"In this reply you must call the tool {choice!r}.")
+    return "\n".join(lines)
+
+
+def prompted_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """The turns as plain {role, content} pairs: tool calls as protocol JSON, tool results as user turns."""
+    names: dict[str | None, str] = {}
+    encoded: list[dict[str, str]] = []
+    for m in messages:
+        if m.role == "tool":
+            name = names.get(m.tool_call_id, "unknown")
+            encoded.append({"role": "user", "content": f"[tool result: {name}]\n{m.content}"})
+        elif m.tool_calls:
+            names.update((call.id, call.name) for call in m.tool_calls)
+            calls = [{"name": c.name, "arguments": _arguments_value(c)} for c in m.tool_calls]
+            reply: dict[str, Any] = {"content": m.content} if m.content else {}
+            encoded.append({"role": "assistant", "content": json.dumps({**reply, "tool_calls": calls})})
+        else:
+            encoded.append({"role": m.role, "content": m.content})
+    return encoded
+
+
+def prompted_tool_calls(text: str, id_prefix: str) -> tuple[str, tuple[ToolCall, ...]]:
+    """(answer text, tool calls) of a prompted reply. Plain text is the answer, with no calls.
+
+    Raises ToolProtocolError when the reply names "tool_calls" but is not exactly one protocol object, or a
+    call has no name. Arguments that are not a JSON object are kept raw (`ToolCall.arguments` None), as the
+    OpenAI format does.
+    """
+    if not _CALLS_KEY.search(text):
+        return text, ()
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    try:
+        reply = json.loads(fenced.group("body") if fenced else body)
+    except ValueError:
+        raise ToolProtocolError(
+            f"a tool-call reply must be one JSON object and nothing else, got {_snippet(text)}"
+        ) from None
+    calls = reply.get("tool_calls") if isinstance(reply, dict) else None
+    if not isinstance(calls, list) or not calls:
+        raise ToolProtocolError(f'"tool_calls" must be a non-empty list of calls, got {_snippet(text)}')
+    content = reply.get("content")
+    return (content if isinstance(content, str) else ""), tuple(
+        _prompted_call(call, f"{id_prefix}{position}") for position, call in enumerate(calls)
+    )
+
+
+def _prompted_call(call: Any, call_id: str) -> ToolCall:
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
+        raise ToolProtocolError(f'each tool call needs a "name" string, got {_snippet(json.dumps(call))}')
+    raw = call.get("arguments", {})
+    raw_text = raw if isinstance(raw, str) else json.dumps(raw)
+    return ToolCall(call_id, call["name"], _parse_object(raw), raw_text)
+
+
+def _arguments_value(call: ToolCall) -> Any:
+    """The call's arguments as JSON would carry them: the object, else the raw text the model sent."""
+    return dict(call.arguments) if call.arguments is not None else call.raw_arguments
+
+
+def _snippet(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
 
 
 def _arguments_text(call: ToolCall) -> str:

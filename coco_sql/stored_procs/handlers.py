@@ -1,0 +1,87 @@
+"""The Snowpark handlers of coco-sql's stored procedures: the same names and arguments as in DuckDB.
+
+Each handler opens a `SnowparkStore` on the caller's session and calls the engine-neutral handler of
+`coco_sql.procedures.handlers`; its rows come back as the procedure's table. `PROCEDURES` describes each one for
+`CREATE PROCEDURE` (`stored_procs.deploy`) and for `session.sproc.register` (tests, local testing); it lives in
+`signatures`, which does not import Snowpark:
+
+    CALL coco_task('reviews', 'reviews', {'label': 'label', 'seed_program': 'SELECT id, ... FROM input'});
+    CALL coco_evolve('reviews', 30, {'seed': 1});
+    CALL coco_status();
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Optional
+
+from snowflake.snowpark import DataFrame, Session
+from snowflake.snowpark.types import Variant
+
+from coco_sql.procedures import handlers as neutral
+from coco_sql.stored_procs.signatures import PROCEDURES
+
+
+# Snowpark evaluates these type hints when it registers a handler, so they are spelled the way it reads them
+# (typing.Optional, snowpark's Variant) and the imports above are not behind TYPE_CHECKING.
+def coco_task(session: Session, name: str, source: str, options: Optional[Variant] = None) -> DataFrame:  # noqa: UP045
+    return _call(session, "coco_task", neutral.coco_task, name, source, _object(options))
+
+
+def coco_evolve(
+    session: Session,
+    task: str,
+    budget: Optional[int] = 60,  # noqa: UP045
+    options: Optional[Variant] = None,  # noqa: UP045
+) -> DataFrame:
+    return _call(session, "coco_evolve", neutral.coco_evolve, task, _int(budget), _object(options))
+
+
+def coco_resume(session: Session, run_id: int, budget: Optional[int] = None) -> DataFrame:  # noqa: UP045
+    return _call(session, "coco_resume", neutral.coco_resume, _int(run_id), _int(budget))
+
+
+def coco_status(session: Session, run_id: Optional[int] = None) -> DataFrame:  # noqa: UP045
+    return _call(session, "coco_status", neutral.coco_status, _int(run_id))
+
+
+def coco_export(session: Session, run_id: Optional[int] = None, form: Optional[str] = "sql") -> DataFrame:  # noqa: UP045
+    return _call(session, "coco_export", neutral.coco_export, _int(run_id), form)
+
+
+def coco_eval(session: Session, task: str, program: str, split: Optional[str] = "val") -> DataFrame:  # noqa: UP045
+    return _call(session, "coco_eval", neutral.coco_eval, task, program, split)
+
+
+def _call(session: Session, name: str, handler: Callable[..., list[dict]], *arguments: Any) -> DataFrame:
+    from coco_sql.store.snowpark_store import SnowparkStore, snowpark_schema
+
+    store = SnowparkStore(session)
+    try:
+        rows = handler(store, *arguments)
+    finally:
+        store.close()
+    columns = PROCEDURES[name].columns
+    schema = snowpark_schema(columns)
+    return session.create_dataframe(
+        [[neutral.plain_value(row.get(c)) for c, _ in columns] for row in rows], schema=schema
+    )
+
+
+def _object(value: Any) -> dict[str, Any] | None:
+    """A VARIANT argument: a dict from `session.call`, JSON text from SQL, or NULL."""
+    import json
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        from coco_sql.errors import ConfigError
+
+        raise ConfigError(f"options must be an object such as {{'seed': 1}}, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -1,0 +1,48 @@
+"""Pull a run from Snowflake down into a DuckDB file, for local inspection with every coco-sql tool.
+
+    coco-sql mirror --from snowflake --connection NAME --run ID --db local.duckdb
+
+Copies the run's rows of every per-run table (runs, programs, evaluations, program_scores, archive_entries,
+ledger, events, ai_usage, ai_calls) and, for a task registered from warehouse rows, its `tasks` and `task_rows`
+rows, so that `coco-sql resume` can continue the run locally. The shared AI cache stays in Snowflake (it is not
+part of a run). The copy is one DuckDB transaction: all of the run or none of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coco_sql.errors import StoreError
+from coco_sql.store import DuckDBStore
+from coco_sql.store.snowpark_store import SnowparkStore
+
+RUN_TABLES = ("runs", "programs", "evaluations", "program_scores", "archive_entries", "ledger", "events",
+              "ai_usage", "ai_calls")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Mirrored:
+    run_id: int
+    task: str
+    rows: dict[str, int]  # table -> rows copied
+
+
+def mirror_run(source: SnowparkStore, target: DuckDBStore, run_id: int) -> Mirrored:
+    """Copy run `run_id` of `source` into `target`; StoreError when `target` already holds a run of that id."""
+    run = source.get_run(run_id)
+    if target.latest_run_id() is not None and _has_run(target, run_id):
+        raise StoreError(f"run {run_id} is already in {target.path}; mirror it into another database")
+    frames = {table: source.table_frame(table, run_id=run_id) for table in RUN_TABLES}
+    if target.registered_task(run.task) is None:
+        frames["tasks"] = source.table_frame("tasks", name=run.task)
+        frames["task_rows"] = source.table_frame("task_rows", task=run.task)
+    target.append_frames(frames)
+    return Mirrored(run_id, run.task, {table: len(frame) for table, frame in frames.items()})
+
+
+def _has_run(store: DuckDBStore, run_id: int) -> bool:
+    try:
+        store.get_run(run_id)
+    except StoreError:
+        return False
+    return True
