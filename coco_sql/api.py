@@ -91,11 +91,17 @@ def evolve(
     mutator: Mutator | None = None,
     policy: ParentPolicy | None = None,
 ) -> RunSummary:
-    """Start a new run of `task` in `db` and run it to its budget (or its target). `options` are RunConfig keys
-    (seed, policy, mutator, mutator_settings, islands, targeting, admission, history, target, ...); an unknown
-    key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests, extensions)."""
+    """Start a new run of `task` in `db` and run it to its budget (or its target, or its `max_spend`: then the
+    summary's `stopped` says so and the run can be resumed). `options` are RunConfig keys (seed, policy,
+    mutator, mutator_settings, islands, targeting, admission, history, target, max_spend, prices, ...); an
+    unknown key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests,
+    extensions)."""
     config = RunConfig.from_dict({**dict(options or {}), "budget": budget})
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
+    for (
+        model
+    ) in config.model_names():  # the mutator's models have endpoints: checked before anything is written
+        (ai or AiConfig.from_environment()).route(model)
     with _open(db) as store:
         return _loop(store, pack, ai, progress, language, mutator, policy).start(config)
 
@@ -106,6 +112,8 @@ def resume(
     db: Store,
     task: Task | None = None,
     budget: int | None = None,
+    max_spend: int | str | None = None,
+    prices: Mapping[str, Any] | None = None,
     ai: AiConfig | None = None,
     progress: Progress | None = None,
     language: Language | None = None,
@@ -113,7 +121,9 @@ def resume(
     policy: ParentPolicy | None = None,
 ) -> RunSummary:
     """Continue run `run_id` (default: the latest run of `task`, or of the store) to its budget, or to a larger
-    `budget`. The task pack is reloaded by the run's task name unless `task` is given."""
+    `budget`. `max_spend` replaces the run's spend limit and `prices` add to its prices (a run paused by its
+    limit goes on under a larger one). The task pack is reloaded by the run's task name unless `task` is
+    given."""
     if isinstance(db, str | Path) and not Path(db).exists():
         raise StoreError(f"no coco-sql database at {db} to resume")
     with _open(db) as store:
@@ -125,7 +135,9 @@ def resume(
                 raise StoreError(f"no run {what}in {_describe(db)} to resume")
         if pack is None:
             pack = _task(store.get_run(run_id).task, store)
-        return _loop(store, pack, ai, progress, language, mutator, policy).resume(run_id, budget=budget)
+        return _loop(store, pack, ai, progress, language, mutator, policy).resume(
+            run_id, budget=budget, max_spend=max_spend, prices=prices
+        )
 
 
 def evaluate(
@@ -181,7 +193,8 @@ def status(*, db: Store) -> list[dict[str, Any]]:
 
 
 def cost(run_id: int | None = None, *, db: Store) -> CostReport:
-    """A run's AI spending (default: the latest run): search vs report, and the champion's deploy cost."""
+    """A run's model spending (default: the latest run): search, report and the mutator apart, the mutator's by
+    role, and the champion's deploy cost."""
     with _open(db, read_only=True) as store:
         return read_models.cost(store, resolve_run(store, run_id, db))
 

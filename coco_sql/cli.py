@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coco_sql import api
-from coco_sql.engine import IterationReport, RunConfig
+from coco_sql.engine import IterationReport, RunConfig, RunSummary
+from coco_sql.engine.spend import price_option
 from coco_sql.errors import CocoError, ConfigError, StoreError
 from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig
@@ -100,10 +101,37 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="drafts the offline mutator tests on training rows per iteration (default 32)",
     )
+    evolve.add_argument(
+        "--mutator",
+        default=RunConfig.mutator,
+        help="offline | agent | gepa_like | openevolve_like (default offline)",
+    )
+    evolve.add_argument("--model", default=None, help="the mutator's chat model, e.g. openai/gpt-4o-mini")
+    evolve.add_argument(
+        "--mutator-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of the chosen mutator, e.g. mode=agentic, history=false, max_turns=8 (repeatable)",
+    )
+    _spend_options(evolve)
     evolve.add_argument("--json", action="store_true", help="end stdout with one JSON summary line")
     evolve.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     _ai_options(evolve)
     evolve.set_defaults(handler=cmd_evolve)
+
+    resume = commands.add_parser(
+        "resume", help="continue a run (the latest by default): to a larger --budget or --max-spend"
+    )
+    resume.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB store file (default {DEFAULT_DB})")
+    resume.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    resume.add_argument("--task", default=None, help="task pack name or directory (default: the run's)")
+    resume.add_argument("--budget", type=int, default=None, help="a larger number of mutation iterations")
+    _spend_options(resume)
+    resume.add_argument("--json", action="store_true", help="end stdout with one JSON summary line")
+    resume.add_argument("--quiet", action="store_true", help="no per-iteration progress")
+    _ai_options(resume)
+    resume.set_defaults(handler=cmd_resume)
 
     evaluate = commands.add_parser("eval", help="score a program file on one split")
     evaluate.add_argument("task")
@@ -127,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     status.set_defaults(handler=cmd_status)
 
     cost = commands.add_parser(
-        "cost", help="a run's AI spending: search vs report, with and without the cache"
+        "cost", help="a run's model spending: search, report and the mutator, with and without the cache"
     )
     cost.add_argument("--db", default=DEFAULT_DB)
     cost.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
@@ -213,40 +241,100 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spend_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-spend",
+        default=None,
+        help="pause the run once its models spent this: '200000 tokens' or '$5' (money needs --price)",
+    )
+    parser.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="MODEL=IN,OUT",
+        help="a model's price in USD per 1M input and output tokens, e.g. openai/gpt-4o-mini=0.15,0.6",
+    )
+
+
 def cmd_evolve(args: argparse.Namespace) -> int:
-    progress = None if args.quiet else _print_progress
     if args.resume:
-        summary = api.resume(
-            args.run, db=args.db, task=args.task, budget=args.budget, ai=_ai_config(args), progress=progress
-        )
-    else:
-        if args.run is not None:
-            raise ConfigError("--run only makes sense with --resume")
-        settings: dict[str, object] = {}
-        if args.max_drafts is not None:
-            settings["max_drafts"] = args.max_drafts
-        if args.no_probe:
-            settings["probe"] = False
-        options = {
-            "seed": args.seed,
-            "islands": args.islands,
-            "policy": args.policy,
-            "mutator_settings": settings,
-            "targeting": args.targeting,
-            "admission": args.admission,
-            "history": not args.parent_local,
-            "target": args.target,
-        }
-        budget = 60 if args.budget is None else args.budget
-        summary = api.evolve(
-            args.task, db=args.db, budget=budget, options=options, ai=_ai_config(args), progress=progress
-        )
+        return cmd_resume(args)
+    if args.run is not None:
+        raise ConfigError("--run only makes sense with --resume")
+    settings: dict[str, object] = {}
+    if args.max_drafts is not None:
+        settings["max_drafts"] = args.max_drafts
+    if args.no_probe:
+        settings["probe"] = False
+    if args.model is not None:
+        settings["model"] = args.model
+    settings.update(setting_option(text) for text in args.mutator_setting)
+    options = {
+        "seed": args.seed,
+        "mutator": args.mutator,
+        "islands": args.islands,
+        "policy": args.policy,
+        "mutator_settings": settings,
+        "targeting": args.targeting,
+        "admission": args.admission,
+        "history": not args.parent_local,
+        "target": args.target,
+        "max_spend": args.max_spend,
+        "prices": dict(price_option(price) for price in args.price),
+    }
+    summary = api.evolve(
+        args.task,
+        db=args.db,
+        budget=60 if args.budget is None else args.budget,
+        options=options,
+        ai=_ai_config(args),
+        progress=None if args.quiet else _print_progress,
+    )
+    return _print_summary(summary, args)
+
+
+def setting_option(text: str) -> tuple[str, object]:
+    """`NAME=VALUE` of --mutator-setting: true/false, integers and decimals become those; the rest is text."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.strip():
+        raise ConfigError(f"--mutator-setting takes NAME=VALUE, got {text!r}")
+    value = value.strip()
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return name.strip(), lowered == "true"
+    for kind in (int, float):
+        try:
+            return name.strip(), kind(value)
+        except ValueError:
+            pass
+    return name.strip(), value
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    summary = api.resume(
+        args.run,
+        db=args.db,
+        task=args.task,
+        budget=args.budget,
+        max_spend=args.max_spend,
+        prices=dict(price_option(price) for price in args.price),
+        ai=_ai_config(args),
+        progress=None if args.quiet else _print_progress,
+    )
+    return _print_summary(summary, args)
+
+
+def _print_summary(summary: RunSummary, args: argparse.Namespace) -> int:
     print(
         f"run {summary.run_id}: champion {summary.champion_id}  "
         f"val {summary.seed_val_score:.3f} -> {summary.champion_val_score:.3f}  "
         f"test {_fmt(summary.seed_test_score)} -> {_fmt(summary.champion_test_score)}",
         file=sys.stderr if args.json else sys.stdout,
     )
+    if summary.stopped:
+        print(
+            f"run {summary.run_id} stopped: {summary.stopped}", file=sys.stderr if args.json else sys.stdout
+        )
     if args.json:
         print(json.dumps(summary.as_dict()))
     return 0
@@ -341,10 +429,11 @@ def cmd_cost(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     if not report["phases"]:
-        print(f"run {report['run_id']} made no AI calls")
+        print(f"run {report['run_id']} made no model calls")
         return 0
     print(
-        f"AI cost of run {report['run_id']} (tokens in/out; 'w/o cache' = had every call gone to a provider)"
+        f"Model spending of run {report['run_id']}: the AI functions (search, report) and the mutator's own models "
+        "(mutator); tokens in/out, 'w/o cache' = had every call gone to a provider"
     )
     print(f"{'phase':<8} {'calls':>9} {'provider':>9} {'cached':>9} {'errors':>7} {'tokens in':>11} "
           f"{'tokens out':>11} {'in w/o cache':>13} {'out w/o cache':>14}")  # fmt: skip
@@ -353,6 +442,12 @@ def cmd_cost(args: argparse.Namespace) -> int:
             f"{phase:<8} {p['calls']:>9,} {p['provider_calls']:>9,} {p['cache_hits']:>9,} {p['errors']:>7,} "
             f"{p['input_tokens']:>11,} {p['output_tokens']:>11,} {p['input_tokens_without_cache']:>13,} "
             f"{p['output_tokens_without_cache']:>14,}"
+        )
+    for agent in report["agents"]:
+        print(
+            f"  mutator {agent['agent']} on {agent['model']}: {agent['provider_calls']:,} model calls "
+            f"({agent['cache_hits']:,} cached), {agent['input_tokens']:,} tokens in, "
+            f"{agent['output_tokens']:,} out"
         )
     deploy = report["deploy"]
     if deploy:

@@ -1,6 +1,7 @@
 -- coco-sql warehouse schema. Written once in DuckDB dialect; the Snowflake store transpiles it with sqlglot.
 -- Every program, evaluation row, ledger entry and event of a run is a row here: a run can be resumed,
--- audited and queried with SQL. Tables are append-only except runs.status/finished_at.
+-- audited and queried with SQL. Tables are append-only except runs.budget, status, finished_at and config (a resume
+-- may raise the budget or the max_spend option).
 
 CREATE TABLE IF NOT EXISTS runs (
     run_id           BIGINT PRIMARY KEY,
@@ -91,7 +92,7 @@ CREATE TABLE IF NOT EXISTS ledger (  -- the strategy ledger: what each iteration
 CREATE TABLE IF NOT EXISTS events (
     run_id     BIGINT NOT NULL,
     iteration  BIGINT NOT NULL,
-    kind       VARCHAR NOT NULL,          -- run_started | run_resumed | parent_selected | mutation | admitted | migrated | run_finished
+    kind       VARCHAR NOT NULL,          -- run_started | run_resumed | parent_selected | curated | mutation | admitted | migrated | spend_limit_reached | run_finished
     program_id VARCHAR,
     payload    JSON,
     created_at TIMESTAMP NOT NULL
@@ -122,8 +123,8 @@ CREATE TABLE IF NOT EXISTS ai_usage (  -- the cost ledger: AI usage per evaluati
     run_id               BIGINT NOT NULL,
     iteration            BIGINT NOT NULL,
     program_id           VARCHAR,
-    split                VARCHAR NOT NULL,  -- train | val | test, or 'drafts' (the mutator's tests and probes)
-    function             VARCHAR NOT NULL,
+    split                VARCHAR NOT NULL,  -- train | val | test | drafts (the mutator's draft tests) | mutator (its models)
+    function             VARCHAR NOT NULL,  -- the AI function (AI_CLASSIFY, ...); for 'mutator', the model role
     model                VARCHAR NOT NULL,
     calls                BIGINT NOT NULL,   -- rows answered, from the provider or the cache
     cache_hits           BIGINT NOT NULL,
@@ -149,6 +150,24 @@ CREATE TABLE IF NOT EXISTS ai_calls (  -- every provider call (cache misses), in
     output_tokens BIGINT NOT NULL,
     latency_ms    DOUBLE NOT NULL,
     error         VARCHAR,
+    created_at    TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS agent_turns (  -- the mutators' conversations with chat models: one row per message
+    run_id        BIGINT NOT NULL,
+    iteration     BIGINT NOT NULL,
+    program_id    VARCHAR,                -- the child the conversation produced
+    agent         VARCHAR NOT NULL,       -- the model role: agent | reflector | proposer | a baseline's name
+    turn          BIGINT NOT NULL,        -- 0-based position in the iteration's conversation of `agent`
+    role          VARCHAR NOT NULL,       -- system | user | assistant | tool
+    content       VARCHAR NOT NULL,       -- the message text (a tool turn: the tool's result)
+    tool_calls    JSON,                   -- an assistant turn's calls: [{"id", "name", "arguments"}]
+    tool_call_id  VARCHAR,                -- a tool turn: the call it answers
+    tool_name     VARCHAR,                -- a tool turn: the tool that answered
+    input_tokens  BIGINT NOT NULL,        -- of the model call that produced an assistant turn (0 otherwise)
+    output_tokens BIGINT NOT NULL,
+    template      VARCHAR,                -- 'name@version' of the prompt template the turn was rendered from
+    model         VARCHAR,                -- the chat model of an assistant turn
     created_at    TIMESTAMP NOT NULL
 );
 

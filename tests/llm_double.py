@@ -12,7 +12,8 @@ prompt). Usage reports `estimate_tokens` of every message plus 3 per message (th
 and are answered in REVERSE order with their `index`, so a client that ignores the index is caught.
 
 Each POST is numbered from 0 in arrival order; `faults` (a list, or a function of that number) decides what it gets:
-a normal answer, 429 with Retry-After, 500, 529, a malformed JSON body, a hang, or a closed connection. `latency_s`
+a normal answer, 429 with Retry-After, 500, 529, 400 for a context-window overflow, a malformed JSON body, a hang,
+or a closed connection. `latency_s`
 delays every POST first. Every POST is recorded (`requests`), and the most POSTs in flight at once is kept.
 """
 
@@ -50,6 +51,7 @@ class Fault(enum.Enum):
     MALFORMED = "malformed"  # HTTP 200 with a body that is not JSON
     HANG = "hang"  # no answer for `hang_s` (or until the endpoint stops), then the connection closes
     CLOSE = "close"  # the connection closes without any answer
+    CONTEXT_OVERFLOW = "400"  # the prompt is longer than the model's context window (each format's own error)
 
 
 FaultScript = Sequence[Fault] | Callable[[int], Fault]
@@ -338,6 +340,15 @@ class FakeEndpoint:
                 handler.send_json(500, _error("api_error", "internal server error", anthropic))
             case Fault.OVERLOADED:
                 handler.send_json(529, _error("overloaded_error", "overloaded", anthropic))
+            case Fault.CONTEXT_OVERFLOW:
+                message = (
+                    "prompt is too long: 210000 tokens > 200000 maximum"
+                    if anthropic
+                    else "This model's maximum context length is 8192 tokens. However, your messages resulted "
+                    "in 9120 tokens. Please reduce the length of the messages."
+                )
+                kind = "invalid_request_error"
+                handler.send_json(400, _error(kind, message, anthropic))
             case Fault.OK:
                 self._route(handler, record)
 

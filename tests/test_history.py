@@ -23,6 +23,7 @@ from coco_sql.mutate import MutationRequest, OfflineMutator, Proposal
 from coco_sql.reflect.history import HistoryTools
 from coco_sql.store import DuckDBStore
 from coco_sql.store.history_sql import QUERIES, WITHHELD_ERROR
+from coco_sql.store.records import AgentTurn
 from coco_sql.tasks import load_task
 from tests.conftest import REPO, run_cli
 
@@ -161,7 +162,9 @@ def test_recent_scores_trace_the_best_so_far(lp) -> None:
 
 def test_thinking_trace_is_the_iterations_events(lp) -> None:
     tools, con = lp
-    events = tools.get_thinking_trace(3)
+    trace = tools.get_thinking_trace(3)
+    assert trace["iteration"] == 3 and trace["transcript"] == []  # the offline mutator talks to no model
+    events = trace["events"]
     stored = con.execute("SELECT kind, program_id, payload FROM events WHERE iteration = 3 ORDER BY rowid")
     assert [(e["kind"], e["program_id"], e["payload"]) for e in events] == [
         (kind, pid, json.loads(payload)) for kind, pid, payload in stored.fetchall()
@@ -313,7 +316,8 @@ def _tagged_pack(tmp_path: Path) -> tuple[Path, dict[str, set[str]]]:
 
 class _FailsOnHiddenRows:
     """The offline mutator, except at iteration 2, where it proposes a child that answers every training row
-    and fails on any other row with a runtime error quoting that row's input (a validation row's word)."""
+    and fails on any other row with a runtime error quoting that row's input (a validation row's word). Its
+    transcript there is what a chat model would have seen: a query tool's answer over the environment's rows."""
 
     name = "offline+failing"
 
@@ -326,7 +330,14 @@ class _FailsOnHiddenRows:
             return self._inner.propose(request, rng)
         listed = ", ".join(f"'{i}'" for i in self._train)
         code = f"SELECT id, CASE WHEN id IN ({listed}) THEN 0 ELSE CAST(w AS INTEGER) END AS label FROM input"
-        return Proposal(code=code, approach="cast the word of unlisted rows")
+        call = {"id": "c1", "name": "query", "arguments": {"sql": "SELECT * FROM input"}}
+        seen = json.dumps(request.env.query("SELECT * FROM input", limit=1000))
+        transcript = (
+            AgentTurn("agent", 0, "user", "Which rows are there?", template="agent_task@1"),
+            AgentTurn("agent", 1, "assistant", "", (call,), input_tokens=20, output_tokens=5, model="m"),
+            AgentTurn("agent", 2, "tool", seen, tool_call_id="c1", tool_name="query"),
+        )
+        return Proposal(code=code, approach="cast the word of unlisted rows", transcript=transcript)
 
 
 def _forbidden_tokens(root: Path, splits: dict[str, set[str]]) -> list[str]:
@@ -420,6 +431,8 @@ def test_no_tool_ever_returns_a_validation_or_test_row(tmp_path: Path) -> None:
                 continue  # the refusal echoes the id the caller gave, and nothing else
             assert not _leaks(text, tokens), text[:300]
         assert any(i in everything for i in splits["train"])  # training rows are shown
+        (tool_turn,) = [t for t in tools.get_thinking_trace(2)["transcript"] if t["role"] == "tool"]
+        assert all(i in tool_turn["content"] for i in splits["train"])  # the transcript is checked, not empty
 
     # The same through the CLI (each call is a process, so a sample: every tool once, the failing child, the
     # iteration it was made in, and a validation and a test id).

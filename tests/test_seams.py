@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,9 @@ class MemoryStore:
         self.runs[run_id] = RunRecord(
             run.run_id, run.task, run.task_fingerprint, run.seed, budget, run.config
         )
+
+    def set_config(self, run_id: int, config: Mapping[str, Any]) -> None:
+        self.runs[run_id] = replace(self.runs[run_id], config=dict(config))
 
     def write_iteration(self, batch: IterationBatch) -> None:
         run_id = batch.run_id

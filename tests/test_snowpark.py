@@ -27,12 +27,15 @@ snowpark = pytest.importorskip(
     "snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')"
 )
 from snowflake.snowpark import Session  # noqa: E402
+from snowflake.snowpark.mock import ColumnEmulator, ColumnType, patch  # noqa: E402
+from snowflake.snowpark.mock._functions import MockedFunctionRegistry  # noqa: E402  (no public unregister)
 from snowflake.snowpark.mock.exceptions import SnowparkLocalTestingException  # noqa: E402
 from snowflake.snowpark.types import LongType, StringType, VariantType  # noqa: E402
 
 import coco_sql  # noqa: E402
 from coco_sql import api  # noqa: E402
 from coco_sql.errors import StoreError  # noqa: E402
+from coco_sql.llm.providers.cortex import COMPLETE_FUNCTION  # noqa: E402
 from coco_sql.store import DuckDBStore  # noqa: E402
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES  # noqa: E402
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES  # noqa: E402
@@ -327,3 +330,50 @@ def test_a_run_on_a_real_account_holds_what_the_same_run_holds_in_duckdb(tmp_pat
         con.close()
     finally:
         session.close()
+
+
+def test_the_agent_mutator_runs_on_cortex_inside_a_procedure(session: Session) -> None:
+    """`CALL coco_evolve(..., {'mutator': 'agent', ...'cortex:<model>'})`: the procedure hands its own session to
+    the model layer, and the agent's turns go to COMPLETE (patched here with a scripted model that speaks
+    COMPLETE's documented answer shape and the prompted tool protocol)."""
+    calls: list[str] = []
+
+    def agent(history: list[dict[str, str]]) -> str:
+        step = sum(1 for turn in history if turn["role"] == "assistant")
+        if step == 0:
+            call = {"name": "offline_search", "arguments": {}}
+        elif step == 1:
+            found = json.loads(history[-1]["content"].split("\n", 1)[1])
+            call = {"name": "write_candidate", "arguments": {"code": found["code"]}}
+        else:
+            call = {
+                "name": "commit",
+                "arguments": {"approach": "hillclimb", "description": "offline search's child"},
+            }
+        return json.dumps({"tool_calls": [call]})
+
+    @patch(COMPLETE_FUNCTION)
+    def complete(model: ColumnEmulator, history: ColumnEmulator, options: ColumnEmulator) -> ColumnEmulator:
+        answers = []
+        for name, turns, _ in zip(model, history, options, strict=True):
+            calls.append(name)
+            reply = agent(turns)
+            usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+            answers.append(json.dumps({"choices": [{"messages": reply}], "model": name, "usage": usage}))
+        return ColumnEmulator(data=answers, sf_type=ColumnType(StringType(), True))
+
+    try:
+        session.call("coco_task", "signals", "signals", OPTIONS)
+        options = {"seed": 1, "mutator": "agent", "mutator_settings": {"model": "cortex:mistral-large2"}}
+        (summary,) = session.call("coco_evolve", "signals", 2, options).collect()
+    finally:
+        MockedFunctionRegistry.get_or_create().unregister(COMPLETE_FUNCTION)
+    assert summary["ITERATIONS"] == 2 and calls == ["mistral-large2"] * 6
+    store = SnowparkStore(session)
+    turns = store.table_frame("agent_turns")
+    assert sorted(turns["tool_name"].dropna()) == sorted(["offline_search", "write_candidate", "commit"] * 2)
+    usage = store.table_frame("ai_usage")
+    mutator = usage[usage["split"] == "mutator"]
+    assert set(mutator["model"]) == {"cortex:mistral-large2"} and mutator["input_tokens"].sum() == 600
+    programs = store.table_frame("programs")
+    assert set(programs[programs["iteration"] > 0]["approach"]) == {"offline search's child"}

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from coco_sql.engine.registry import mutator_spec
+from coco_sql.engine.spend import SpendLimit, normalise_prices
 from coco_sql.errors import ConfigError
 from coco_sql.search import POLICIES
 from coco_sql.store import RunRecord
@@ -28,7 +29,12 @@ class RunConfig:
     source of truth is `runs.budget` (a resume with `--budget` changes only that column).
 
     `mutator_settings` are the chosen mutator's own (`engine.registry`); `target` ends the run early once the
-    champion's validation score reaches it.
+    champion's validation score reaches it. `max_spend` stops the run, resumable, once its model spending
+    reaches a limit in tokens or US dollars at `prices` (`engine.spend`).
+
+    A value a key does not take (an unknown policy, a negative budget, a `max_spend` that is neither tokens nor
+    dollars, ...) is a one-line ConfigError naming the key and what it takes, raised when the config is built:
+    before anything is written.
     """
 
     seed: int = 0
@@ -42,6 +48,8 @@ class RunConfig:
     admission: str = "map_elites"  # map_elites: beat the cell's occupant | jp: raise the population's J_p
     history: bool = True  # off: parent-local mutation (no ledger, elites, donors)
     target: float | None = None  # stop once the champion's validation score reaches this
+    max_spend: int | str | None = None  # '200000 tokens' | 200000 | '$5' | '5 usd' (`engine.spend`)
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> USD per 1M in, out
 
     def __post_init__(self) -> None:
         if self.budget < 0:
@@ -60,6 +68,22 @@ class RunConfig:
             raise ConfigError(f"--target must be a score in [0, 1] (got {self.target})")
         object.__setattr__(
             self, "mutator_settings", mutator_spec(self.mutator).settings(self.mutator_settings)
+        )
+        object.__setattr__(self, "prices", normalise_prices(self.prices))
+        if self.max_spend is not None:
+            SpendLimit.parse(self.max_spend)
+
+    @property
+    def spend_limit(self) -> SpendLimit | None:
+        """`max_spend` parsed, or None for a run without a spend limit."""
+        return None if self.max_spend is None else SpendLimit.parse(self.max_spend)
+
+    def model_names(self) -> tuple[str, ...]:
+        """The chat models the mutator's settings name (a setting `model` or `*_model` holding a name)."""
+        return tuple(
+            value
+            for key, value in self.mutator_settings.items()
+            if (key == "model" or key.endswith("_model")) and isinstance(value, str) and value
         )
 
     @classmethod
@@ -84,6 +108,7 @@ class RunConfig:
         """The JSON for `runs.config`: everything but the budget, which lives in `runs.budget` alone."""
         stored = {k: v for k, v in asdict(self).items() if k != "budget"}
         stored["mutator_settings"] = dict(self.mutator_settings)
+        stored["prices"] = {model: list(pair) for model, pair in self.prices.items()}
         return stored
 
 
@@ -113,6 +138,7 @@ class RunSummary:
     champion_val_score: float
     seed_test_score: float | None
     champion_test_score: float | None
+    stopped: str | None = None  # why the run stopped before its end, in one line (it is still 'running')
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

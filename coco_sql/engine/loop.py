@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -34,6 +34,7 @@ from coco_sql.engine.config import (
 )
 from coco_sql.engine.registry import build_mutator
 from coco_sql.engine.run_state import RunState
+from coco_sql.engine.spend import Spend, check_prices
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator
 from coco_sql.languages import Language
@@ -45,6 +46,7 @@ from coco_sql.mutate import MutationRequest, Mutator, Proposal
 from coco_sql.reflect.context import ContextBundle
 from coco_sql.reflect.curator import Curator
 from coco_sql.reflect.environment import DraftEnvironment
+from coco_sql.reflect.history import HistoryTools
 from coco_sql.search import POLICIES, Elite, ParentPolicy, Population
 from coco_sql.search.infogain import InfoGainTargets, TargetPicker, UniformTargets, text_kernel
 from coco_sql.store import (
@@ -101,9 +103,13 @@ class EvolutionLoop:
         self._mutator = mutator
         self._progress = progress or (lambda report: None)
         self._committer = Committer(store)  # write-behind: iteration t commits while t + 1 is mutated
+        self._history: HistoryTools | None = None  # bound to the run being evolved, during `_run`
+        self._chat: AiRuntime | None = None  # the mutator's model runtime, when it calls models
 
     # -- entry points ----------------------------------------------------------------------------------------
     def start(self, config: RunConfig) -> RunSummary:
+        check_prices(config.spend_limit, config.prices, self._models(config))  # before anything is written
+        self._check_routes(config)
         run_id = self.store.next_run_id()
         run = RunRecord(
             run_id=run_id,
@@ -116,7 +122,17 @@ class EvolutionLoop:
         self.store.create_run(run)
         return self._run(run, config, resumed=False)
 
-    def resume(self, run_id: int, budget: int | None = None) -> RunSummary:
+    def resume(
+        self,
+        run_id: int,
+        budget: int | None = None,
+        *,
+        max_spend: int | str | None = None,
+        prices: Mapping[str, Any] | None = None,
+    ) -> RunSummary:
+        """Continue run `run_id`, to a larger `budget` if given. `max_spend` replaces the run's spend limit and
+        `prices` are added to its prices (both stored in `runs.config`); a run stopped by its limit goes on
+        under a larger one. Every check happens before anything is written."""
         run = self.store.get_run(run_id)
         if run.task != self.task.name:
             raise StoreError(f"run {run_id} evolved task {run.task!r}, not {self.task.name!r}")
@@ -126,15 +142,28 @@ class EvolutionLoop:
                 "resuming would mix two tasks (start a new run instead)"
             )
         config = RunConfig.stored(run)
+        stored = config.to_stored()
+        if max_spend is not None or prices:
+            config = replace(
+                config,
+                max_spend=config.max_spend if max_spend is None else max_spend,
+                prices={**config.prices, **dict(prices or {})},
+            )
+        if config.spend_limit is not None:  # every model that spent, and every configured one, needs a price
+            check_prices(config.spend_limit, config.prices, self._models(config))
+            self._spend(run_id).amount(config.spend_limit, config.prices)
         self.store.recover(run_id)
-        if budget is not None and budget != config.budget:
-            if budget < self.store.last_iteration(run_id):
-                raise ConfigError(
-                    f"run {run_id} already has {self.store.last_iteration(run_id)} iterations; "
-                    f"--budget {budget} cannot shrink it"
-                )
-            config = replace(config, budget=budget)
-            self.store.set_budget(run_id, budget)
+        new_budget = budget if budget is not None and budget != config.budget else None
+        if new_budget is not None and new_budget < self.store.last_iteration(run_id):
+            raise ConfigError(
+                f"run {run_id} already has {self.store.last_iteration(run_id)} iterations; "
+                f"--budget {new_budget} cannot shrink it"
+            )
+        if config.to_stored() != stored:
+            self.store.set_config(run_id, config.to_stored())
+        if new_budget is not None:
+            config = replace(config, budget=new_budget)
+            self.store.set_budget(run_id, new_budget)
         return self._run(run, config, resumed=True)
 
     # -- the loop --------------------------------------------------------------------------------------------
@@ -145,6 +174,8 @@ class EvolutionLoop:
         mutator = self._mutator or make_mutator(config, evaluator.language)
         curator = make_curator(config, self.task)
         env = DraftEnvironment(evaluator)
+        self._history = HistoryTools(self.store, run.run_id)
+        self._chat = self._chat_runtime(config) if getattr(mutator, "uses_models", False) else None
         try:
             state = RunState.load(self.store, run.run_id, config, self.task)
             if state.last_iteration < 0:
@@ -158,7 +189,7 @@ class EvolutionLoop:
                             Event(
                                 state.last_iteration,
                                 "run_resumed",
-                                payload={"from_iteration": state.last_iteration + 1, "budget": config.budget},
+                                payload=self._resumed_payload(state, config),
                             ),
                         ),
                     )
@@ -166,17 +197,97 @@ class EvolutionLoop:
             for t in range(state.last_iteration + 1, config.budget + 1):
                 if config.target is not None and state.best_score() >= config.target:
                     break  # reached the target: the run ends here, and a resume does not go on
+                if (stopped := self._spend_stop(run, config, state)) is not None:
+                    return stopped
                 self._iterate(run, config, t, state, policy, curator, mutator, evaluator, env)
             self._committer.flush()
+            if (
+                config.spend_limit is not None
+                and self.store.get_run(run.run_id).status != "finished"
+                and (stopped := self._spend_stop(run, config, state)) is not None
+            ):
+                return stopped  # the finish's test scores would spend too
             return self._finish(run, config, state, ai)
         except BaseException:
             with contextlib.suppress(Exception):  # let the batch in flight land; the first error wins
                 self._committer.flush()
+            with contextlib.suppress(Exception):  # the answers of a conversation cut short replay on resume
+                self._save_chat_cache(run)
             raise
         finally:
             evaluator.close()
             if ai is not None:
                 ai.close()
+            if self._chat is not None:
+                self._chat.close()
+            self._chat = self._history = None
+
+    def _chat_runtime(self, config: RunConfig) -> AiRuntime:
+        """The mutator's model runtime: its response cache is the store's (shared, content-addressed), so a
+        resumed run replays the turns it has already had answered."""
+        cache = AiCache()
+        cache.load(*self.store.ai_cache_entries())
+        ai_config = self._ai_config or AiConfig.from_environment()
+        return AiRuntime(replace(ai_config, seed=config.seed), cache)
+
+    def _save_chat_cache(self, run: RunRecord) -> None:
+        """Write the mutator's new cache entries outside an iteration (the run is stopping mid-iteration)."""
+        if self._chat is None:
+            return
+        responses, _ = self._chat.cache.drain()
+        if responses:
+            last = self.store.last_iteration(run.run_id)
+            self.store.write_iteration(IterationBatch(run.run_id, max(last, 0), ai_cache=tuple(responses)))
+
+    @staticmethod
+    def _resumed_payload(state: RunState, config: RunConfig) -> dict[str, Any]:
+        payload: dict[str, Any] = {"from_iteration": state.last_iteration + 1, "budget": config.budget}
+        if config.max_spend is not None:
+            payload["max_spend"] = config.max_spend
+        return payload
+
+    def _check_routes(self, config: RunConfig) -> None:
+        """Every model the mutator's settings name has an endpoint (ConfigError before anything is written)."""
+        ai = self._ai_config or AiConfig.from_environment()
+        for model in config.model_names():
+            ai.route(model)
+
+    def _models(self, config: RunConfig) -> list[str]:
+        """The models the run is configured to call: the mutator's (its settings' `model` / `*_model`, or the
+        `models` an injected mutator declares) and, for a task with AI functions, their configured models."""
+        models = [*config.model_names(), *getattr(self._mutator, "models", ())]
+        if self.task.uses_ai:
+            ai = self._ai_config or AiConfig.from_environment()
+            models += [m for m in (ai.classify_model, ai.completion_model, ai.embedding_model) if m]
+        return models
+
+    def _spend(self, run_id: int) -> Spend:
+        """What the run has spent so far, from its committed ai_usage rows (every split)."""
+        return Spend.from_rows(self.store.report("run_spend", {"run_id": run_id}))
+
+    def _spend_stop(self, run: RunRecord, config: RunConfig, state: RunState) -> RunSummary | None:
+        """With a spend limit, after the last committed iteration: None while the run's spending is under the
+        limit; once it is reached, the `spend_limit_reached` event is written and the run stops, still
+        'running' (a resume under a larger limit goes on). A limit makes each iteration commit before the next
+        one starts, so the check reads every row spent so far."""
+        limit = config.spend_limit
+        if limit is None:
+            return None
+        self._committer.flush()
+        spend = self._spend(run.run_id)
+        amount = spend.amount(limit, config.prices)
+        if amount < limit.amount:
+            return None
+        t = state.last_iteration
+        event = Event(t, "spend_limit_reached", None, spend.payload(limit, config.prices))
+        self._committer.submit(IterationBatch(run.run_id, t, events=(event,)))
+        self._committer.flush()
+        return self._summary(
+            run,
+            state,
+            stopped=f"spend limit reached: {limit.show(amount)} of {limit} spent by iteration {t}; "
+            "the run is paused (resume it with a larger --max-spend)",
+        )
 
     def _ai_runtime(self, config: RunConfig) -> AiRuntime | None:
         """The run's AI runtime, its cache warmed from the store's tables; None when the task uses no AI."""
@@ -294,16 +405,25 @@ class EvolutionLoop:
 
         clock = time.perf_counter()
         proposal: Proposal = mutator.propose(
-            MutationRequest(t, state.view(parent_id), env, context),
+            MutationRequest(t, state.view(parent_id), env, context, history=self._history, models=self._chat),
             iteration_rng(run.seed, t, MUTATOR_STREAM),
         )
         mutate_ms = _ms_since(clock)
-        drafts_usage = evaluator.ai.take_spent() if evaluator.ai is not None else None
+        spent = evaluator.ai.take_spent() if evaluator.ai is not None else None
+        drafts_usage = _without(spent, proposal.usage) if spent is not None else None
 
         clock = time.perf_counter()
-        outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}
+        if proposal.discarded is not None:  # no child: recorded as an invalid program with the reason
+            outcomes = {
+                split: evaluator.failed(split, f"discarded: {proposal.discarded}") for split in SEARCH_SPLITS
+            }
+        else:
+            outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}
         evaluate_ms = _ms_since(clock)
         ai_rows = self._ai_rows(evaluator, program_id_for(run.run_id, t), drafts_usage)
+        if self._chat is not None:
+            chat_cache, _ = self._chat.cache.drain()
+            ai_rows["ai_cache"] = (*ai_rows.get("ai_cache", ()), *chat_cache)
 
         clock = time.perf_counter()
         pid = program_id_for(run.run_id, t)
@@ -381,6 +501,8 @@ class EvolutionLoop:
             archive=tuple(landings),
             ledger=(ledger_entry,),
             events=tuple(events),
+            agent_turns=proposal.transcript,
+            mutator_usage=proposal.usage,
             **ai_rows,
         )
         timings = {"select": select_ms, "curate": curate_ms, "mutate": mutate_ms, "evaluate": evaluate_ms}
@@ -436,7 +558,13 @@ class EvolutionLoop:
                     **ai_rows,
                 )
             )
-            test_scores = self.store.program_scores(run.run_id, "test")
+        return self._summary(run, state)
+
+    def _summary(self, run: RunRecord, state: RunState, stopped: str | None = None) -> RunSummary:
+        """The run as its tables hold it now: the champion, and the test scores once they are reported."""
+        seed_id = program_id_for(run.run_id, 0)
+        champion_id = state.champion_id()
+        test_scores = self.store.program_scores(run.run_id, "test")
         return RunSummary(
             run_id=run.run_id,
             task=self.task.name,
@@ -446,7 +574,20 @@ class EvolutionLoop:
             champion_val_score=state.val_scores[champion_id],
             seed_test_score=test_scores[seed_id].score if seed_id in test_scores else None,
             champion_test_score=test_scores[champion_id].score if champion_id in test_scores else None,
+            stopped=stopped,
         )
+
+
+def _without(spent: Usage, mutator: Usage | None) -> Usage:
+    """`spent` without the lines and calls of the mutator's own models (a mutator whose chat calls go through
+    the evaluator's runtime): those are stored once, with split 'mutator'."""
+    if not mutator:
+        return spent
+    rest = Usage()
+    rest.lines = {key: line for key, line in spent.lines.items() if key not in mutator.lines}
+    rest.provider_calls = [c for c in spent.provider_calls if (c.function, c.model) not in mutator.lines]
+    rest.errors = list(spent.errors)
+    return rest
 
 
 def _bundle_summary(context: ContextBundle) -> dict[str, Any]:

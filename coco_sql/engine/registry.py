@@ -34,6 +34,7 @@ class MutatorSpec:
     description: str
     defaults: Mapping[str, Any]
     build: Callable[[Language, Mapping[str, Any]], Mutator] = field(repr=False)
+    check: Callable[[Mapping[str, Any]], None] | None = field(default=None, repr=False)  # ConfigError if bad
 
     def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """`given` on top of the defaults; ConfigError for an unknown name or a value of the wrong type."""
@@ -52,6 +53,8 @@ class MutatorSpec:
                     f"mutator {self.name!r}: setting {name!r} must be {expected.__name__} (got {value!r})"
                 )
             merged[name] = value
+        if self.check is not None:
+            self.check(merged)
         return merged
 
 
@@ -63,6 +66,50 @@ def _offline(language: Language, settings: Mapping[str, Any]) -> Mutator:
     return OFFLINE_MUTATORS[language.name](**settings)
 
 
+def _agent(**presets: Any) -> Callable[[Language, Mapping[str, Any]], Mutator]:
+    """A builder of the agent mutator with `presets` on top of the user's settings (the baselines fix theirs)."""
+
+    def build(language: Language, settings: Mapping[str, Any]) -> Mutator:
+        from coco_sql.agent.mutator import AgentMutator, AgentSettings
+
+        values = {**settings, **presets}
+        offline = OFFLINE_MUTATORS.get(language.name)
+        return AgentMutator(AgentSettings(**values), offline() if offline is not None else None)
+
+    return build
+
+
+def _agent_check(**presets: Any) -> Callable[[Mapping[str, Any]], None]:
+    """The agent's settings checked when the run is configured, before anything is written."""
+
+    def check(settings: Mapping[str, Any]) -> None:
+        from coco_sql.agent.mutator import AgentSettings
+
+        AgentSettings(**{**settings, **presets})
+
+    return check
+
+
+def _agent_defaults(**overrides: Any) -> dict[str, Any]:
+    from dataclasses import fields
+
+    from coco_sql.agent.mutator import AgentSettings
+
+    defaults = {f.name: f.default for f in fields(AgentSettings)}
+    return {k: v for k, v in {**defaults, **overrides}.items() if k not in ("mode", "prompt", "history", "ledger",
+                                                                          "offline_tools") or k in overrides}  # fmt: skip
+
+
+# The baselines fix the agent's shape: one-shot, no history tools and no ledger; only the prompt differs.
+GEPA_LIKE = {
+    "mode": "static",
+    "prompt": "gepa_task",
+    "history": False,
+    "ledger": False,
+    "offline_tools": False,
+}
+OPENEVOLVE_LIKE = {**GEPA_LIKE, "prompt": "openevolve_task"}
+
 MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
     {
         "offline": MutatorSpec(
@@ -70,6 +117,31 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
             "data-driven AST edits tested on training rows before commit (no model)",
             {"max_drafts": 32, "probe": True},
             _offline,
+        ),
+        "agent": MutatorSpec(
+            "agent",
+            "a coding agent over a chat model: history and data tools, workspace edits, self-test, commit",
+            _agent_defaults(
+                mode="self_test", prompt="static_task", history=True, ledger=True, offline_tools=True
+            ),
+            _agent(),
+            _agent_check(),
+        ),
+        "gepa_like": MutatorSpec(
+            "gepa_like",
+            "GEPA-style baseline: one-shot reflective rewrite of the parent from its training feedback "
+            "(run it with --policy pareto)",
+            _agent_defaults(),
+            _agent(**GEPA_LIKE),
+            _agent_check(**GEPA_LIKE),
+        ),
+        "openevolve_like": MutatorSpec(
+            "openevolve_like",
+            "OpenEvolve-style baseline: one-shot full rewrite with other elites as inspiration "
+            "(run it with --policy map_elites)",
+            _agent_defaults(),
+            _agent(**OPENEVOLVE_LIKE),
+            _agent_check(**OPENEVOLVE_LIKE),
         ),
     }
 )

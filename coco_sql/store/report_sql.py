@@ -2,7 +2,8 @@
 
 `Warehouse.report(name, params)` runs ``QUERIES[name]`` with DuckDB named parameters (``$run_id``, ...). Unlike the
 history tools' queries (`history_sql`), these serve the user (CLI, HTML report, procedures), so they may read
-test scores: nothing here is ever handed to the search.
+test scores: nothing here is ever handed to the search. `run_spend` also serves the loop's spend limit
+(`engine.spend`): token counts only, never a row.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ WHERE run_id = $run_id AND split = $split AND instance_id = $instance_id
 ORDER BY score DESC, iteration
 """,
     "cost_phases": """
-SELECT CASE WHEN split = 'test' THEN 'report' ELSE 'search' END AS phase,
+SELECT CASE WHEN split = 'test' THEN 'report' WHEN split = 'mutator' THEN 'mutator' ELSE 'search' END AS phase,
        SUM(calls) AS calls, SUM(calls - cache_hits) AS provider_calls, SUM(cache_hits) AS cache_hits,
        SUM(errors) AS errors, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
        SUM(input_tokens + cached_input_tokens) AS input_tokens_without_cache,
@@ -43,6 +44,19 @@ SELECT CASE WHEN split = 'test' THEN 'report' ELSE 'search' END AS phase,
        SUM(latency_ms) AS provider_latency_ms
 FROM ai_usage WHERE run_id = $run_id
 GROUP BY phase ORDER BY phase DESC
+""",
+    "cost_agents": """
+SELECT function AS agent, model,
+       SUM(calls) AS calls, SUM(calls - cache_hits) AS provider_calls, SUM(cache_hits) AS cache_hits,
+       SUM(errors) AS errors, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
+       SUM(latency_ms) AS provider_latency_ms
+FROM ai_usage WHERE run_id = $run_id AND split = 'mutator'
+GROUP BY function, model ORDER BY function, model
+""",
+    "run_spend": """
+SELECT model, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens
+FROM ai_usage WHERE run_id = $run_id
+GROUP BY model ORDER BY model
 """,
     "deploy_usage": """
 SELECT SUM(u.calls) AS calls,

@@ -16,8 +16,8 @@ Row = tuple[Any, ...]
 # The order tables are written in. On an engine without multi-table transactions (SnowparkStore) a row
 # written later vouches for the rows written before it: a program's row for its iteration, a program_scores row
 # for its evaluations, a run_finished event for the test scores (`SnowparkStore.recover`).
-WRITE_ORDER = ("evaluations", "ai_usage", "ai_calls", "archive_entries", "ledger", "program_scores", "events",
-               "programs")  # fmt: skip
+WRITE_ORDER = ("evaluations", "ai_usage", "ai_calls", "agent_turns", "archive_entries", "ledger", "program_scores",
+               "events", "programs")  # fmt: skip
 
 
 def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]:
@@ -40,6 +40,12 @@ def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]
             for s in batch.evaluations
             for r in s.rows
         ],
+        "agent_turns": [
+            (run_id, batch.iteration, _child_id(batch), a.agent, a.turn, a.role, a.content,
+             to_json(list(a.tool_calls)) if a.tool_calls else None, a.tool_call_id, a.tool_name, a.input_tokens,
+             a.output_tokens, a.template, a.model, now)
+            for a in batch.agent_turns
+        ],
         "archive_entries": [
             (run_id, a.iteration, a.seq, a.island, a.cell, a.program_id, a.reason) for a in batch.archive
         ],
@@ -60,11 +66,20 @@ def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]
     return {table: rows[table] for table in WRITE_ORDER}
 
 
+def _child_id(batch: IterationBatch) -> str | None:
+    """The program the iteration made (its one program row); the drafts' program id for a batch without one."""
+    return next((p.program_id for p in batch.programs), batch.drafts_program_id)
+
+
 def _ai_rows(batch: IterationBatch, now: datetime) -> tuple[list[Row], list[Row]]:
-    """The cost ledger of one iteration: ai_usage (per evaluation x function x model) and ai_calls."""
+    """The cost ledger of one iteration: ai_usage (per evaluation x function x model) and ai_calls. Besides the
+    evaluations' splits: 'drafts', the AI functions of the mutator's draft tests and probes, and 'mutator', the
+    mutator's own chat models (function = the model role: agent, reflector, proposer, a baseline's name)."""
     tagged = [(s.summary.program_id, s.summary.split, s.usage) for s in batch.evaluations if s.usage]
     if batch.drafts_usage:
         tagged.append((batch.drafts_program_id, "drafts", batch.drafts_usage))
+    if batch.mutator_usage:
+        tagged.append((_child_id(batch), "mutator", batch.mutator_usage))
     usage_rows: list[Row] = []
     call_rows: list[Row] = []
     for program_id, split, usage in tagged:

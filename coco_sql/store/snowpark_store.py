@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from snowflake.snowpark import DataFrame, Session
     from snowflake.snowpark.types import DataType, StructType
 
-_ITERATION_TABLES = ("archive_entries", "ledger", "events", "ai_usage", "ai_calls")
+_ITERATION_TABLES = ("archive_entries", "ledger", "events", "ai_usage", "ai_calls", "agent_turns")
 
 
 class SqlResult(NamedTuple):
@@ -170,6 +170,14 @@ class SnowparkStore:
                     "finished_at": lit(None).cast(TimestampType()),
                 },
                 col("run_id") == run_id,
+            )
+
+    def set_config(self, run_id: int, config: Mapping[str, Any]) -> None:
+        from snowflake.snowpark.functions import col, lit, parse_json
+
+        with self._lock:
+            self._table("runs").update(
+                {"config": parse_json(lit(to_json(dict(config))))}, col("run_id") == run_id
             )
 
     def recover(self, run_id: int) -> None:

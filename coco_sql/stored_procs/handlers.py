@@ -12,12 +12,14 @@ Each handler opens a `SnowparkStore` on the caller's session and calls the engin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Optional
 
 from snowflake.snowpark import DataFrame, Session
 from snowflake.snowpark.types import Variant
 
+from coco_sql.llm.routing import CORTEX_ENDPOINT, AiConfig
 from coco_sql.procedures import handlers as neutral
 from coco_sql.stored_procs.signatures import PROCEDURES
 
@@ -34,11 +36,13 @@ def coco_evolve(
     budget: Optional[int] = 60,  # noqa: UP045
     options: Optional[Variant] = None,  # noqa: UP045
 ) -> DataFrame:
-    return _call(session, "coco_evolve", neutral.coco_evolve, task, _int(budget), _object(options))
+    evolve = functools.partial(neutral.coco_evolve, ai=cortex(session))
+    return _call(session, "coco_evolve", evolve, task, _int(budget), _object(options))
 
 
 def coco_resume(session: Session, run_id: int, budget: Optional[int] = None) -> DataFrame:  # noqa: UP045
-    return _call(session, "coco_resume", neutral.coco_resume, _int(run_id), _int(budget))
+    resume = functools.partial(neutral.coco_resume, ai=cortex(session))
+    return _call(session, "coco_resume", resume, _int(run_id), _int(budget))
 
 
 def coco_status(session: Session, run_id: Optional[int] = None) -> DataFrame:  # noqa: UP045
@@ -51,6 +55,12 @@ def coco_export(session: Session, run_id: Optional[int] = None, form: Optional[s
 
 def coco_eval(session: Session, task: str, program: str, split: Optional[str] = "val") -> DataFrame:  # noqa: UP045
     return _call(session, "coco_eval", neutral.coco_eval, task, program, split)
+
+
+def cortex(session: Session) -> AiConfig:
+    """Models inside Snowflake: Cortex through the procedure's own session, so no API key lives in the
+    warehouse (a mutator's `cortex:<model>`, and bare Cortex model names)."""
+    return AiConfig(snowpark_session=session, completion_endpoint=CORTEX_ENDPOINT)
 
 
 def _call(session: Session, name: str, handler: Callable[..., list[dict]], *arguments: Any) -> DataFrame:

@@ -3,8 +3,8 @@
     coco-sql mirror --from snowflake --connection NAME --run ID --db local.duckdb
 
 Copies the run's rows of every per-run table (runs, programs, evaluations, program_scores, archive_entries,
-ledger, events, ai_usage, ai_calls) and, for a task registered from warehouse rows, its `tasks` and `task_rows`
-rows, so that `coco-sql resume` can continue the run locally. The shared AI cache stays in Snowflake (it is not
+ledger, events, ai_usage, ai_calls, agent_turns) and, for a task registered from warehouse rows, its `tasks` and
+`task_rows` rows, so that `coco-sql resume` can continue the run locally. The shared AI cache stays in Snowflake (it is not
 part of a run). The copy is one DuckDB transaction: all of the run or none of it.
 """
 
@@ -17,7 +17,7 @@ from coco_sql.store import DuckDBStore
 from coco_sql.store.snowpark_store import SnowparkStore
 
 RUN_TABLES = ("runs", "programs", "evaluations", "program_scores", "archive_entries", "ledger", "events",
-              "ai_usage", "ai_calls")  # fmt: skip
+              "ai_usage", "ai_calls", "agent_turns")  # fmt: skip
 
 
 @dataclass(frozen=True)
