@@ -77,9 +77,10 @@ def bench_task(name: str, runs: int) -> None:
         )  # warm-up (embeds the texts once), same answer
         local_ms: list[float] = []
         worker_ms: list[float] = []
-        for _ in range(runs // 10):  # interleaved blocks, so that machine load hits both alike
-            local_ms += timed(in_process, 10)
-            worker_ms += timed(isolated, 10)
+        block = min(10, runs)
+        for _ in range(max(1, runs // block)):  # interleaved blocks, so that machine load hits both alike
+            local_ms += timed(in_process, block)
+            worker_ms += timed(isolated, block)
     finally:
         sandbox.close()
         local.close()

@@ -109,7 +109,6 @@ class EvolutionLoop:
     # -- entry points ----------------------------------------------------------------------------------------
     def start(self, config: RunConfig) -> RunSummary:
         check_prices(config.spend_limit, config.prices, self._models(config))  # before anything is written
-        self._check_routes(config)
         run_id = self.store.next_run_id()
         run = RunRecord(
             run_id=run_id,
@@ -245,12 +244,6 @@ class EvolutionLoop:
         if config.max_spend is not None:
             payload["max_spend"] = config.max_spend
         return payload
-
-    def _check_routes(self, config: RunConfig) -> None:
-        """Every model the mutator's settings name has an endpoint (ConfigError before anything is written)."""
-        ai = self._ai_config or AiConfig.from_environment()
-        for model in config.model_names():
-            ai.route(model)
 
     def _models(self, config: RunConfig) -> list[str]:
         """The models the run is configured to call: the mutator's (its settings' `model` / `*_model`, or the

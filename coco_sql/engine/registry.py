@@ -90,14 +90,13 @@ def _agent_check(**presets: Any) -> Callable[[Mapping[str, Any]], None]:
     return check
 
 
-def _agent_defaults(**overrides: Any) -> dict[str, Any]:
+def _agent_defaults(fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The agent's settings with their defaults, minus those a baseline `fixed` (which a user may not set)."""
     from dataclasses import fields
 
     from coco_sql.agent.mutator import AgentSettings
 
-    defaults = {f.name: f.default for f in fields(AgentSettings)}
-    return {k: v for k, v in {**defaults, **overrides}.items() if k not in ("mode", "prompt", "history", "ledger",
-                                                                          "offline_tools") or k in overrides}  # fmt: skip
+    return {f.name: f.default for f in fields(AgentSettings) if f.name not in (fixed or {})}
 
 
 # The baselines fix the agent's shape: one-shot, no history tools and no ledger; only the prompt differs.
@@ -121,9 +120,7 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
         "agent": MutatorSpec(
             "agent",
             "a coding agent over a chat model: history and data tools, workspace edits, self-test, commit",
-            _agent_defaults(
-                mode="self_test", prompt="static_task", history=True, ledger=True, offline_tools=True
-            ),
+            _agent_defaults(),
             _agent(),
             _agent_check(),
         ),
@@ -131,7 +128,7 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
             "gepa_like",
             "GEPA-style baseline: one-shot reflective rewrite of the parent from its training feedback "
             "(run it with --policy pareto)",
-            _agent_defaults(),
+            _agent_defaults(GEPA_LIKE),
             _agent(**GEPA_LIKE),
             _agent_check(**GEPA_LIKE),
         ),
@@ -139,7 +136,7 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
             "openevolve_like",
             "OpenEvolve-style baseline: one-shot full rewrite with other elites as inspiration "
             "(run it with --policy map_elites)",
-            _agent_defaults(),
+            _agent_defaults(OPENEVOLVE_LIKE),
             _agent(**OPENEVOLVE_LIKE),
             _agent_check(**OPENEVOLVE_LIKE),
         ),

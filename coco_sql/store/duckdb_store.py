@@ -6,8 +6,7 @@ import json
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime, time
-from decimal import Decimal
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from coco_sql.store.records import (
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import iteration_rows
 from coco_sql.store.schema import schema_statements
+from coco_sql.store.values import plain
 
 _PROGRAM_COLUMNS = (
     "program_id, run_id, iteration, parent_id, donor_id, code, language, dialect, island, cell, "
@@ -478,7 +478,7 @@ class DuckDBStore:
             cursor = self._con.execute(sql, bound)
             columns = [d[0] for d in cursor.description or ()]
             rows = cursor.fetchall()
-        return [{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+        return [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -513,29 +513,6 @@ def _program(row: tuple[Any, ...]) -> ProgramRecord:
         valid=bool(row[12]),
         error=row[13],
     )
-
-
-_PLAIN_TYPES = frozenset((bool, int, float, str))
-
-
-def _plain(value: Any) -> Any:
-    """A DuckDB result value as plain JSON-able Python: Decimal -> float, timestamps -> ISO text, numpy scalars
-    -> Python scalars, lists and structs recursively; JSON columns stay text (the caller parses them)."""
-    if value is None or type(value) in _PLAIN_TYPES:
-        return value
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if hasattr(value, "item"):  # numpy scalar
-        return _plain(value.item())
-    if hasattr(value, "tolist"):  # numpy array
-        return _plain(value.tolist())
-    return str(value)
 
 
 def _first_line(error: BaseException) -> str:

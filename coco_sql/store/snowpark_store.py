@@ -45,6 +45,7 @@ from coco_sql.store.records import (
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import Row, iteration_rows
 from coco_sql.store.table_schema import Column, table_columns
+from coco_sql.store.values import plain
 
 if TYPE_CHECKING:
     from snowflake.snowpark import DataFrame, Session
@@ -285,7 +286,7 @@ class SnowparkStore:
         fields = ["iteration", "program_id", "strategy", "kind", "status", "parent_score", "child_score",
                   "score_delta", "paradigm", "note"]  # fmt: skip
         rows = self._select("ledger", fields, run_id=run_id, order=("iteration",))
-        return [LedgerEntry(*(_plain(r[f]) for f in fields)) for r in rows]
+        return [LedgerEntry(*(plain(r[f]) for f in fields)) for r in rows]
 
     def events(self, run_id: int, kind: str) -> list[Event]:
         rows = self._select("events", run_id=run_id, kind=kind, order=("iteration",))
@@ -369,7 +370,7 @@ class SnowparkStore:
     ) -> list[dict[str, Any]]:
         sql, bound = named_query(kind, queries, name, params)
         frame = self._sql(_snowflake(sql, bound)).frame
-        return [{c: _plain(v) for c, v in zip(frame.columns, row, strict=True)}
+        return [{c: plain(v) for c, v in zip(frame.columns, row, strict=True)}
                 for row in frame.itertuples(index=False, name=None)]  # fmt: skip
 
     # -- DataFrame helpers -------------------------------------------------------------------------------------
@@ -529,30 +530,12 @@ def _cell(value: Any, column: Column) -> Any:
     """A row value as Snowpark takes it for `column`: JSON text becomes the object (VARIANT)."""
     if column.type == "JSON" and isinstance(value, str):
         return json.loads(value)
-    return _plain(value)
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _json(value: Any) -> Any:
     """A VARIANT or ARRAY read back (Snowpark returns JSON text)."""
     return json.loads(value) if isinstance(value, str) else value
-
-
-def _plain(value: Any) -> Any:
-    """A Snowpark or pandas value as plain JSON-able Python: NaN and NaT (pandas' missing values) are None,
-    timestamps ISO text, numpy scalars and arrays Python numbers and lists."""
-    if value is None or value is pd.NaT or (isinstance(value, float) and np.isnan(value)):
-        return None
-    if isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, np.ndarray | list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if hasattr(value, "item"):
-        return _plain(value.item())
-    return value
 
 
 def _program(r: Mapping[str, Any]) -> ProgramRecord:
@@ -579,7 +562,7 @@ def _snowflake(sql: str, params: Mapping[str, Any] | Sequence[Any]) -> str:
     def bind(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Parameter | exp.Placeholder):
             value = params[node.name] if isinstance(params, Mapping) and node.name else next(positional)  # type: ignore[arg-type]
-            return exp.convert(_plain(value))
+            return exp.convert(plain(value))
         return node
 
     return tree.transform(bind).sql(dialect="snowflake")

@@ -1,0 +1,31 @@
+"""Result values of either engine as plain JSON-able Python, for the named queries' rows and the records."""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any
+
+_PLAIN_TYPES = frozenset((bool, int, float, str))
+
+
+def plain(value: Any) -> Any:
+    """Decimal -> float, timestamps -> ISO text, numpy scalars and arrays -> Python numbers and lists, lists and
+    structs recursively; a missing value (None, NaN, pandas' NaT) -> None. JSON columns stay text (callers
+    parse them)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or type(value).__name__ == "NaTType":
+        return None
+    if type(value) in _PLAIN_TYPES:
+        return value
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if hasattr(value, "tolist"):  # numpy array or scalar (a scalar's tolist() is its Python value)
+        return plain(value.tolist())
+    return str(value)
