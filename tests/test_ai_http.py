@@ -412,6 +412,21 @@ def test_concurrency_limit_is_respected() -> None:
     assert in_flight == 3
 
 
+def test_a_caller_thread_pool_runs_each_call_on_the_calling_thread_with_retries() -> None:
+    """Snowpark's session inside a procedure belongs to its thread: such a provider's calls never leave it."""
+    limits = ProviderLimits(concurrency=1, backoff_s=0.01, caller_thread=True)
+    threads: list[int] = []
+    with FakeEndpoint(faults=[Fault.SERVER_ERROR]) as endpoint, CallPool("cortex", limits) as pool:
+        provider = OpenAICompatibleProvider(endpoint.base_url)
+        calls = [
+            (lambda d, c=c: (threads.append(threading.get_ident()), c(d))[1])
+            for c in completions(provider, 3)
+        ]
+        run = pool.run_detailed(calls, Deadline.after(10))
+    assert [r.text for r in run.results] == [f"reply to: row {i}" for i in range(3)]  # type: ignore[union-attr]
+    assert set(threads) == {threading.get_ident()} and len(threads) == 4 and run.stats[0].retries == 1
+
+
 def test_requests_per_minute_spaces_requests() -> None:
     limits = ProviderLimits(concurrency=8, requests_per_minute=240)  # 4 per second, at most 4 at once
     started = time.monotonic()

