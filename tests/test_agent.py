@@ -231,3 +231,106 @@ def test_the_agent_without_a_model_is_a_config_error_before_anything_is_written(
     with pytest.raises(ConfigError, match="the agent mutator needs a model"):
         api.evolve("lockpicking6", db=db, budget=1, options={"mutator": "agent"})
     assert not db.exists()
+
+
+def advised(decisions: list[dict[str, Any]], ideas: list[dict[str, Any]] | str) -> Script:
+    """The investigator, plus a reflector that answers `decisions` in turn and a proposer that answers `ideas`."""
+    asked = iter(decisions)
+
+    def script(conversation: list[dict[str, Any]], tools: list[str]) -> Turn:
+        system = conversation[0]["content"]
+        if system.startswith("You are a strategy-pool controller"):
+            return Turn(f"Here is my decision:\n```json\n{json.dumps(next(asked))}\n```")
+        if system.startswith("You are an expert algorithm researcher"):
+            return Turn(ideas if isinstance(ideas, str) else json.dumps({"ideas": ideas}))
+        return investigator(conversation, tools)
+
+    return script
+
+
+def test_the_reflector_and_proposer_set_the_iterations_strategy(db: Path) -> None:
+    """Appendix E: `new` asks the proposer, whose first idea the ledger does not hold becomes the paradigm;
+    `keep` feeds the mutation into an active strategy; a `keep` of a strategy the ledger lacks falls back to
+    plain hillclimbing. Each role's turns and spending are recorded under its own name."""
+    decisions = [
+        {"decision": "none", "reason": "nothing tried yet"},
+        {"decision": "new", "reason": "hillclimbing is done"},
+        {"decision": "keep", "strategy": "Tumbler Guards", "reason": "it paid off"},
+        {"decision": "keep", "strategy": "no such strategy", "reason": "?"},
+    ]
+    ideas = [
+        {"name": "the offline search's best guard", "description": "already in the ledger: skipped"},
+        {"name": "tumbler guards", "description": "Guard each tumbler pattern with its own CASE branch."},
+    ]
+    with FakeEndpoint(script=advised(decisions, ideas)) as server:
+        summary = api.evolve(
+            "lockpicking6", db=db, budget=4, ai=ai_for(server),
+            options=options(reflector_model="fake/reflector", proposer_model="fake/proposer"),
+        )  # fmt: skip
+    with duckdb.connect(str(db), read_only=True) as con:
+        ledger = con.execute(
+            "SELECT iteration, strategy, kind, paradigm FROM ledger ORDER BY iteration"
+        ).fetchall()
+        roles = con.execute(
+            "SELECT iteration, agent, min(template), max(model) FROM agent_turns "
+            "WHERE agent <> 'agent' AND role IN ('system', 'assistant') GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+        spent = con.execute(
+            "SELECT function, model, sum(calls) FROM ai_usage WHERE split = 'mutator' GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+    guards = "tumbler guards: Guard each tumbler pattern with its own CASE branch."
+    assert ledger == [
+        (1, "hillclimb", "hillclimb", None),
+        (2, "tumbler guards", "direction", guards),
+        (3, "tumbler guards", "direction", guards),
+        (4, "hillclimb", "hillclimb", None),
+    ]
+    assert roles == [
+        (1, "reflector", "reflector_system@1", "fake/reflector"),
+        (2, "proposer", "proposer_system@1", "fake/proposer"),
+        (2, "reflector", "reflector_system@1", "fake/reflector"),
+        (3, "reflector", "reflector_system@1", "fake/reflector"),
+        (4, "reflector", "reflector_system@1", "fake/reflector"),
+    ]
+    assert spent == [("agent", "fake/scripted", 20), ("proposer", "fake/proposer", 1),
+                     ("reflector", "fake/reflector", 4)]  # fmt: skip
+    with DuckDBStore(db, read_only=True) as store:
+        trace = HistoryTools(store, summary.run_id).get_thinking_trace(2)
+    assert [t["agent"] for t in trace["transcript"]][:6] == ["reflector"] * 3 + ["proposer"] * 3
+
+
+@pytest.mark.parametrize(
+    ("decision", "ideas", "reason"),
+    [
+        ("I would keep going.", [], "the reflector's answer was not usable (no JSON object in the answer)"),
+        ('{"decision": "pivot", "reason": "x"}', [], "the reflector's decision 'pivot' is not one of keep, new, none"),
+        ('{"decision": "new", "reason": "x"}', '{"ideas": []}', "the proposer's answer was not usable (the 'ideas' array names no idea)"),
+    ],
+)  # fmt: skip
+def test_an_unusable_reflector_or_proposer_answer_falls_back_to_hillclimbing(
+    db: Path, decision: str, ideas: str | list[dict[str, Any]], reason: str
+) -> None:
+    def script(conversation: list[dict[str, Any]], tools: list[str]) -> Turn:
+        system = conversation[0]["content"]
+        if system.startswith("You are a strategy-pool controller"):
+            return Turn(decision)
+        if system.startswith("You are an expert algorithm researcher"):
+            return Turn(ideas if isinstance(ideas, str) else json.dumps({"ideas": ideas}))
+        return investigator(conversation, tools)
+
+    with FakeEndpoint(script=script) as server:
+        api.evolve(
+            "lockpicking6", db=db, budget=1, options=options(reflector_model="fake/r"), ai=ai_for(server)
+        )
+    with duckdb.connect(str(db), read_only=True) as con:
+        ((valid, strategy),) = con.execute(
+            "SELECT valid, strategy FROM programs WHERE iteration = 1"
+        ).fetchall()
+        (payload,) = con.execute("SELECT payload FROM events WHERE kind = 'mutation'").fetchone()
+    assert valid and strategy == "hillclimb"
+    assert json.loads(payload)["reflector"] == {"decision": "none", "strategy": None, "reason": reason}
+
+
+def test_the_proposer_without_the_reflector_is_a_config_error(db: Path) -> None:
+    with pytest.raises(ConfigError, match="set reflector_model too"):
+        api.evolve("lockpicking6", db=db, budget=1, options=options(proposer_model="fake/p"))

@@ -23,20 +23,19 @@ one line, and resumes later from the cache.
 from __future__ import annotations
 
 import re
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from coco_sql.agent.conversation import Budget, Conversation, Discard
 from coco_sql.agent.prompts import render
+from coco_sql.agent.strategy import Direction, Proposer, Reflector
 from coco_sql.agent.toolbox import Toolbox
 from coco_sql.agent.workspace import Workspace
-from coco_sql.errors import ConfigError, ProviderError, ProviderUnavailable
-from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Deadline, Message
-from coco_sql.llm.usage import Usage
+from coco_sql.errors import ConfigError
+from coco_sql.llm.providers.base import CompletionResult, Message
 from coco_sql.mutate.base import MutationRequest, Mutator, Proposal
-from coco_sql.store.records import AgentTurn
 
 MODES = ("static", "agentic", "self_test")
 PROMPTS = ("static_task", "gepa_task", "openevolve_task")  # the one-shot prompts: ours, GEPA's, OpenEvolve's
@@ -64,6 +63,10 @@ class AgentSettings:
     tool_choice: str = "auto"
     temperature: float = 0.0
     max_output_tokens: int = 1024
+    # Appendix E: a reflector (keep / new / none from the ledger) and a proposer (new strategies as JSON ideas),
+    # each on its own model; "" switches the reflector off, and the proposer defaults to the reflector's model.
+    reflector_model: str = ""
+    proposer_model: str = ""
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -83,37 +86,16 @@ class AgentSettings:
             )
         if self.test_rows > 10 or self.max_tests > 3:
             raise ConfigError("test_draft runs at most 3 times per mutation, on at most 10 training rows")
+        if self.reflector_model and not self.ledger:
+            raise ConfigError("the reflector reads the strategy ledger: it needs ledger=true")
+        if self.proposer_model and not self.reflector_model:
+            raise ConfigError(
+                "the proposer runs when the reflector asks for a new strategy: set reflector_model too"
+            )
 
-
-class Discard(Exception):
-    """Ends a conversation without a child; the message says why (stored as the child's error)."""
-
-
-@dataclass
-class _Conversation:
-    """One mutation's conversation: its messages, transcript, spending and budgets."""
-
-    settings: AgentSettings
-    agent: str
-    started: float = field(default_factory=time.monotonic)
-    messages: list[Message] = field(default_factory=list)
-    transcript: list[AgentTurn] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    tokens: int = 0
-    turns: int = 0
-
-    def add(self, message: Message, *, template: str | None = None, tokens: tuple[int, int] = (0, 0),
-            tool_name: str | None = None) -> None:  # fmt: skip
-        self.messages.append(message)
-        calls = tuple({"id": c.id, "name": c.name, "arguments": c.arguments if c.arguments is not None else c.raw_arguments}
-                      for c in message.tool_calls)  # fmt: skip
-        self.transcript.append(
-            AgentTurn(self.agent, len(self.transcript), message.role, message.content, calls, message.tool_call_id,
-                      tool_name, tokens[0], tokens[1], template, self.settings.model if message.role == "assistant" else None)
-        )  # fmt: skip
-
-    def remaining_s(self) -> float:
-        return self.settings.wall_s - (time.monotonic() - self.started)
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.max_turns, self.max_tokens, self.wall_s)
 
 
 class AgentMutator:
@@ -129,27 +111,67 @@ class AgentMutator:
         self.settings = settings
         self.offline = offline if settings.offline_tools else None
         self.agent = agent
+        self.reflector = (
+            Reflector(settings.reflector_model, Proposer(settings.proposer_model or settings.reflector_model))
+            if settings.reflector_model
+            else None
+        )
 
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
         if request.models is None:
             raise ConfigError("the agent mutator needs the run's model runtime (MutationRequest.models)")
-        chat = _Conversation(self.settings, self.agent)
+        s = self.settings
+        direction, advisors = self._direction(request)
+        chat = Conversation(self.agent, s.model, s.budget, s.temperature, s.max_output_tokens)
         try:
-            if self.settings.mode == "static":
-                return self._one_shot(request, chat)
-            return self._agentic(request, chat, rng)
+            if s.mode == "static":
+                proposal = self._one_shot(request, chat, direction)
+            else:
+                proposal = self._agentic(request, chat, rng, direction)
         except Discard as reason:
-            return Proposal(
+            proposal = Proposal(
                 code=request.parent.code,
                 approach=f"discarded: {reason}",
                 notes={"discarded": str(reason), "turns": chat.turns, "tokens": chat.tokens},
-                usage=chat.usage,
-                transcript=tuple(chat.transcript),
                 discarded=str(reason),
             )
+        return self._with_records(proposal, [*advisors, chat], direction)
+
+    def _direction(self, request: MutationRequest) -> tuple[Direction | None, list[Conversation]]:
+        """The reflector's decision for this mutation (None when it is off) and its conversations."""
+        if self.reflector is None:
+            return None, []
+        return self.reflector.decide(
+            request.models, request.context.ledger, request.iteration, request.parent.score
+        )
+
+    @staticmethod
+    def _with_records(proposal: Proposal, chats: list[Conversation], direction: Direction | None) -> Proposal:
+        """`proposal` with every role's transcript and spending, and the reflector's direction."""
+        usage = chats[-1].usage
+        for chat in chats[:-1]:
+            usage.merge(chat.usage)
+        notes = dict(proposal.notes)
+        paradigm = None
+        strategy = proposal.strategy
+        if direction is not None:
+            notes["reflector"] = {"decision": direction.decision, "strategy": direction.strategy,
+                                  "reason": direction.reason}  # fmt: skip
+            if direction.strategy is not None and proposal.discarded is None:
+                notes["declared"] = proposal.strategy
+                strategy, paradigm = direction.strategy, direction.paradigm
+        transcript = tuple(turn for chat in chats for turn in chat.transcript)
+        return replace(proposal, strategy=strategy, paradigm=paradigm, notes=notes, usage=usage,
+                       transcript=transcript)  # fmt: skip
 
     # -- the two shapes of a mutation ----------------------------------------------------------------------------
-    def _agentic(self, request: MutationRequest, chat: _Conversation, rng: np.random.Generator) -> Proposal:
+    def _agentic(
+        self,
+        request: MutationRequest,
+        chat: Conversation,
+        rng: np.random.Generator,
+        direction: Direction | None,
+    ) -> Proposal:
         s = self.settings
         toolbox = Toolbox(
             request, Workspace(request.parent.code), rng,
@@ -158,7 +180,7 @@ class AgentMutator:
         )  # fmt: skip
         system = render("agent_system", **self._task_context(request, toolbox))
         chat.add(Message("system", system.text), template=system.ref)
-        task = render("agent_task", **self._parent_context(request))
+        task = render("agent_task", **self._parent_context(request, direction))
         chat.add(Message("user", task.text), template=task.ref)
         silent = errors = 0
         schedule = _forced_schedule(toolbox) if s.tool_choice == "forced" else None
@@ -184,8 +206,6 @@ class AgentMutator:
                         strategy="hillclimb" if c.approach == "hillclimb" else (c.direction or "new"),
                         notes={"turns": chat.turns, "tokens": chat.tokens, "tests": toolbox.tests_used,
                                "edits": toolbox.workspace.edits},
-                        usage=chat.usage,
-                        transcript=tuple(chat.transcript),
                     )  # fmt: skip
                 errors = errors + 1 if result.error else 0
                 if toolbox.invalid_candidates >= s.max_invalid:
@@ -195,8 +215,10 @@ class AgentMutator:
                 if errors >= s.max_tool_errors:
                     raise Discard(f"{errors} tool calls in a row failed; the last: {result.text[:200]}")
 
-    def _one_shot(self, request: MutationRequest, chat: _Conversation) -> Proposal:
-        prompt = render(self.settings.prompt, **self._parent_context(request))
+    def _one_shot(
+        self, request: MutationRequest, chat: Conversation, direction: Direction | None
+    ) -> Proposal:
+        prompt = render(self.settings.prompt, **self._parent_context(request, direction))
         system = render("agent_system", **self._task_context(request, None))
         chat.add(Message("system", system.text), template=system.ref)
         chat.add(Message("user", prompt.text), template=prompt.ref)
@@ -206,41 +228,15 @@ class AgentMutator:
             raise Discard("the model's answer has no ``` fenced program")
         approach = next((line.split(":", 1)[1].strip() for line in answer.text.splitlines()
                          if line.lower().startswith("approach:")), "one-shot rewrite")  # fmt: skip
-        return Proposal(code, approach or "one-shot rewrite", notes={"turns": 1, "tokens": chat.tokens},
-                        usage=chat.usage, transcript=tuple(chat.transcript))  # fmt: skip
+        return Proposal(code, approach or "one-shot rewrite", notes={"turns": 1, "tokens": chat.tokens})
 
     # -- one model call ------------------------------------------------------------------------------------------
     def _turn(
-        self, request: MutationRequest, chat: _Conversation, toolbox: Toolbox | None, choice: str | None
+        self, request: MutationRequest, chat: Conversation, toolbox: Toolbox | None, choice: str | None
     ) -> CompletionResult:
-        s = self.settings
-        if chat.turns >= s.max_turns:
-            raise Discard(f"no commit within {s.max_turns} turns")
-        if chat.tokens >= s.max_tokens:
-            raise Discard(f"the mutation's token budget ({s.max_tokens:,}) is spent")
-        left = chat.remaining_s()
-        if left <= 0:
-            raise Discard(f"no commit within {s.wall_s:g} s")
-        completion = CompletionRequest(
-            s.model,
-            tuple(chat.messages),
-            temperature=s.temperature,
-            max_tokens=s.max_output_tokens,
-            tools=toolbox.specs if toolbox is not None else (),
-            tool_choice=choice,
+        return chat.ask(
+            request.models, tools=toolbox.specs if toolbox is not None else (), tool_choice=choice
         )
-        runtime = request.models
-        with runtime.evaluation(Deadline.after(left)) as usage:
-            (answer,) = runtime.complete(self.agent, [completion])
-        chat.usage.merge(usage)
-        chat.turns += 1
-        if isinstance(answer, ProviderUnavailable):
-            raise answer  # the endpoint is gone: the run stops here and resumes later
-        if isinstance(answer, ProviderError):
-            raise Discard(f"the model call failed: {' '.join(str(answer).split())[:300]}")
-        chat.tokens += answer.input_tokens + answer.output_tokens
-        chat.add(answer.as_message(), tokens=(answer.input_tokens, answer.output_tokens))
-        return answer
 
     # -- prompt context ------------------------------------------------------------------------------------------
     def _task_context(self, request: MutationRequest, toolbox: Toolbox | None) -> dict[str, Any]:
@@ -260,7 +256,7 @@ class AgentMutator:
             "max_tests": self.settings.max_tests,
         }
 
-    def _parent_context(self, request: MutationRequest) -> dict[str, Any]:
+    def _parent_context(self, request: MutationRequest, direction: Direction | None) -> dict[str, Any]:
         context = request.context
         return {
             "iteration": request.iteration,
@@ -268,7 +264,9 @@ class AgentMutator:
             "parent_score": request.parent.score,
             "parent_code": request.parent.code,
             "ledger": list(context.ledger[-12:]) if self.settings.ledger else [],
-            "paradigm": context.paradigm if self.settings.ledger else None,
+            "paradigm": (direction.paradigm if direction is not None else context.paradigm)
+            if self.settings.ledger
+            else None,
             "targets": list(context.targets),
             "tried": sorted(context.tried),
             "observation": _observation(context.target_observation),

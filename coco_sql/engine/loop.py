@@ -470,6 +470,7 @@ class EvolutionLoop:
             parent.score,
             val.score if val.ok else None,
             delta,
+            paradigm=proposal.paradigm,
             note=proposal.approach,
         )
         state.add_ledger(ledger_entry)

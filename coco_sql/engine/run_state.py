@@ -111,7 +111,13 @@ class RunState:
     def add_ledger(self, entry: LedgerEntry) -> None:
         self.notes.append(
             StrategyNote(
-                entry.iteration, entry.strategy, entry.kind, entry.status, entry.score_delta, entry.note
+                entry.iteration,
+                entry.strategy,
+                entry.kind,
+                entry.status,
+                entry.score_delta,
+                entry.note,
+                entry.paradigm,
             )
         )
 

@@ -48,6 +48,7 @@ class Proposal:
     # 'openai/gpt-4o-mini'). The loop stores it in ai_usage / ai_calls with split 'mutator'.
     usage: Usage | None = None
     transcript: tuple[AgentTurn, ...] = ()  # the conversation that produced it (table agent_turns)
+    paradigm: str | None = None  # the strategy the reflector put in force for it (ledger.paradigm)
 
 
 class Mutator(Protocol):

@@ -30,6 +30,7 @@ class StrategyNote:
     status: str  # improved | neutral | regressed | failed
     score_delta: float | None
     note: str | None = None
+    paradigm: str | None = None  # the strategy's text, when the reflector put one in force
 
 
 @dataclass(frozen=True)

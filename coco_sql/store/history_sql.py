@@ -170,7 +170,7 @@ ORDER BY rowid
 SELECT agent, turn, role, content, tool_calls, tool_call_id, tool_name, input_tokens, output_tokens, template, model
 FROM agent_turns
 WHERE run_id = $run_id AND iteration = $iteration
-ORDER BY agent, turn
+ORDER BY CASE agent WHEN 'reflector' THEN 0 WHEN 'proposer' THEN 1 ELSE 2 END, agent, turn  -- decision order
 """,
     # -- per task: training rows only ----------------------------------------------------------------------
     "question_solvers": """
