@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from coco_sql.errors import CallCancelled, ProviderUnavailable
-from coco_sql.llm.providers.base import CompletionRequest, Deadline, Message
+from coco_sql.llm.providers.base import CompletionRequest, Deadline, Message, ToolSpec
 from coco_sql.llm.providers.local_llama import GGUF_NAME, LocalLlamaProvider, smollm2_path
 from coco_sql.llm.providers.openai_compat import OpenAICompatibleProvider
 
@@ -154,6 +154,28 @@ def test_response_schema_yields_valid_json(provider: OpenAICompatibleProvider) -
     result = provider.complete(request, Deadline.after(60))
     answer = json.loads(result.text)
     assert isinstance(answer, dict) and answer.get("label") in ("positive", "negative"), result.text
+
+
+def test_a_forced_tool_call_round_trip_is_accepted(provider: OpenAICompatibleProvider) -> None:
+    """The agent's shape: the model is made to call a tool, the call and its result go back in the next request
+    (an assistant turn with tool calls and no text, which llama.cpp's server refuses when content is null)."""
+    tool = ToolSpec("count_rows", "How many rows the table has.", {"type": "object", "properties": {}})
+    ask = (Message("user", "How many rows are there? Use the tool."),)
+    first = provider.complete(
+        CompletionRequest(
+            "smollm2", ask, temperature=0.0, max_tokens=64, tools=(tool,), tool_choice="count_rows"
+        ),
+        Deadline.after(60),
+    )
+    assert [call.name for call in first.tool_calls] == ["count_rows"], first
+    turns = (*ask, first.as_message(), Message("tool", "42", tool_call_id=first.tool_calls[0].id))
+    second = provider.complete(
+        CompletionRequest(
+            "smollm2", turns, temperature=0.0, max_tokens=32, tools=(tool,), tool_choice="count_rows"
+        ),
+        Deadline.after(60),
+    )
+    assert [call.name for call in second.tool_calls] == ["count_rows"]
 
 
 def test_ai_complete_in_sql_through_the_server(llama_base_url: str) -> None:

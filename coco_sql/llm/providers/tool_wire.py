@@ -3,8 +3,8 @@
 OpenAI (chat completions):
     tools        [{"type": "function", "function": {"name", "description", "parameters"}}]
     tool_choice  "auto" | "required" | "none" | {"type": "function", "function": {"name": N}}
-    assistant    {"role": "assistant", "content": text | null, "tool_calls": [{"id", "type": "function",
-                  "function": {"name", "arguments": "<JSON text>"}}]}
+    assistant    {"role": "assistant", "content": text ("" when empty: llama.cpp's server refuses null),
+                  "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}]}
     tool result  {"role": "tool", "tool_call_id": id, "content": text}
 
 Anthropic (messages):
@@ -51,7 +51,7 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             encoded.append(
                 {
                     "role": "assistant",
-                    "content": m.content or None,
+                    "content": m.content or "",
                     "tool_calls": [
                         {
                             "id": call.id,
