@@ -48,7 +48,7 @@ from coco_sql.reflect.curator import Curator
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.reflect.history import HistoryTools
 from coco_sql.search import POLICIES, Elite, ParentPolicy, Population
-from coco_sql.search.infogain import InfoGainTargets, TargetPicker, UniformTargets, text_kernel
+from coco_sql.search.infogain import InfoGainTargets, TargetPicker, UniformTargets
 from coco_sql.store import (
     Event,
     IterationBatch,
@@ -71,11 +71,11 @@ def make_mutator(config: RunConfig, language: Language) -> Mutator:
 
 
 def make_curator(config: RunConfig, task: TaskPack) -> Curator:
-    """InfoGain over a text kernel of the training inputs, or uniform targets (Appendix C.3)."""
+    """InfoGain over each training input's k nearest inputs by text, or uniform targets (Appendix C.3)."""
     if config.targeting == "infogain":
         inputs = task.split("train").inputs
         texts = [" ".join(str(v) for v in row[1:]) for row in inputs.itertuples(index=False)]
-        picker: TargetPicker = InfoGainTargets(text_kernel(texts))
+        picker: TargetPicker = InfoGainTargets.from_texts(texts)  # O(rows * k) memory, no rows x rows matrix
     else:
         picker = UniformTargets()
     return Curator(picker, history=config.history)
