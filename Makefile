@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LLM    := $(VENV)/.installed-local-llm
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint bench clean chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check coco_sql tests bench scripts
 	$(BIN)/ruff format --check coco_sql tests bench scripts
 
-test: $(STAMP) $(LLM) lint  ## lint, then the whole test suite (what CI runs)
+# The report's browser checks (tests/test_report_html.py) need Chromium: Debian's package, installed when missing
+# (the checks skip, saying why, where it cannot be installed).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; } || \
+	  echo "no chromium: the report's browser checks will skip"
+
+test: $(STAMP) $(LLM) chromium lint  ## lint, then the whole test suite (what CI runs)
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP) lint  ## lint and the suite without llama.cpp (its tests skip, saying so)

@@ -29,6 +29,7 @@ from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
 from coco_sql.report import read_models
+from coco_sql.report.html import RunReport, render_report
 from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
 from coco_sql.store import DuckDBStore, Warehouse
@@ -43,12 +44,14 @@ __all__ = [
     "Champion",
     "CostReport",
     "Evaluation",
+    "RunReport",
     "RunSummary",
     "cost",
     "evaluate",
     "evolve",
     "export",
     "register_task",
+    "report",
     "resume",
     "status",
 ]
@@ -197,6 +200,22 @@ def cost(run_id: int | None = None, *, db: Store) -> CostReport:
     role, and the champion's deploy cost."""
     with _open(db, read_only=True) as store:
         return read_models.cost(store, resolve_run(store, run_id, db))
+
+
+def report(run_id: int | None = None, *, db: Store) -> RunReport:
+    """The HTML report of run `run_id` (default: the latest run), one self-contained page (`report.html`). A
+    run with nothing committed yet, or not finished, gets a partial page whose `notes` say what is missing."""
+    source = str(db) if isinstance(db, str | Path) else ""
+    try:
+        with _open(db, read_only=True) as store:
+            return render_report(store, resolve_run(store, run_id, db), source=source)
+    except StoreError as error:
+        if "Could not set lock" not in str(error):
+            raise
+        raise StoreError(
+            f"{error} (another process has it open, e.g. a run that is still going: report it once that "
+            "process ends)"
+        ) from None
 
 
 def export(run_id: int | None = None, *, db: Store, form: str = "sql", source: str | None = None) -> Champion:

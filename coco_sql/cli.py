@@ -162,6 +162,14 @@ def _parser() -> argparse.ArgumentParser:
     cost.add_argument("--json", action="store_true", help="print the report as JSON")
     cost.set_defaults(handler=cmd_cost)
 
+    report = commands.add_parser("report", help="write a run's report: one self-contained HTML file")
+    report.add_argument("--db", default=DEFAULT_DB)
+    report.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    report.add_argument(
+        "--out", type=Path, default=Path("report.html"), help="the HTML file (default report.html)"
+    )
+    report.set_defaults(handler=cmd_report)
+
     export = commands.add_parser("export", help="print a run's champion SQL")
     export.add_argument("--db", default=DEFAULT_DB)
     export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
@@ -456,6 +464,20 @@ def cmd_cost(args: argparse.Namespace) -> int:
             f"{deploy['input_tokens_per_1000_rows']:,.0f} tokens in and {deploy['output_tokens_per_1000_rows']:,.0f} "
             "out per 1,000 rows (no cache)"
         )
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    report = api.report(args.run, db=args.db)
+    try:
+        args.out.write_text(report.html, encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot write {args.out}: {error.strerror}") from None
+    for note in report.notes:
+        print(f"coco-sql: note: {note}", file=sys.stderr)
+    print(
+        f"wrote {args.out} ({len(report.html.encode()) / 1024:,.0f} KB): run {report.run_id} of {report.task}"
+    )
     return 0
 
 

@@ -4,6 +4,7 @@
     CALL coco_evolve('reviews', 30, {'seed': 1, 'target': 1.0});
     CALL coco_resume(1, 60);   CALL coco_status();   CALL coco_export(1);
     CALL coco_eval('lockpicking6', 'SELECT id, 0 AS label FROM input', 'val');
+    CALL coco_report(1);   -- the run's HTML report, one row (run_id, html)
 
 work, as do `FROM coco_status()` and prepared parameters. DuckDB 2.0 has no Python table functions and `CALL`
 needs a table function, so each procedure is a table macro (one overload per number of arguments, since macro
@@ -42,6 +43,7 @@ _SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], .
         (("task", "VARCHAR"), ("program", "VARCHAR"), ("split", "VARCHAR")),
         2,
     ),
+    "coco_report": (handlers.coco_report, (("run_id", "BIGINT"),), 0),
 }
 
 

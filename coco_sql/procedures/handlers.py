@@ -7,6 +7,7 @@ dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are
     coco_status(run_id)                  one row per run (or the one run)
     coco_export(run_id, form)            the champion: sql (as written), duckdb_view, snowflake_view or dbt
     coco_eval(task, program, split)      score one program on one split
+    coco_report(run_id)                  the run's report (the latest run's by default): one HTML document
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("failing_rows", "BIGINT"),
         ("error", "VARCHAR"),
     ),
+    "coco_report": (
+        ("run_id", "BIGINT"),
+        ("html", "VARCHAR"),
+    ),
 }
 AI_OPTIONS = ("classify_model", "completion_model")
 
@@ -116,6 +121,11 @@ def coco_export(store: Warehouse, run_id: int | None, form: str | None) -> list[
 
 def coco_eval(store: Warehouse, task: str, program: str, split: str | None) -> list[dict]:
     return [api.evaluate(task, program, split or "val", db=store).as_dict()]
+
+
+def coco_report(store: Warehouse, run_id: int | None) -> list[dict]:
+    report = api.report(run_id, db=store)
+    return [{"run_id": report.run_id, "html": report.html}]
 
 
 def _split_options(

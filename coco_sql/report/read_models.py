@@ -97,3 +97,66 @@ def cost(store: Warehouse, run_id: int) -> CostReport:
                 "output_tokens_per_1000_rows": float(usage["output_tokens"]) * per,
             }
     return CostReport(run_id, phases, deploy, agents)
+
+
+# -- the HTML report's read models (`coco_sql.report.html`) --------------------------------------------------
+def run_info(store: Warehouse, run_id: int) -> dict[str, Any]:
+    """The run's row (task, seed, budget, status, config, times) and its last committed iteration (-1: none)."""
+    run = store.get_run(run_id)
+    return {
+        "run_id": run.run_id,
+        "task": run.task,
+        "seed": run.seed,
+        "budget": run.budget,
+        "status": run.status,
+        "config": run.config,
+        "created_at": None if run.created_at is None else run.created_at.isoformat(timespec="seconds"),
+        "finished_at": None if run.finished_at is None else run.finished_at.isoformat(timespec="seconds"),
+        "last_iteration": store.last_iteration(run_id),
+    }
+
+
+def programs(store: Warehouse, run_id: int) -> list[dict[str, Any]]:
+    """Every program of the run by iteration: its record's fields (code included) and its validation, training
+    and (once reported) test scores; a score is None where that split was not evaluated."""
+    scores = {split: store.program_scores(run_id, split) for split in ("val", "train", "test")}
+    rows = []
+    for program in store.programs(run_id):
+        row = {name: getattr(program, name) for name in program.__dataclass_fields__}
+        for split, by_program in scores.items():
+            found = by_program.get(program.program_id)
+            row[f"{split}_score"] = None if found is None else found.score
+        rows.append(row)
+    return rows
+
+
+def row_scores(store: Warehouse, run_id: int, split: str = "train") -> dict[str, dict[str, float]]:
+    """program_id -> {instance_id: score} on `split`: the solve matrix."""
+    return store.row_scores(run_id, split)
+
+
+def ledger(store: Warehouse, run_id: int) -> list[dict[str, Any]]:
+    """The strategy ledger by iteration: strategy, kind (hillclimb | direction), status (improved, neutral,
+    regressed, failed), parent and child scores, delta, paradigm and note."""
+    return [{name: getattr(e, name) for name in e.__dataclass_fields__} for e in store.ledger(run_id)]
+
+
+def cost_by_split(store: Warehouse, run_id: int) -> list[dict[str, Any]]:
+    """Calls, provider calls, cache hits, errors and tokens (with and without the cache) per split: train, val,
+    test, drafts (the mutator's draft tests) and mutator (its own chat models). Empty: no model calls."""
+    return [_zeroed(row) for row in store.report("cost_splits", {"run_id": run_id})]
+
+
+def cost_by_iteration(store: Warehouse, run_id: int) -> list[dict[str, Any]]:
+    """Provider calls, cache hits and tokens per iteration (iteration 0: the seed; the last also holds the test
+    scores)."""
+    return [_zeroed(row) for row in store.report("cost_iterations", {"run_id": run_id})]
+
+
+def split_rows(store: Warehouse, run_id: int, program_id: str, split: str) -> list[dict[str, Any]]:
+    """One program's rows on `split`: instance_id, score, output and expected (JSON text), error."""
+    return store.report("split_rows", {"run_id": run_id, "program_id": program_id, "split": split})
+
+
+def _zeroed(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: 0 if v is None else v for k, v in row.items()}

@@ -66,4 +66,26 @@ SELECT SUM(u.calls) AS calls,
         WHERE s.program_id = $program_id AND s.split IN ('val', 'test')) AS rows
 FROM ai_usage u WHERE u.program_id = $program_id AND u.split IN ('val', 'test')
 """,
+    # What the AI functions and the mutator's models spent, per split (train, val, test, drafts, mutator).
+    "cost_splits": """
+SELECT split, SUM(calls) AS calls, SUM(calls - cache_hits) AS provider_calls, SUM(cache_hits) AS cache_hits,
+       SUM(errors) AS errors, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
+       SUM(input_tokens + cached_input_tokens) AS input_tokens_without_cache,
+       SUM(output_tokens + cached_output_tokens) AS output_tokens_without_cache
+FROM ai_usage WHERE run_id = $run_id
+GROUP BY split ORDER BY split
+""",
+    # The same per iteration: how the spending grew over the run.
+    "cost_iterations": """
+SELECT iteration, SUM(calls - cache_hits) AS provider_calls, SUM(cache_hits) AS cache_hits,
+       SUM(input_tokens + output_tokens) AS tokens
+FROM ai_usage WHERE run_id = $run_id
+GROUP BY iteration ORDER BY iteration
+""",
+    # One program's rows on one split, with what it answered and what was expected (JSON text).
+    "split_rows": """
+SELECT instance_id, score, output, expected, error
+FROM evaluations WHERE run_id = $run_id AND program_id = $program_id AND split = $split
+ORDER BY instance_id
+""",
 }

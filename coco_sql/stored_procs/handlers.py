@@ -57,6 +57,10 @@ def coco_eval(session: Session, task: str, program: str, split: Optional[str] = 
     return _call(session, "coco_eval", neutral.coco_eval, task, program, split)
 
 
+def coco_report(session: Session, run_id: Optional[int] = None) -> DataFrame:  # noqa: UP045
+    return _call(session, "coco_report", neutral.coco_report, _int(run_id))
+
+
 def cortex(session: Session) -> AiConfig:
     """Models inside Snowflake: Cortex through the procedure's own session, so no API key lives in the
     warehouse (a mutator's `cortex:<model>`, and bare Cortex model names)."""

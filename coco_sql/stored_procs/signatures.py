@@ -37,5 +37,6 @@ PROCEDURES: dict[str, Procedure] = {
         Procedure("coco_status", (("run_id", "NUMBER", "NULL"),)),
         Procedure("coco_export", (("run_id", "NUMBER", "NULL"), ("form", "VARCHAR", "'sql'"))),
         Procedure("coco_eval", (("task", "VARCHAR", None), ("program", "VARCHAR", None), ("split", "VARCHAR", "'val'"))),
+        Procedure("coco_report", (("run_id", "NUMBER", "NULL"),)),
     )
 }  # fmt: skip
