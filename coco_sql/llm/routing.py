@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from coco_sql.errors import ConfigError
 from coco_sql.llm.providers.base import ProviderLimits
+from coco_sql.progress import Progress
 
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
@@ -91,6 +92,8 @@ class AiConfig:
     )
     # Serves `cortex:<model>`: the caller's session (never opened or closed here); not part of equality.
     snowpark_session: Session | None = field(default=None, compare=False, repr=False)
+    # Told how a long operation goes (the cold embedding of many texts); the CLI's terminal line, or None.
+    progress: Progress | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if CORTEX_ENDPOINT in self.endpoints:

