@@ -175,6 +175,18 @@ def test_three_invalid_candidates_are_discarded(db: Path) -> None:
     )
 
 
+def test_committing_the_parent_unchanged_is_refused_then_discarded(db: Path) -> None:
+    seen: list[str] = []
+
+    def lazy(conversation: list[dict[str, Any]], tools: list[str]) -> Turn:
+        seen.extend(tool_results(conversation)[len(seen) :])
+        return Turn("", (("commit", {"approach": "hillclimb", "description": "no change"}),))
+
+    ((valid, error),) = discarded(db, lazy)
+    assert not valid and error.startswith("discarded: 5 tool calls in a row failed")
+    assert seen[0] == "error: commit: the candidate is the parent unchanged; edit it first"
+
+
 def test_a_model_over_its_turn_budget_is_discarded(db: Path) -> None:
     reader = lambda conversation, tools: Turn("", (("read_candidate", {}),))  # noqa: E731
     ((valid, error),) = discarded(db, reader, max_turns=4)

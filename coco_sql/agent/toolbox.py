@@ -145,6 +145,10 @@ class Toolbox:
         if problem is not None:
             self.invalid_candidates += 1
             return ToolAnswer(f"rejected, not committed: {problem}", error=True)
+        if " ".join(self.workspace.code.split()) == " ".join(self.request.parent.code.split()):
+            return ToolAnswer(
+                "error: commit: the candidate is the parent unchanged; edit it first", error=True
+            )
         approach = str(args["approach"])
         direction = str(args.get("direction") or "").strip() or None
         if approach == "new" and direction is None:
