@@ -35,7 +35,11 @@ _SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], .
         (("task", "VARCHAR"), ("budget", "INTEGER"), ("options", "JSON")),
         1,
     ),
-    "coco_resume": (handlers.coco_resume, (("run_id", "BIGINT"), ("budget", "INTEGER")), 1),
+    "coco_resume": (
+        handlers.coco_resume,
+        (("run_id", "BIGINT"), ("budget", "INTEGER"), ("max_spend", "VARCHAR")),
+        1,
+    ),
     "coco_status": (handlers.coco_status, (("run_id", "BIGINT"),), 0),
     "coco_export": (handlers.coco_export, (("run_id", "BIGINT"), ("form", "VARCHAR")), 0),
     "coco_eval": (

@@ -92,9 +92,15 @@ def coco_evolve(
 
 
 def coco_resume(
-    store: Warehouse, run_id: int, budget: int | None, *, ai: AiConfig | None = None
+    store: Warehouse,
+    run_id: int,
+    budget: int | None,
+    max_spend: str | None = None,
+    *,
+    ai: AiConfig | None = None,
 ) -> list[dict]:
-    return [api.resume(run_id, db=store, budget=budget, ai=ai).as_dict()]
+    """Continue run `run_id`, to a larger `budget` and under a new spend limit ('200000 tokens', '$5') if given."""
+    return [api.resume(run_id, db=store, budget=budget, max_spend=max_spend, ai=ai).as_dict()]
 
 
 def coco_status(store: Warehouse, run_id: int | None) -> list[dict]:

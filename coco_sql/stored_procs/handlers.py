@@ -40,9 +40,14 @@ def coco_evolve(
     return _call(session, "coco_evolve", evolve, task, _int(budget), _object(options))
 
 
-def coco_resume(session: Session, run_id: int, budget: Optional[int] = None) -> DataFrame:  # noqa: UP045
+def coco_resume(
+    session: Session,
+    run_id: int,
+    budget: Optional[int] = None,  # noqa: UP045
+    max_spend: Optional[str] = None,  # noqa: UP045
+) -> DataFrame:
     resume = functools.partial(neutral.coco_resume, ai=cortex(session))
-    return _call(session, "coco_resume", resume, _int(run_id), _int(budget))
+    return _call(session, "coco_resume", resume, _int(run_id), _int(budget), max_spend)
 
 
 def coco_status(session: Session, run_id: Optional[int] = None) -> DataFrame:  # noqa: UP045

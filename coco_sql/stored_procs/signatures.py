@@ -33,7 +33,10 @@ PROCEDURES: dict[str, Procedure] = {
     for p in (
         Procedure("coco_task", (("name", "VARCHAR", None), ("source", "VARCHAR", None), ("options", "VARIANT", "NULL"))),
         Procedure("coco_evolve", (("task", "VARCHAR", None), ("budget", "NUMBER", "60"), ("options", "VARIANT", "NULL"))),
-        Procedure("coco_resume", (("run_id", "NUMBER", None), ("budget", "NUMBER", "NULL"))),
+        Procedure(
+            "coco_resume",
+            (("run_id", "NUMBER", None), ("budget", "NUMBER", "NULL"), ("max_spend", "VARCHAR", "NULL")),
+        ),
         Procedure("coco_status", (("run_id", "NUMBER", "NULL"),)),
         Procedure("coco_export", (("run_id", "NUMBER", "NULL"), ("form", "VARCHAR", "'sql'"))),
         Procedure("coco_eval", (("task", "VARCHAR", None), ("program", "VARCHAR", None), ("split", "VARCHAR", "'val'"))),
