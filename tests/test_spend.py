@@ -284,7 +284,9 @@ def test_the_cli_and_the_procedures_take_max_spend(tmp_path: Path) -> None:
     (stored,) = con.execute("SELECT config->>'max_spend', status FROM runs").fetchall()
     assert stored == ("50000 tokens", "finished")
     (row,) = con.execute("CALL coco_resume(1, 2, '60000 tokens')").fetchall()
-    assert row[2] == 2 and con.execute("SELECT config->>'max_spend' FROM runs").fetchone() == ("60000 tokens",)
+    assert row[2] == 2 and con.execute("SELECT config->>'max_spend' FROM runs").fetchone() == (
+        "60000 tokens",
+    )
     with pytest.raises(duckdb.Error, match="max_spend"):
         con.execute("CALL coco_evolve('lockpicking6', 1, {'max_spend': 'lots'})").fetchall()
     con.close()
