@@ -87,6 +87,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     evolve.add_argument("--targeting", choices=("infogain", "uniform"), default=RunConfig.targeting)
     evolve.add_argument(
+        "--minibatch",
+        type=int,
+        default=RunConfig.minibatch,
+        metavar="ROWS",
+        help="evaluate each child on this many sampled rows per split first, in full only if no worse than "
+        "its parent there (Algorithm 1's T_t; 0: always in full)",
+    )
+    evolve.add_argument(
         "--admission",
         choices=("map_elites", "jp"),
         default=RunConfig.admission,
@@ -288,6 +296,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         "policy": args.policy,
         "mutator_settings": settings,
         "targeting": args.targeting,
+        "minibatch": args.minibatch,
         "admission": args.admission,
         "history": not args.parent_local,
         "target": args.target,

@@ -14,7 +14,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.search import POLICIES
 from coco_sql.store import RunRecord
 
-POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM = 0, 1, 2
+POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM, MINIBATCH_STREAM = 0, 1, 2, 3
 TARGETING = ("infogain", "uniform")
 ADMISSION = ("map_elites", "jp")
 _RETIRED_KEYS = (
@@ -50,6 +50,9 @@ class RunConfig:
     target: float | None = None  # stop once the champion's validation score reaches this
     max_spend: int | str | None = None  # '200000 tokens' | 200000 | '$5' | '5 usd' (`engine.spend`)
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> USD per 1M in, out
+    # Algorithm 1's T_t: evaluate each child on this many sampled training and validation rows first, and in full
+    # only when it is no worse than its parent on the sampled validation rows (0: always in full).
+    minibatch: int = 0
 
     def __post_init__(self) -> None:
         if self.budget < 0:
@@ -64,6 +67,8 @@ class RunConfig:
             raise ConfigError(f"unknown admission {self.admission!r} (known: {', '.join(ADMISSION)})")
         if self.targeting not in TARGETING:
             raise ConfigError(f"unknown targeting {self.targeting!r} (known: {', '.join(TARGETING)})")
+        if self.minibatch < 0:
+            raise ConfigError(f"--minibatch must be >= 0 rows (got {self.minibatch})")
         if self.target is not None and not 0.0 <= self.target <= 1.0:
             raise ConfigError(f"--target must be a score in [0, 1] (got {self.target})")
         object.__setattr__(

@@ -25,6 +25,7 @@ from typing import Any
 
 from coco_sql.engine.config import (
     CURATOR_STREAM,
+    MINIBATCH_STREAM,
     MUTATOR_STREAM,
     POLICY_STREAM,
     IterationReport,
@@ -32,6 +33,7 @@ from coco_sql.engine.config import (
     RunSummary,
     iteration_rng,
 )
+from coco_sql.engine.minibatch import Minibatch, evaluate_child
 from coco_sql.engine.registry import build_mutator
 from coco_sql.engine.run_state import RunState
 from coco_sql.engine.spend import Spend, check_prices
@@ -406,13 +408,26 @@ class EvolutionLoop:
         drafts_usage = _without(spent, proposal.usage) if spent is not None else None
 
         clock = time.perf_counter()
+        sample = None
+        if config.minibatch:
+            rng = iteration_rng(run.seed, t, MINIBATCH_STREAM)
+            sample = Minibatch.draw(config.minibatch, state.train_ids, state.val_ids, context.targets, rng)
+        gate = None
         if proposal.discarded is not None:  # no child: recorded as an invalid program with the reason
             outcomes = {
-                split: evaluator.failed(split, f"discarded: {proposal.discarded}") for split in SEARCH_SPLITS
+                split: evaluator.failed(
+                    split, f"discarded: {proposal.discarded}", sample.ids(split) if sample else None
+                )
+                for split in SEARCH_SPLITS
             }
+        elif sample is not None:
+            outcomes, gate = evaluate_child(
+                evaluator, proposal.code, sample, state.val_rows[parent.program_id], state.val_ids
+            )
         else:
             outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}
         evaluate_ms = _ms_since(clock)
+        full = sample is None or (gate is not None and gate.passed)  # admission needs full validation
         ai_rows = self._ai_rows(evaluator, program_id_for(run.run_id, t), drafts_usage)
         if self._chat is not None:
             chat_cache, _ = self._chat.cache.drain()
@@ -439,7 +454,7 @@ class EvolutionLoop:
             val.error,
         )
         landings = []
-        if cell is not None:
+        if cell is not None and full:
             elite = Elite(pid, t, val.score)
             if config.admission == "jp":
                 entry = state.admit_by_jp(island, cell, elite, outcomes["val"], iteration=t)
@@ -450,7 +465,9 @@ class EvolutionLoop:
         if t % config.migration_interval == 0:
             landings.extend(state.archive.migrate(t, first_seq=len(landings)))
         state.add(record, outcomes)
-        delta = val.score - parent.score if val.ok else None
+        # the parent's score where the child was judged: on the sample when it stopped there
+        reference = parent.score if gate is None or gate.passed else gate.parent
+        delta = val.score - reference if val.ok else None
         state.note_targets(pid, proposal.notes.get("targets", ()))
         status = (
             "failed"
@@ -467,7 +484,7 @@ class EvolutionLoop:
             proposal.strategy,
             "hillclimb" if proposal.strategy == "hillclimb" else "direction",
             status,
-            parent.score,
+            reference,
             val.score if val.ok else None,
             delta,
             paradigm=proposal.paradigm,
@@ -484,6 +501,8 @@ class EvolutionLoop:
             Event(t, "curated", pid, _bundle_summary(context)),
             Event(t, "mutation", pid, {"mutator": getattr(mutator, "name", "?"), **proposal.notes}),
         ]
+        if gate is not None:
+            events.append(Event(t, "minibatch", pid, gate.as_payload()))
         events.extend(
             Event(t, e.reason, e.program_id, {"island": e.island, "cell": e.cell}) for e in landings
         )

@@ -12,7 +12,7 @@ Scoring rules (the program contract, README "Program contract"):
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -25,7 +25,7 @@ from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
 from coco_sql.sandbox import QueryResult, Sandbox
 from coco_sql.store.records import EvaluationRow, ProgramScore, SplitEvaluation, to_json
-from coco_sql.tasks import TaskPack, coerce_output
+from coco_sql.tasks import Split, TaskPack, coerce_output
 
 T = TypeVar("T")
 
@@ -103,31 +103,37 @@ class Evaluator:
         """Validate without running (raises CandidateRejected)."""
         return self.language.validate(code)
 
-    def evaluate(self, code: str, split: str) -> Outcome:
-        """Score `code` on every row of `split`. Never raises for a bad candidate: failures become row errors."""
-        if split not in self.splits:
-            raise ConfigError(
-                f"this evaluator may not score the {split!r} split (allowed: {', '.join(self.splits)})"
-            )
+    def evaluate(self, code: str, split: str, ids: Sequence[str] | None = None) -> Outcome:
+        """Score `code` on every row of `split`, or only on its rows `ids` (a minibatch, run over just those rows).
+        Never raises for a bad candidate: failures become row errors."""
+        data = self._split(split, ids)
         try:
             program = self.check(code)
         except CandidateRejected as rejection:
-            return self._failed(split, f"rejected: {rejection}", 0.0)
-        key = (split, program.runnable)
+            return self._failed(split, f"rejected: {rejection}", 0.0, data)
+        key = (split, program.runnable, None if ids is None else tuple(sorted(data.expected)))
         if key in self._memo:  # no query runs: every AI call it made is answered again from the cache
             self._memo.move_to_end(key)
             memo = self._memo[key]
             return memo if memo.usage is None else replace(memo, usage=memo.usage.replayed())
-        outcome = replace(self._run(program, split), program=program)
+        outcome = replace(self._run(program, split, None if ids is None else data), program=program)
         self._memo[key] = outcome
         if len(self._memo) > self._cache_size:
             self._memo.popitem(last=False)
         return outcome
 
-    def failed(self, split: str, message: str) -> Outcome:
-        """The outcome of a program that never ran: every row of `split` an error with `message` (a mutator
-        that discarded its child)."""
-        return self._failed(split, message, 0.0)
+    def failed(self, split: str, message: str, ids: Sequence[str] | None = None) -> Outcome:
+        """The outcome of a program that never ran: every row of `split` (or of its rows `ids`) an error with
+        `message` (a mutator that discarded its child)."""
+        return self._failed(split, message, 0.0, self._split(split, ids))
+
+    def _split(self, split: str, ids: Sequence[str] | None) -> Split:
+        if split not in self.splits:
+            raise ConfigError(
+                f"this evaluator may not score the {split!r} split (allowed: {', '.join(self.splits)})"
+            )
+        data = self.task.split(split)
+        return data if ids is None else data.subset(ids)
 
     def probe(self, sql: str, split: str, deadline_s: float) -> QueryResult:
         """Run one read-only SQL query over `split`'s rows in its DuckDB sandbox (the mutator's live probes, for
@@ -195,16 +201,24 @@ class Evaluator:
             self._probes[split] = Sandbox(self.task.split(split).inputs)
         return self._probes[split]
 
-    def _run(self, program: Program, split: str) -> Outcome:
-        runner = self._runner(split)
+    def _run(self, program: Program, split: str, sample: Split | None = None) -> Outcome:
+        """Run on the split's own runner, or on a runner over just the rows of `sample` (closed afterwards)."""
+        runner = self._runner(split) if sample is None else self.language.runner(sample, self._functions)
+        data = sample if sample is not None else self.task.split(split)
         deadline_s = self.task.timeout_seconds
         try:
             result, usage = self._execute(
                 lambda on_timeout: runner.run(program, deadline_s, on_timeout), deadline_s
             )
         except EvaluationError as error:
-            return replace(self._failed(split, str(error), 0.0), usage=self.ai.usage if self.ai else None)
-        return replace(self._score(split, result.outputs, result.elapsed_ms, result.errors), usage=usage)
+            failed = self._failed(split, str(error), 0.0, data)
+            return replace(failed, usage=self.ai.usage if self.ai else None)
+        finally:
+            if sample is not None:
+                runner.close()
+        return replace(
+            self._score(split, result.outputs, result.elapsed_ms, result.errors, data), usage=usage
+        )
 
     def score_rows(
         self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float = 0.0
@@ -222,8 +236,9 @@ class Evaluator:
         result_rows: list[tuple[object, ...]],
         elapsed_ms: float,
         row_errors: Mapping[str, str] | None = None,
+        data: Split | None = None,
     ) -> Outcome:
-        data = self.task.split(split)
+        data = data if data is not None else self.task.split(split)
         produced: dict[str, list[object]] = {}
         for instance_id, value in result_rows:
             produced.setdefault(str(instance_id), []).append(value)
@@ -267,8 +282,8 @@ class Evaluator:
         mean = sum(r.score for r in rows) / len(rows) if rows else 0.0
         return Outcome(split=split, rows=rows, score=mean, error=None, latency_ms=elapsed_ms)
 
-    def _failed(self, split: str, message: str, elapsed_ms: float) -> Outcome:
-        data = self.task.split(split)
+    def _failed(self, split: str, message: str, elapsed_ms: float, data: Split | None = None) -> Outcome:
+        data = data if data is not None else self.task.split(split)
         rows = tuple(
             EvaluationRow(
                 instance_id=instance_id,

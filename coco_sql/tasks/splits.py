@@ -39,6 +39,12 @@ class Split:
     def __len__(self) -> int:
         return len(self.inputs)
 
+    def subset(self, ids: Iterable[str]) -> Split:
+        """The same split restricted to `ids` (a minibatch), in split order; ids it does not hold are ignored."""
+        keep = set(ids)
+        inputs = self.inputs[self.inputs["id"].astype(str).isin(keep)].reset_index(drop=True)
+        return Split(self.name, inputs, {i: v for i, v in self.expected.items() if i in keep})
+
 
 def partition_ids(
     ids: Iterable[str], seed: int, train_fraction: float, test_fraction: float = 0.0

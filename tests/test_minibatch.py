@@ -1,0 +1,95 @@
+"""Minibatch evaluation (Algorithm 1's T_t): a sampled gate before full validation, on real lockpicking6 runs.
+
+A mutator that alternates real offline-mutator children with a program that answers nothing right shows both sides
+of the gate: good children are validated in full and admitted, the broken ones stop at the sample, store only the
+sampled rows and never enter the archive. A resumed run equals an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from coco_sql import api
+from coco_sql.engine.minibatch import Minibatch
+from coco_sql.engine.registry import build_mutator
+from coco_sql.errors import ConfigError
+from coco_sql.languages import language_for
+from coco_sql.mutate import MutationRequest, Mutator, Proposal
+from coco_sql.tasks import load_task
+
+BROKEN = "SELECT id, 99 AS label FROM input"
+OPTIONS = {"seed": 1, "minibatch": 30, "islands": 1, "policy": "best"}
+
+
+class Alternating:
+    """Odd iterations: the offline mutator's child; even iterations: a program that gets every row wrong."""
+
+    name = "alternating"
+
+    def __init__(self) -> None:
+        self.offline: Mutator = build_mutator("offline", language_for(load_task("lockpicking6")), {})
+
+    def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
+        if request.iteration % 2 == 0:
+            return Proposal(BROKEN, "answer 99 everywhere")
+        return self.offline.propose(request, rng)
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_the_sample_is_drawn_from_the_seed_holds_the_targets_and_is_skipped_when_it_is_everything() -> None:
+    train = [f"t{i:03d}" for i in range(100)]
+    val = [f"v{i:03d}" for i in range(80)]
+    one = Minibatch.draw(10, train, val, ["t050", "t007"], np.random.default_rng(3))
+    assert one == Minibatch.draw(10, train, val, ["t050", "t007"], np.random.default_rng(3))
+    assert one is not None and len(one.train) == len(one.val) == 10
+    assert {"t050", "t007"} <= set(one.train) and list(one.train) == sorted(one.train)
+    assert Minibatch.draw(100, train, val, [], np.random.default_rng(3)) is None
+
+
+def test_children_worse_on_the_sample_stop_there_and_the_rest_are_validated_in_full(tmp_path: Path) -> None:
+    db = tmp_path / "mb.duckdb"
+    summary = api.evolve("lockpicking6", db=db, budget=8, options=OPTIONS, mutator=Alternating())
+    gates = {
+        it: json.loads(p)
+        for it, p in rows(db, "SELECT iteration, payload FROM events WHERE kind = 'minibatch'")
+    }
+    scored = dict(rows(db, "SELECT p.iteration, s.n_rows FROM program_scores s JOIN programs p USING (program_id) "
+                           "WHERE s.split = 'val'"))  # fmt: skip
+    admitted = {
+        it
+        for (it,) in rows(db, "SELECT p.iteration FROM archive_entries a JOIN programs p USING (program_id)")
+    }
+    stopped = [it for it, gate in gates.items() if not gate["full"]]
+    assert stopped and all(it % 2 == 0 for it in stopped)  # only the broken programs stop at the gate
+    for it in stopped:
+        assert gates[it]["child"] < gates[it]["parent"] and scored[it] == 30 and it not in admitted
+    assert all(scored[it] == 50 for it in gates if gates[it]["full"])
+    (status, delta), = rows(db, f"SELECT status, score_delta FROM ledger WHERE iteration = {stopped[0]}")  # fmt: skip
+    assert status == "regressed" and delta == pytest.approx(-gates[stopped[0]]["parent"])
+    assert summary.champion_val_score > summary.seed_val_score
+
+
+def test_a_resumed_minibatch_run_equals_an_uninterrupted_one(tmp_path: Path) -> None:
+    api.evolve("lockpicking6", db=tmp_path / "a.duckdb", budget=3, options=OPTIONS, mutator=Alternating())
+    api.resume(db=tmp_path / "a.duckdb", budget=6, mutator=Alternating())
+    api.evolve("lockpicking6", db=tmp_path / "b.duckdb", budget=6, options=OPTIONS, mutator=Alternating())
+    for sql in (
+        "SELECT iteration, code, valid FROM programs ORDER BY iteration",
+        "SELECT program_id, split, instance_id, score FROM evaluations WHERE split <> 'test' ORDER BY ALL",
+        "SELECT iteration, payload FROM events WHERE kind = 'minibatch' ORDER BY iteration",
+    ):
+        assert rows(tmp_path / "a.duckdb", sql) == rows(tmp_path / "b.duckdb", sql), sql
+
+
+def test_a_negative_minibatch_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--minibatch must be >= 0 rows"):
+        api.evolve("lockpicking6", db=tmp_path / "x.duckdb", budget=1, options={"minibatch": -1})
