@@ -12,7 +12,8 @@ that already solve a target, the ledger, the parent's already-tried approaches) 
 4. if none of those gains, investigate one target at a time with every operator (`sql_edits`: guards, leaf
    changes, recombination, drops), up to `max_drafts` tested drafts;
 5. commit the best draft by net row-level gain over the parent: closeness is the row score, or minus the absolute
-   error for numeric contracts, and regressions weigh `regression_penalty` times more than fixes.
+   error for numeric contracts, and regressions weigh `regression_penalty` times more than fixes. Hypotheses and
+   drafts are scored inside the engine, as SQL over their outputs and the training labels (`hypothesis_scoring`).
 
 When the ledger shows stagnation the mutator takes a named new direction, recorded as 'restructure' instead of
 'hillclimb': first it refits all point guards of the parent jointly against every training row (`joint_fit`, once
@@ -44,6 +45,13 @@ from coco_sql.mutate.ai_edits import (
     set_spec,
 )
 from coco_sql.mutate.base import MutationRequest, Proposal
+from coco_sql.mutate.hypothesis_scoring import (
+    NUMERIC_TYPES,
+    DraftScorer,
+    changes_from_rows,
+    output_changes,
+    score_hypotheses,
+)
 from coco_sql.mutate.joint_fit import OPERATOR as JOINT_FIT
 from coco_sql.mutate.joint_fit import (
     additive_shape,
@@ -71,9 +79,6 @@ from coco_sql.mutate.sql_edits import (
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sandbox import QueryResult
 from coco_sql.sqlcheck import ValidationSpec, parse_program
-from coco_sql.store.records import EvaluationRow
-
-NUMERIC_TYPES = {"INTEGER", "BIGINT", "DOUBLE", "FLOAT", "DECIMAL"}
 
 
 @dataclass(frozen=True)
@@ -124,28 +129,6 @@ class OfflineMutator:
         self.joint_fit_time_limit_s = joint_fit_time_limit_s
         self.max_fit_hypotheses = max_fit_hypotheses
 
-    def _net_gain(
-        self, parent: Outcome, draft: Outcome, numeric: bool, held_out: frozenset[str] = frozenset()
-    ) -> float:
-        """Row-level gain with regressions weighted up: sum max(0, d_i - p_i) - lambda * sum max(0, p_i - d_i).
-
-        d_i and p_i are the draft's and the parent's closeness on row i: the row score, or for numeric contracts
-        minus the absolute error, which also credits an edit that moves a row toward its label without reaching
-        it (interacting rules often need two edits before a row is exact). A draft that fixes the target while
-        breaking rows the parent had is usually a surrogate rule that fits the sample, not the rule behind it;
-        lambda > 1 makes the mutator prefer edits that do no harm.
-        """
-        if not draft.ok:
-            return float("-inf")
-        before = {row.instance_id: _closeness(row, numeric) for row in parent.rows}
-        gain = 0.0
-        for row in draft.rows:
-            if row.instance_id in held_out:
-                continue
-            delta = _closeness(row, numeric) - before.get(row.instance_id, 0.0)
-            gain += delta if delta > 0 else self.regression_penalty * delta
-        return gain
-
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
         env = request.env
         parent_query = self._parse(request.parent.code, env)
@@ -171,10 +154,11 @@ class OfflineMutator:
         numeric = env.output_type.upper() in NUMERIC_TYPES
         if classify_calls(parent_query):
             return self._propose_ai(request, parent_query, parent_outcome, strategy, rng)
+        drafts = DraftScorer(env, request.parent.code, parent_outcome, numeric, self.regression_penalty)
         ranked_targets = list(context.targets) or self._own_failures(parent_outcome, rng)
         targets = ranked_targets[: self.max_targets] or [None]
-        probes: dict[str, QueryResult | None] = {}
-        tested: dict[str, tuple[Edit, Outcome, float]] = {}
+        probes = _Probes()
+        tested: dict[str, tuple[Edit, float, float]] = {}  # code -> (edit, training score, net gain)
         hypotheses: dict[str, int] = {}
         tried: list[str | None] = []
         notes_extra: dict[str, object] = {}
@@ -185,8 +169,8 @@ class OfflineMutator:
             code = self._render(edit.apply(parent_query), env)
             if code in tested or code == request.parent.code:
                 return 0
-            outcome = env.test_draft(code)
-            tested[code] = (edit, outcome, self._net_gain(parent_outcome, outcome, numeric))
+            gain, score = drafts.test(code)
+            tested[code] = (edit, score, gain)
             return 1
 
         # Stage 0, a named new direction when hill-climbing stalls: fit all point guards jointly (`joint_fit`).
@@ -247,8 +231,8 @@ class OfflineMutator:
                 notes={"targets": tried, **notes_extra},
             )
         # Best net gain, then training score; ties keep the order in which drafts were drawn.
-        code = min(tested, key=lambda c: (-tested[c][2], -tested[c][1].score))
-        best, outcome, gain = tested[code]
+        code = min(tested, key=lambda c: (-tested[c][2], -tested[c][1]))
+        best, score, gain = tested[code]
         return Proposal(
             code=code,
             approach=best.approach,
@@ -259,7 +243,7 @@ class OfflineMutator:
                 "hypotheses": hypotheses,
                 "drafts_tested": len(tested),
                 "parent_train_score": parent_outcome.score,
-                "child_train_score": outcome.score,
+                "child_train_score": score,
                 "net_gain": gain,
                 **notes_extra,
             },
@@ -466,14 +450,12 @@ class OfflineMutator:
         edits = screenable(query, list(candidates.values()))[: self.max_screened]
         if not edits:
             return []
-        try:
-            result = env.probe(screening_sql(query, edits, env.output_column))  # type: ignore[arg-type]
-        except EvaluationError:
+        penalty = self.regression_penalty
+        scores = score_hypotheses(env, query, edits, parent_outcome, numeric, penalty)  # type: ignore[arg-type]
+        if scores is None:
             return []
-        outcomes = [env.score_outputs(rows) for rows in split_by_hypothesis(result.rows, len(edits))]
-        gains = [self._net_gain(parent_outcome, outcome, numeric) for outcome in outcomes]
-        order = sorted(range(len(edits)), key=lambda i: (-gains[i], i))
-        return [(edits[i], gains[i]) for i in order]
+        order = sorted(range(len(edits)), key=lambda i: (-scores[i].gain, i))
+        return [(edits[i], scores[i].gain) for i in order]
 
     def _joint_fit(
         self,
@@ -492,7 +474,6 @@ class OfflineMutator:
         if not base_outcome.ok or scope_sql is None:
             return None, {"status": f"base program failed: {base_outcome.error or 'reads nothing'}"}
         try:
-            row_ids = [row.instance_id for row in base_outcome.rows]
             residual = [
                 float(json.loads(row.expected)) - float(json.loads(row.output))  # type: ignore[arg-type]
                 for row in base_outcome.rows
@@ -513,22 +494,17 @@ class OfflineMutator:
         edits = screenable(base, guard_edits(shape, conditions))
         if len(edits) != len(conditions) * per_condition:
             return None, {"status": "not applicable: guards cannot be screened"}
-        try:
-            result = env.probe(screening_sql(base, edits, env.output_column))  # type: ignore[arg-type]
-        except EvaluationError as error:
-            return None, {"status": f"screening failed: {error}"}
-        position = {instance_id: r for r, instance_id in enumerate(row_ids)}
-        base_output = [float(json.loads(row.output)) for row in base_outcome.rows]  # type: ignore[arg-type]
+        changes = output_changes(env, base, edits)  # type: ignore[arg-type]
+        if changes is None:  # not in the engine: read the screening rows here
+            try:
+                result = env.probe(screening_sql(base, edits, env.output_column))  # type: ignore[arg-type]
+            except EvaluationError as error:
+                return None, {"status": f"screening failed: {error}"}
+            changes = changes_from_rows(split_by_hypothesis(result.rows, len(edits)), base_outcome)
         effects: dict[tuple[int, int], dict[int, float]] = {}
-        for i, rows in enumerate(split_by_hypothesis(result.rows, len(edits))):
+        for i, r, delta in changes:
             a, k = divmod(i, per_condition)
-            for instance_id, output in rows:
-                r = position.get(str(instance_id))
-                if r is None or output is None:
-                    continue
-                delta = float(output) - base_output[r]  # type: ignore[arg-type]
-                if delta:
-                    effects.setdefault((a, shape.case_indices[k]), {})[r] = delta
+            effects.setdefault((a, shape.case_indices[k]), {})[r] = delta
         fit = solve_rules(shape, conditions, effects, residual, self.joint_fit_time_limit_s)
         notes: dict[str, object] = {
             "status": fit.status,
@@ -568,11 +544,14 @@ class OfflineMutator:
         cache: dict[str, QueryResult | None] | None = None,
     ) -> dict[int, ScopeData]:
         """Probe the training rows once per distinct SELECT that contains a CASE (once per proposal with `cache`)."""
-        cache = {} if cache is None else cache
+        cache = _Probes() if cache is None else cache
         scopes: dict[int, ScopeData] = {}
+        scope_sql = cache.scope_sql if isinstance(cache, _Probes) else {}
         for index, case in enumerate(cases(query)):
-            select = enclosing_select(case)
-            probe = scope_probe(query, select) if select is not None else None
+            if (id(query), index) not in scope_sql:  # the same for every target: rendered once
+                select = enclosing_select(case)
+                scope_sql[id(query), index] = scope_probe(query, select) if select is not None else None
+            probe = scope_sql[id(query), index]
             if probe is None:
                 continue
             if probe not in cache:
@@ -582,7 +561,7 @@ class OfflineMutator:
                     cache[probe] = None
             result = cache[probe]
             if result is not None:
-                scopes[index] = self._scope_data(probe, result, target)
+                scopes[index] = self._scope_data(probe, result, target, cache)
         return scopes
 
     @staticmethod
@@ -606,17 +585,22 @@ class OfflineMutator:
         return fires
 
     @staticmethod
-    def _scope_data(sql: str, result: QueryResult, target: str | None) -> ScopeData:
+    def _scope_data(
+        sql: str, result: QueryResult, target: str | None, cache: dict[str, QueryResult | None]
+    ) -> ScopeData:
+        """The scope as seen from `target`; what does not depend on the target is derived once per probe."""
         columns = result.columns
-        target_row = None
-        if target is not None and "id" in columns:
-            at = columns.index("id")
-            target_row = next(
-                (dict(zip(columns, r, strict=True)) for r in result.rows if str(r[at]) == target), None
-            )
-        return ScopeData(
-            columns=columns, target_row=target_row, frequent=frequent_values(result.rows, columns), probe=sql
-        )
+        derived = cache.derived if isinstance(cache, _Probes) else {}
+        if sql not in derived:
+            at = columns.index("id") if "id" in columns else None
+            first: dict[str, tuple[object, ...]] = {}
+            for row in result.rows if at is not None else ():
+                first.setdefault(str(row[at]), row)
+            derived[sql] = (frequent_values(result.rows, columns), first)
+        frequent, by_id = derived[sql]
+        row = by_id.get(target) if target is not None else None
+        target_row = dict(zip(columns, row, strict=True)) if row is not None else None
+        return ScopeData(columns=columns, target_row=target_row, frequent=frequent, probe=sql)
 
     def _recombinations(
         self, query: exp.Expression, request: MutationRequest, target: str | None, rng: np.random.Generator
@@ -655,6 +639,17 @@ class OfflineMutator:
         return chosen
 
 
+class _Probes(dict[str, QueryResult | None]):
+    """One proposal's probe results by SQL, and what `_scope_data` derives from each (frequent values, rows by
+    id), so that screening ten targets reads the training rows once, not ten times. Keyed by the id of a parsed
+    query, which the proposal keeps alive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.derived: dict[str, tuple[dict[str, tuple], dict[str, tuple[object, ...]]]] = {}
+        self.scope_sql: dict[tuple[int, int], str | None] = {}  # (id of the parsed parent, CASE) -> probe
+
+
 def _labels(cell: str | None) -> tuple[str, ...]:
     """A row's labels from its JSON output or expected value (a list, or one label)."""
     if cell is None:
@@ -666,16 +661,6 @@ def _labels(cell: str | None) -> tuple[str, ...]:
     if isinstance(value, list):
         return tuple(str(v) for v in value)
     return () if value is None else (str(value),)
-
-
-def _closeness(row: EvaluationRow, numeric: bool) -> float:
-    """How close a row is to its label: its score, or -|output - expected| for numeric contracts."""
-    if not numeric:
-        return row.score
-    try:
-        return -abs(float(json.loads(row.output)) - float(json.loads(row.expected)))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return -1e6 if row.output is None else -1e3
 
 
 __all__ = ["OfflineMutator", "OperatorShares"]

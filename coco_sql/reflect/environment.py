@@ -2,11 +2,14 @@
 
 `check` validates a draft without running it, `test_draft` scores it on training rows, and `probe` runs a
 read-only query over the training rows in the same locked-down sandbox. Nothing here can reach validation or test
-rows: the environment is bound to the evaluator's 'train' sandbox, which holds no other split's rows.
+rows: the environment is bound to the evaluator's 'train' sandbox, which holds no other split's rows, and
+`labels_sql` writes out the training split's labels only, so that a probe can score outputs inside the engine.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +20,17 @@ from coco_sql.tasks import TaskPack
 
 TRAIN = "train"
 
+# How `labels_sql` writes each contract type: the JSON type that `from_json` reads, and the DuckDB type of
+# `expected`. Numbers travel as text and are cast by DuckDB (exact: integers, and shortest round-trip floats).
+_LABEL_TYPES: dict[str, tuple[str, str]] = {
+    "INTEGER": ('["VARCHAR"]', "HUGEINT"),
+    "DOUBLE": ('["VARCHAR"]', "DOUBLE"),
+    "VARCHAR": ('["VARCHAR"]', "VARCHAR"),
+    "BOOLEAN": ('["BOOLEAN"]', "BOOLEAN"),
+    "VARCHAR[]": ('[["VARCHAR"]]', "VARCHAR[]"),
+}
+_HUGEINT_LIMIT = 2**127
+
 
 class DraftEnvironment:
     def __init__(self, evaluator: Evaluator, *, probe_deadline_s: float | None = None) -> None:
@@ -25,6 +39,7 @@ class DraftEnvironment:
         self._probe_deadline_s = probe_deadline_s or evaluator.task.timeout_seconds
         self.drafts_tested = 0
         self.probes_run = 0
+        self._labels_sql: str | None = None
 
     @property
     def task(self) -> TaskPack:
@@ -71,6 +86,35 @@ class DraftEnvironment:
         """Score (id, output) pairs against the training labels, as `test_draft` scores a program's rows."""
         return self._evaluator.score_rows(TRAIN, rows)
 
+    def program_sql(self, code: str) -> str | None:
+        """The query `test_draft` runs for `code` in the training sandbox (rows of id VARCHAR and output, as the
+        SQL runner wraps a program), for a probe that tests a draft inside the engine (`probe_draft`). None when
+        programs do not run in this sandbox (a warehouse engine, a Python task). Raises CandidateRejected."""
+        language = self._evaluator.language
+        if language.name != "sql" or getattr(language, "engine", None) is not None:
+            return None
+        runnable = self._evaluator.check(code).runnable
+        output = self.output_column.replace('"', '""')
+        return f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({runnable}) AS candidate'
+
+    def probe_draft(self, sql: str) -> QueryResult:
+        """`probe` for a query that tests a draft on the training rows inside the engine: counts as a draft test."""
+        self.drafts_tested += 1
+        return self.probe(sql)
+
+    def labels_sql(self) -> str | None:
+        """The training rows' labels as a parenthesised SQL subquery with columns (pos, id, expected), for a probe
+        that scores outputs inside the engine (`mutate.hypothesis_scoring`).
+
+        `pos` is the row's place in the order `test_draft` scores rows in, `id` is VARCHAR and `expected` has the
+        contract's DuckDB type (INTEGER labels as HUGEINT). The text holds the training split's labels and nothing
+        else; it is built once. None when a label cannot be written exactly (a NUL character, an integer past
+        HUGEINT): the caller then scores in Python.
+        """
+        if self._labels_sql is None:
+            self._labels_sql = _labels_sql(self._evaluator.task.split(TRAIN).expected, self.output_type) or ""
+        return self._labels_sql or None
+
     # -- the tools as an agent calls them: JSON-ready results ------------------------------------------------
     def query(self, sql: str, limit: int = 100) -> dict[str, Any]:
         """Read-only SQL over the training rows: {columns, rows (at most `limit`), truncated}."""
@@ -112,6 +156,38 @@ class DraftEnvironment:
                 for r in chosen
             ],
         }
+
+
+def _labels_sql(expected: dict[str, object], contract_type: str) -> str | None:
+    """(pos, id, expected) from two JSON literals, which DuckDB reads far faster than a VALUES list."""
+    kind = _LABEL_TYPES.get(contract_type.upper())
+    if kind is None:
+        return None
+    values: list[object] = []
+    for value in expected.values():
+        if contract_type.upper() == "INTEGER":
+            if not isinstance(value, int) or abs(value) >= _HUGEINT_LIMIT:
+                return None
+            values.append(str(value))
+        elif contract_type.upper() == "DOUBLE":
+            if not isinstance(value, float | int) or math.isnan(value):
+                return None
+            values.append(repr(float(value)))
+        else:
+            values.append(value)
+    ids_json, values_json = json.dumps(list(expected)), json.dumps(values)
+    if "\\u0000" in ids_json or "\\u0000" in values_json:
+        return None
+    json_type, sql_type = kind
+
+    def literal(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    return (
+        f"(SELECT pos, id, CAST(value AS {sql_type}) AS expected FROM (SELECT unnest(range(len(ids))) AS pos, "
+        f"unnest(ids) AS id, unnest(vals) AS value FROM (SELECT from_json({literal(ids_json)}, '[\"VARCHAR\"]') "
+        f"AS ids, from_json({literal(values_json)}, {literal(json_type)}) AS vals)))"
+    )
 
 
 def _plain(value: Any) -> Any:
