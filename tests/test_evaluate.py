@@ -233,3 +233,19 @@ def test_re_evaluating_a_program_returns_the_memoised_outcome(
     assert len(runs) == 1
     other_split = evaluator.evaluate(seed, "train")
     assert other_split is not first and len(runs) == 2
+
+
+def test_the_memo_holds_a_bounded_number_of_rows(lockpicking6: TaskPack) -> None:
+    """Outcomes of huge splits must not pile up: past `cache_rows` the oldest outcome is dropped and re-run."""
+    a, b = "SELECT id, 1 AS label FROM input", "SELECT id, 2 AS label FROM input"
+    bounded = Evaluator(lockpicking6, SEARCH_SPLITS, cache_rows=60)  # lockpicking6's val split has 50 rows
+    roomy = Evaluator(lockpicking6, SEARCH_SPLITS)
+    try:
+        for ev, kept in ((bounded, False), (roomy, True)):
+            first = ev.evaluate(a, "val")
+            ev.evaluate(b, "val")
+            assert (ev.evaluate(a, "val") is first) is kept
+            assert [r.score for r in ev.evaluate(a, "val").rows] == [r.score for r in first.rows]
+    finally:
+        bounded.close()
+        roomy.close()

@@ -76,8 +76,9 @@ class Evaluator:
     """Evaluates programs of one task on a fixed set of splits.
 
     The search builds its evaluator with SEARCH_SPLITS and cannot score the test split through it; reports
-    build a separate one with REPORT_SPLITS. Results are memoised per (split, SQL): programs are deterministic,
-    so re-running an unchanged program is wasted work.
+    build a separate one with REPORT_SPLITS. Results are memoised per (split, SQL, minibatch rows): programs are
+    deterministic, so re-running an unchanged program is wasted work. The memo holds at most `cache_size`
+    outcomes and `cache_rows` evaluation rows (the latest outcome always), so huge splits do not pile up.
     """
 
     def __init__(
@@ -86,6 +87,7 @@ class Evaluator:
         splits: Iterable[str] = SEARCH_SPLITS,
         *,
         cache_size: int = 1024,
+        cache_rows: int = 1_000_000,
         ai: AiRuntime | None = None,
         language: Language | None = None,
     ) -> None:
@@ -96,8 +98,12 @@ class Evaluator:
         self.language: Language = language if language is not None else language_for(task)
         self._runners: dict[str, Runner] = {}
         self._probes: dict[str, Sandbox] = {}  # data sandboxes of languages whose runner is not one
-        self._memo: OrderedDict[tuple[str, str], Outcome] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, str, tuple[str, ...] | None], Outcome] = OrderedDict()
         self._cache_size = cache_size
+        self._cache_rows = (
+            cache_rows  # evaluation rows the memo holds at most: outcomes of huge splits are big
+        )
+        self._memo_rows = 0
 
     def check(self, code: str) -> Program:
         """Validate without running (raises CandidateRejected)."""
@@ -118,8 +124,12 @@ class Evaluator:
             return memo if memo.usage is None else replace(memo, usage=memo.usage.replayed())
         outcome = replace(self._run(program, split, None if ids is None else data), program=program)
         self._memo[key] = outcome
-        if len(self._memo) > self._cache_size:
-            self._memo.popitem(last=False)
+        self._memo_rows += len(outcome.rows)
+        while len(self._memo) > 1 and (
+            len(self._memo) > self._cache_size or self._memo_rows > self._cache_rows
+        ):
+            _, dropped = self._memo.popitem(last=False)
+            self._memo_rows -= len(dropped.rows)
         return outcome
 
     def failed(self, split: str, message: str, ids: Sequence[str] | None = None) -> Outcome:
