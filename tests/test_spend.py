@@ -137,9 +137,9 @@ def test_the_mutators_turns_and_spending_are_stored_and_reported_apart(tmp_path:
         trace = HistoryTools(store, 1).get_thinking_trace(2)
     assert "mutation" in [e["kind"] for e in trace["events"]]
     assert [(t["agent"], t["turn"], t["role"]) for t in trace["transcript"]] == [
+        ("reflector", 0, "assistant"),  # in decision order: the reflector speaks before the agent
         ("agent", 0, "user"),
         ("agent", 1, "assistant"),
-        ("reflector", 0, "assistant"),
     ]
     answer = trace["transcript"][1]
     assert answer["tool_calls"] == [
