@@ -141,12 +141,12 @@ def test_the_mutators_turns_and_spending_are_stored_and_reported_apart(tmp_path:
         ("agent", 0, "user"),
         ("agent", 1, "assistant"),
     ]
-    answer = trace["transcript"][1]
+    answer = trace["transcript"][2]
     assert answer["tool_calls"] == [
         {"id": "call-2", "name": "commit", "arguments": {"approach": "hillclimb"}}
     ]
     assert (answer["input_tokens"], answer["output_tokens"], answer["model"]) == (1000, 200, "fake/chat")
-    assert trace["transcript"][0]["template"] == "agent_task@1" and trace["transcript"][0]["tool_calls"] == []
+    assert trace["transcript"][1]["template"] == "agent_task@1" and trace["transcript"][1]["tool_calls"] == []
 
 
 # -------------------------------------------------------------------------------------------- the spend limit
