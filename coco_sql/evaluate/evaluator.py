@@ -104,6 +104,7 @@ class Evaluator:
             cache_rows  # evaluation rows the memo holds at most: outcomes of huge splits are big
         )
         self._memo_rows = 0
+        self._expected: dict[str, dict[str, str]] = {}
 
     def check(self, code: str) -> Program:
         """Validate without running (raises CandidateRejected)."""
@@ -274,23 +275,28 @@ class Evaluator:
         expected = [data.expected[i] for i in ids]
         scores = self.task.scorer.score(outputs, expected)
         extra = len(set(produced) - set(data.expected))
+        expected_json = self._expected_json(split)
         rows = tuple(
             EvaluationRow(
                 instance_id=instance_id,
                 score=float(score),
                 output=None if output is None else to_json(output),
-                expected=to_json(truth),
+                expected=expected_json[instance_id],
                 error=error,
                 observation={"status": "ok" if error is None else "row_error"}
                 | ({"extra_ids": extra} if extra else {}),
                 latency_ms=per_row_ms,
             )
-            for instance_id, output, truth, error, score in zip(
-                ids, outputs, expected, errors, scores, strict=True
-            )
+            for instance_id, output, error, score in zip(ids, outputs, errors, scores, strict=True)
         )
         mean = sum(r.score for r in rows) / len(rows) if rows else 0.0
         return Outcome(split=split, rows=rows, score=mean, error=None, latency_ms=elapsed_ms)
+
+    def _expected_json(self, split: str) -> dict[str, str]:
+        """Each row's expected value as stored JSON, computed once per split (it never changes)."""
+        if split not in self._expected:
+            self._expected[split] = {i: to_json(v) for i, v in self.task.split(split).expected.items()}
+        return self._expected[split]
 
     def _failed(self, split: str, message: str, elapsed_ms: float, data: Split | None = None) -> Outcome:
         data = data if data is not None else self.task.split(split)
