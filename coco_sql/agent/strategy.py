@@ -14,7 +14,6 @@ dead endpoint still stops the run (`ProviderUnavailable`).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 from coco_sql.agent.conversation import Budget, Conversation, Discard
 from coco_sql.agent.prompts import render
+from coco_sql.llm.providers.anthropic import first_json_object
 from coco_sql.llm.providers.base import Message
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.reflect.context import StrategyNote
@@ -212,18 +212,9 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", name.lower()).strip()
 
 
-_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-
-
 def _json_object(text: str) -> dict[str, Any]:
     """The JSON object in a model's answer, which may wrap it in prose or a ``` fence."""
-    found = _OBJECT.search(text or "")
+    found = first_json_object(text or "")
     if found is None:
         raise ValueError("no JSON object in the answer")
-    try:
-        value = json.loads(found.group(0))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"malformed JSON: {error.msg}") from None
-    if not isinstance(value, dict):
-        raise ValueError("the answer is not a JSON object")
-    return value
+    return found

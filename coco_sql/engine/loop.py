@@ -422,7 +422,7 @@ class EvolutionLoop:
             }
         elif sample is not None:
             outcomes, gate = evaluate_child(
-                evaluator, proposal.code, sample, state.val_rows[parent.program_id], state.val_ids
+                evaluator, proposal.code, sample, state.val_rows[parent.program_id]
             )
         else:
             outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}

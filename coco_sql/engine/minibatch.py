@@ -31,6 +31,9 @@ class Minibatch:
 
     train: tuple[str, ...]
     val: tuple[str, ...]
+    val_positions: tuple[
+        int, ...
+    ]  # where the sampled validation rows sit in the split (for the parent's scores)
 
     @classmethod
     def draw(
@@ -44,13 +47,13 @@ class Minibatch:
         """`size` rows of each split (targets first among the training rows); None when that is every row."""
         if size >= len(train_ids) and size >= len(val_ids):
             return None
-        val = _sample(val_ids, size, rng)
+        val_positions = _sample(len(val_ids), size, rng)
         known = set(train_ids)
         wanted = [t for t in dict.fromkeys(targets) if t in known][:size]
         taken = set(wanted)
         rest = [i for i in train_ids if i not in taken]
-        train = sorted({*wanted, *_sample(rest, size - len(wanted), rng)})
-        return cls(tuple(train), val)
+        train = sorted({*wanted, *(rest[k] for k in _sample(len(rest), size - len(wanted), rng))})
+        return cls(tuple(train), tuple(val_ids[k] for k in val_positions), val_positions)
 
     def ids(self, split: str) -> tuple[str, ...]:
         return self.train if split == "train" else self.val
@@ -70,22 +73,21 @@ class Gate:
 
 
 def evaluate_child(
-    evaluator: Evaluator, code: str, batch: Minibatch, parent_val_rows: np.ndarray, val_ids: Sequence[str]
+    evaluator: Evaluator, code: str, batch: Minibatch, parent_val_rows: np.ndarray
 ) -> tuple[dict[str, Outcome], Gate]:
     """The child's outcomes under the minibatch rule (module docstring), and the gate's verdict."""
     sampled = evaluator.evaluate(code, "val", batch.val)
-    index = {instance: k for k, instance in enumerate(val_ids)}
-    parent = float(np.mean([parent_val_rows[index[i]] for i in batch.val])) if batch.val else 0.0
+    parent = float(np.mean(parent_val_rows[list(batch.val_positions)])) if batch.val else 0.0
     gate = Gate(len(batch.val), sampled.score, parent, sampled.ok and sampled.score >= parent)
     if gate.passed:
         return {split: evaluator.evaluate(code, split) for split in SEARCH_SPLITS}, gate
     return {"train": evaluator.evaluate(code, "train", batch.train), "val": sampled}, gate
 
 
-def _sample(ids: Sequence[str], size: int, rng: np.random.Generator) -> tuple[str, ...]:
+def _sample(n: int, size: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """`size` of the positions 0..n-1, in order (all of them when size >= n)."""
     if size <= 0:
         return ()
-    if size >= len(ids):
-        return tuple(ids)
-    picks = rng.choice(len(ids), size=size, replace=False)
-    return tuple(ids[int(k)] for k in sorted(picks))
+    if size >= n:
+        return tuple(range(n))
+    return tuple(int(k) for k in sorted(rng.choice(n, size=size, replace=False)))
