@@ -9,8 +9,8 @@ mutation (screening and draft tests on the training rows) and evaluation of the 
     python bench/bench_screening.py --rows 50 5000 50000 --iterations 10 --targeting uniform
     python bench/bench_screening.py --rows 5000 --profile # cProfile of the whole run, top 25 by cumulative time
 
-`--targeting uniform` skips InfoGain targeting, whose dense N x N kernel does not fit 50,000 rows (issue 12); the
-mutator's work does not depend on how its targets were chosen beyond which guards it screens.
+`--targeting uniform` skips InfoGain targeting (a dense N x N kernel when these numbers were first taken, now a
+sparse one); the mutator's work does not depend on how its targets were chosen beyond which guards it screens.
 """
 
 from __future__ import annotations
