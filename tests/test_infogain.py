@@ -298,3 +298,35 @@ def test_curator_bundles_donors_ledger_and_the_target_observation() -> None:
     assert local.targets and local.target_observation is not None
     assert not ContextBundle().stagnant(5)
     evaluator.close()
+
+
+@pytest.mark.parametrize("peak", [1, 8, 40])
+def test_the_first_targets_are_those_of_the_whole_order_and_the_rng_ends_in_step(peak: int) -> None:
+    """`order(limit=m)` computes only numpy's first round of draws, yet gives the first m rows of the whole
+    order; with a peaked distribution (few distinct rows in that round) it falls back to the full draw."""
+    draw = np.random.default_rng(peak)
+    rows = 3000
+    texts = ["".join(draw.choice(list("0123456789"), 6)) for _ in range(rows)]
+    ids = tuple(f"r{i}" for i in range(rows))
+    scores = np.where(draw.random(rows) < 0.3, 1.0, draw.random(rows) ** peak)
+    ctx = TargetingContext(ids, scores, scores >= 0.9, {})
+    picker = InfoGainTargets(InfoGainTargets.from_texts(texts, k=8).neighbours, temperature=0.5 / peak)
+    for seed in range(5):
+        whole, head = np.random.default_rng(seed), np.random.default_rng(seed)
+        assert picker.order(ctx, head, 5) == picker.order(ctx, whole)[:5]
+    uniform = UniformTargets()
+    assert uniform.order(ctx, np.random.default_rng(1), 5) == uniform.order(ctx, np.random.default_rng(1))[:5]
+
+
+def test_a_peaked_distribution_falls_back_to_the_full_draw_with_the_rng_untouched() -> None:
+    from coco_sql.search.infogain import _leading_draws
+
+    p = np.full(1000, 1e-9)
+    p[[3, 500, 900]] = 1.0
+    p /= p.sum()
+    rng = np.random.default_rng(0)
+    assert _leading_draws(p, 1000, 5, rng) is None  # the first round finds only the 3 heavy rows
+    assert rng.random() == np.random.default_rng(0).random()
+    head = _leading_draws(p, 1000, 2, np.random.default_rng(0))
+    whole = np.random.default_rng(0).choice(1000, size=1000, replace=False, p=p)
+    assert head is not None and list(head) == list(whole[:2])

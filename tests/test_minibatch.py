@@ -33,8 +33,11 @@ class Alternating:
 
     def __init__(self) -> None:
         self.offline: Mutator = build_mutator("offline", language_for(load_task("lockpicking6")), {})
+        self.rows_seen: dict[int, int] = {}  # iteration -> training rows in the mutator's environment
 
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
+        (count,), = request.env.probe("SELECT count(*) FROM input").rows  # fmt: skip
+        self.rows_seen[request.iteration] = count
         if request.iteration % 2 == 0:
             return Proposal(BROKEN, "answer 99 everywhere")
         return self.offline.propose(request, rng)
@@ -57,7 +60,9 @@ def test_the_sample_is_drawn_from_the_seed_holds_the_targets_and_is_skipped_when
 
 def test_children_worse_on_the_sample_stop_there_and_the_rest_are_validated_in_full(tmp_path: Path) -> None:
     db = tmp_path / "mb.duckdb"
-    summary = api.evolve("lockpicking6", db=db, budget=8, options=OPTIONS, mutator=Alternating())
+    mutator = Alternating()
+    summary = api.evolve("lockpicking6", db=db, budget=8, options=OPTIONS, mutator=mutator)
+    assert set(mutator.rows_seen.values()) == {30}  # the mutator works on the training sample only
     gates = {
         it: json.loads(p)
         for it, p in rows(db, "SELECT iteration, payload FROM events WHERE kind = 'minibatch'")
@@ -72,7 +77,9 @@ def test_children_worse_on_the_sample_stop_there_and_the_rest_are_validated_in_f
     assert stopped and all(it % 2 == 0 for it in stopped)  # only the broken programs stop at the gate
     for it in stopped:
         assert gates[it]["child"] < gates[it]["parent"] and scored[it] == 30 and it not in admitted
-    assert all(scored[it] == 50 for it in gates if gates[it]["full"])
+    for it, gate in gates.items():  # full: a gain on the training sample, no loss on the validation sample
+        passed = gate["child_train"] > gate["parent_train"] and gate["child"] >= gate["parent"]
+        assert gate["full"] == passed and (scored[it] == 50) == passed
     (status, delta), = rows(db, f"SELECT status, score_delta FROM ledger WHERE iteration = {stopped[0]}")  # fmt: skip
     assert status == "regressed" and delta == pytest.approx(-gates[stopped[0]]["parent"])
     assert summary.champion_val_score > summary.seed_val_score

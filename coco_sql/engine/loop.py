@@ -399,19 +399,26 @@ class EvolutionLoop:
         curate_ms = _ms_since(clock)
 
         clock = time.perf_counter()
-        proposal: Proposal = mutator.propose(
-            MutationRequest(t, state.view(parent_id), env, context, history=self._history, models=self._chat),
-            iteration_rng(run.seed, t, MUTATOR_STREAM),
-        )
+        sample = None
+        if config.minibatch:  # T_t: the mutator works on these training rows only
+            rng = iteration_rng(run.seed, t, MINIBATCH_STREAM)
+            sample = Minibatch.draw(config.minibatch, state.train_ids, state.val_ids, context.targets, rng)
+        env_t = env.on_rows(sample.train) if sample is not None else env
+        try:
+            proposal: Proposal = mutator.propose(
+                MutationRequest(
+                    t, state.view(parent_id), env_t, context, history=self._history, models=self._chat
+                ),
+                iteration_rng(run.seed, t, MUTATOR_STREAM),
+            )
+        finally:
+            if env_t is not env:
+                env_t.close()
         mutate_ms = _ms_since(clock)
         spent = evaluator.ai.take_spent() if evaluator.ai is not None else None
         drafts_usage = _without(spent, proposal.usage) if spent is not None else None
 
         clock = time.perf_counter()
-        sample = None
-        if config.minibatch:
-            rng = iteration_rng(run.seed, t, MINIBATCH_STREAM)
-            sample = Minibatch.draw(config.minibatch, state.train_ids, state.val_ids, context.targets, rng)
         gate = None
         if proposal.discarded is not None:  # no child: recorded as an invalid program with the reason
             outcomes = {
@@ -422,7 +429,11 @@ class EvolutionLoop:
             }
         elif sample is not None:
             outcomes, gate = evaluate_child(
-                evaluator, proposal.code, sample, state.val_rows[parent.program_id]
+                evaluator,
+                proposal.code,
+                sample,
+                state.train_rows[parent.program_id],
+                state.val_rows[parent.program_id],
             )
         else:
             outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}

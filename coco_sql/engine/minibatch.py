@@ -2,16 +2,19 @@
 
 With `RunConfig.minibatch = m`, iteration t draws m validation rows and m training rows from the run's RNG stream
 `MINIBATCH_STREAM` (so a resumed run draws the same rows); the training sample always holds the curator's target
-rows, which the mutator worked on. The child runs on the sampled validation rows first, and is compared with its
-parent on exactly those rows (the parent, an archive member, has every validation row scored):
+rows. The mutator works on the training sample only: its environment (probes, draft tests, labels) is a sandbox
+over those rows, so its cost per iteration does not grow with the table. The child then runs on both samples and
+is compared with its parent on exactly those rows (the parent, an archive member, has every row scored). As in
+GEPA, only a child that gains on its minibatch earns a full evaluation:
 
-- no worse than the parent there: the child is evaluated on every training and validation row, as without
-  minibatches, and may enter the archive or become the champion;
-- worse: it stops there. Its stored evaluations are the sampled rows only (2m rows instead of the whole pool),
-  it is never admitted, and its ledger line compares it with the parent on the sample.
+- better than the parent on the training sample (which holds the targets it was made for), and no worse on
+  the validation sample: the child is evaluated on every training and validation row, as without minibatches,
+  and may enter the archive or become the champion;
+- otherwise it stops there. Its stored evaluations are the sampled rows only (2m rows instead of the whole
+  pool), it is never admitted, and its ledger line compares it with the parent on the validation sample.
 
-So the evaluations table grows by at most 2m rows per rejected child, and in full only for children that reach
-the full evaluation. Admission and the champion always rest on full validation scores.
+So the evaluations table grows by 2m rows per stopped child, and in full only for children that pass the gate.
+Admission and the champion always rest on full validation scores.
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ class Minibatch:
 
     train: tuple[str, ...]
     val: tuple[str, ...]
-    val_positions: tuple[
-        int, ...
-    ]  # where the sampled validation rows sit in the split (for the parent's scores)
+    # where the sampled rows sit in their splits (to read the parent's scores on them)
+    train_positions: tuple[int, ...]
+    val_positions: tuple[int, ...]
 
     @classmethod
     def draw(
@@ -48,12 +51,16 @@ class Minibatch:
         if size >= len(train_ids) and size >= len(val_ids):
             return None
         val_positions = _sample(len(val_ids), size, rng)
-        known = set(train_ids)
-        wanted = [t for t in dict.fromkeys(targets) if t in known][:size]
-        taken = set(wanted)
-        rest = [i for i in train_ids if i not in taken]
-        train = sorted({*wanted, *(rest[k] for k in _sample(len(rest), size - len(wanted), rng))})
-        return cls(tuple(train), tuple(val_ids[k] for k in val_positions), val_positions)
+        wanted = [k for k in dict.fromkeys(_position(train_ids, t) for t in targets) if k is not None][:size]
+        rest = np.setdiff1d(np.arange(len(train_ids)), wanted, assume_unique=True)  # in split order
+        drawn = (int(rest[k]) for k in _sample(len(rest), size - len(wanted), rng))
+        train_positions = tuple(sorted({*wanted, *drawn}))
+        return cls(
+            tuple(train_ids[k] for k in train_positions),
+            tuple(val_ids[k] for k in val_positions),
+            train_positions,
+            val_positions,
+        )
 
     def ids(self, split: str) -> tuple[str, ...]:
         return self.train if split == "train" else self.val
@@ -61,27 +68,55 @@ class Minibatch:
 
 @dataclass(frozen=True)
 class Gate:
-    """How a child fared on the sampled validation rows against its parent on the same rows."""
+    """How a child fared on the sampled rows against its parent on the same rows (means over each sample)."""
 
-    rows: int
-    child: float
+    rows: int  # validation rows sampled
+    child: float  # validation sample
     parent: float
+    child_train: float  # training sample
+    parent_train: float
     passed: bool
 
     def as_payload(self) -> dict[str, Any]:
-        return {"rows": self.rows, "child": self.child, "parent": self.parent, "full": self.passed}
+        return {
+            "rows": self.rows,
+            "child": self.child,
+            "parent": self.parent,
+            "child_train": self.child_train,
+            "parent_train": self.parent_train,
+            "full": self.passed,
+        }
 
 
 def evaluate_child(
-    evaluator: Evaluator, code: str, batch: Minibatch, parent_val_rows: np.ndarray
+    evaluator: Evaluator,
+    code: str,
+    batch: Minibatch,
+    parent_train_rows: np.ndarray,
+    parent_val_rows: np.ndarray,
 ) -> tuple[dict[str, Outcome], Gate]:
     """The child's outcomes under the minibatch rule (module docstring), and the gate's verdict."""
-    sampled = evaluator.evaluate(code, "val", batch.val)
-    parent = float(np.mean(parent_val_rows[list(batch.val_positions)])) if batch.val else 0.0
-    gate = Gate(len(batch.val), sampled.score, parent, sampled.ok and sampled.score >= parent)
+    train = evaluator.evaluate(code, "train", batch.train)
+    val = evaluator.evaluate(code, "val", batch.val)
+    parent_train = _mean(parent_train_rows, batch.train_positions)
+    parent_val = _mean(parent_val_rows, batch.val_positions)
+    passed = train.ok and val.ok and train.score > parent_train and val.score >= parent_val
+    gate = Gate(len(batch.val), val.score, parent_val, train.score, parent_train, passed)
     if gate.passed:
         return {split: evaluator.evaluate(code, split) for split in SEARCH_SPLITS}, gate
-    return {"train": evaluator.evaluate(code, "train", batch.train), "val": sampled}, gate
+    return {"train": train, "val": val}, gate
+
+
+def _position(ids: Sequence[str], instance_id: str) -> int | None:
+    """Where `instance_id` sits in `ids` (a scan: there are at most a handful of targets)."""
+    try:
+        return ids.index(instance_id)
+    except ValueError:
+        return None
+
+
+def _mean(scores: np.ndarray, positions: tuple[int, ...]) -> float:
+    return float(np.mean(scores[list(positions)])) if positions else 0.0
 
 
 def _sample(n: int, size: int, rng: np.random.Generator) -> tuple[int, ...]:

@@ -105,6 +105,7 @@ class Evaluator:
         )
         self._memo_rows = 0
         self._expected: dict[str, dict[str, str]] = {}
+        self._data: dict[str, Split] = {}  # one copy of each split (`TaskPack.split` copies on every call)
 
     def check(self, code: str) -> Program:
         """Validate without running (raises CandidateRejected)."""
@@ -133,6 +134,14 @@ class Evaluator:
             self._memo_rows -= len(dropped.rows)
         return outcome
 
+    def memoised(self, code: str, split: str) -> Outcome | None:
+        """`code`'s outcome on every row of `split` if the memo holds it (nothing runs), else None."""
+        try:
+            runnable = self.check(code).runnable
+        except CandidateRejected:
+            return None
+        return self._memo.get((split, runnable, None))
+
     def failed(self, split: str, message: str, ids: Sequence[str] | None = None) -> Outcome:
         """The outcome of a program that never ran: every row of `split` (or of its rows `ids`) an error with
         `message` (a mutator that discarded its child)."""
@@ -143,7 +152,7 @@ class Evaluator:
             raise ConfigError(
                 f"this evaluator may not score the {split!r} split (allowed: {', '.join(self.splits)})"
             )
-        data = self.task.split(split)
+        data = self._whole(split)
         return data if ids is None else data.subset(ids)
 
     def probe(self, sql: str, split: str, deadline_s: float) -> QueryResult:
@@ -200,7 +209,7 @@ class Evaluator:
     # -- internals -------------------------------------------------------------------------------------------
     def _runner(self, split: str) -> Runner:
         if split not in self._runners:
-            self._runners[split] = self.language.runner(self.task.split(split), self._functions)
+            self._runners[split] = self.language.runner(self._whole(split), self._functions)
         return self._runners[split]
 
     def _probe_sandbox(self, split: str) -> Sandbox:
@@ -209,13 +218,13 @@ class Evaluator:
         if shared is not None:
             return shared
         if split not in self._probes:
-            self._probes[split] = Sandbox(self.task.split(split).inputs)
+            self._probes[split] = Sandbox(self._whole(split).inputs)
         return self._probes[split]
 
     def _run(self, program: Program, split: str, sample: Split | None = None) -> Outcome:
         """Run on the split's own runner, or on a runner over just the rows of `sample` (closed afterwards)."""
         runner = self._runner(split) if sample is None else self.language.runner(sample, self._functions)
-        data = sample if sample is not None else self.task.split(split)
+        data = sample if sample is not None else self._whole(split)
         deadline_s = self.task.timeout_seconds
         try:
             result, usage = self._execute(
@@ -249,7 +258,7 @@ class Evaluator:
         row_errors: Mapping[str, str] | None = None,
         data: Split | None = None,
     ) -> Outcome:
-        data = data if data is not None else self.task.split(split)
+        data = data if data is not None else self._whole(split)
         produced: dict[str, list[object]] = {}
         for instance_id, value in result_rows:
             produced.setdefault(str(instance_id), []).append(value)
@@ -276,6 +285,11 @@ class Evaluator:
         scores = self.task.scorer.score(outputs, expected)
         extra = len(set(produced) - set(data.expected))
         expected_json = self._expected_json(split)
+        # one observation object per kind, shared by the rows (never mutated): a dict per row was 70 MB per
+        # 800,000 rows
+        ok, row_error = (
+            {"status": status} | ({"extra_ids": extra} if extra else {}) for status in ("ok", "row_error")
+        )
         rows = tuple(
             EvaluationRow(
                 instance_id=instance_id,
@@ -283,8 +297,7 @@ class Evaluator:
                 output=None if output is None else to_json(output),
                 expected=expected_json[instance_id],
                 error=error,
-                observation={"status": "ok" if error is None else "row_error"}
-                | ({"extra_ids": extra} if extra else {}),
+                observation=ok if error is None else row_error,
                 latency_ms=per_row_ms,
             )
             for instance_id, output, error, score in zip(ids, outputs, errors, scores, strict=True)
@@ -292,24 +305,33 @@ class Evaluator:
         mean = sum(r.score for r in rows) / len(rows) if rows else 0.0
         return Outcome(split=split, rows=rows, score=mean, error=None, latency_ms=elapsed_ms)
 
+    def _whole(self, split: str) -> Split:
+        """Every row of `split`: the evaluator's own copy, made once (no caller may change it)."""
+        if split not in self._data:
+            self._data[split] = self.task.split(split)
+        return self._data[split]
+
     def _expected_json(self, split: str) -> dict[str, str]:
         """Each row's expected value as stored JSON, computed once per split (it never changes)."""
         if split not in self._expected:
-            self._expected[split] = {i: to_json(v) for i, v in self.task.split(split).expected.items()}
+            self._expected[split] = {i: to_json(v) for i, v in self._whole(split).expected.items()}
         return self._expected[split]
 
     def _failed(self, split: str, message: str, elapsed_ms: float, data: Split | None = None) -> Outcome:
-        data = data if data is not None else self.task.split(split)
+        data = data if data is not None else self._whole(split)
+        expected_json = self._expected_json(split)
+        observation = {"status": "program_error"}
+        latency_ms = elapsed_ms / max(len(data.expected), 1)
         rows = tuple(
             EvaluationRow(
                 instance_id=instance_id,
                 score=0.0,
                 output=None,
-                expected=to_json(truth),
+                expected=expected_json[instance_id],
                 error=message,
-                observation={"status": "program_error"},
-                latency_ms=elapsed_ms / max(len(data.expected), 1),
+                observation=observation,
+                latency_ms=latency_ms,
             )
-            for instance_id, truth in data.expected.items()
+            for instance_id in data.expected
         )
         return Outcome(split=split, rows=rows, score=0.0, error=message, latency_ms=elapsed_ms)

@@ -66,11 +66,11 @@ class Curator:
             solved_anywhere=solved_anywhere,
             failed_targets=history.failed_targets if self.history else {},
         )
-        targets = tuple(self.picker.order(context, rng)[: self.max_targets])
+        targets = tuple(self.picker.order(context, rng, self.max_targets))
         observation = None
         if targets:
             parent_code = history.view(parent_id).code
-            row = next(r for r in env.test_draft(parent_code).rows if r.instance_id == targets[0])
+            row = env.observe(parent_code, targets[0])
             observation = {
                 "instance_id": row.instance_id,
                 "output": row.output,

@@ -16,6 +16,7 @@ from typing import Any
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.sandbox import QueryResult
+from coco_sql.store.records import EvaluationRow
 from coco_sql.tasks import TaskPack
 
 TRAIN = "train"
@@ -76,6 +77,30 @@ class DraftEnvironment:
         """Score a draft on every training row (outputs against expected)."""
         self.drafts_tested += 1
         return self._evaluator.evaluate(code, TRAIN)
+
+    def observe(self, code: str, instance_id: str) -> EvaluationRow:
+        """A program's evaluation row for one training row: from its whole-split outcome when the evaluator
+        still holds it, else from a run over that row alone (a program that reads other rows, an aggregate,
+        may answer differently there)."""
+        outcome = self._evaluator.memoised(code, TRAIN) or self._evaluator.evaluate(
+            code, TRAIN, [instance_id]
+        )
+        return next(r for r in outcome.rows if r.instance_id == instance_id)
+
+    def on_rows(self, ids: Sequence[str]) -> DraftEnvironment:
+        """The same tools over only the training rows `ids` (Algorithm 1's T_t under minibatches): a sandbox of
+        their own, so probes, draft tests and the labels see nothing else. Close it with `close`."""
+        evaluator = Evaluator(
+            self.task.with_rows(TRAIN, ids),
+            (TRAIN,),
+            ai=self._evaluator.ai,
+            language=self._evaluator.language,
+        )
+        return DraftEnvironment(evaluator, probe_deadline_s=self._probe_deadline_s)
+
+    def close(self) -> None:
+        """Close the sandboxes of an environment made by `on_rows` (the run's own closes with its evaluator)."""
+        self._evaluator.close()
 
     def probe(self, sql: str) -> QueryResult:
         """Run one read-only DuckDB query over the training rows (table `input`). Raises EvaluationError."""

@@ -59,7 +59,7 @@ import hashlib
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,11 @@ class TaskPack:
         cached = self._splits[name]
         expected = {k: list(v) if isinstance(v, list) else v for k, v in cached.expected.items()}
         return Split(name=cached.name, inputs=cached.inputs.copy(), expected=expected)
+
+    def with_rows(self, name: str, ids: Sequence[str]) -> TaskPack:
+        """The same task with split `name` restricted to its rows `ids` (a minibatch's training rows, for the
+        mutator's environment); the other splits are dropped, so nothing built on it can read them."""
+        return replace(self, _splits={name: self.split(name).subset(ids)})
 
     @property
     def uses_ai(self) -> bool:
