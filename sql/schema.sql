@@ -171,6 +171,32 @@ CREATE TABLE IF NOT EXISTS agent_turns (  -- the mutators' conversations with ch
     created_at    TIMESTAMP NOT NULL
 );
 
+CREATE TABLE IF NOT EXISTS primitives (  -- a run's primitive library (PACE's EAPs): one row per primitive
+    run_id            BIGINT NOT NULL,
+    name              VARCHAR NOT NULL,   -- p_<short>, unique within the run
+    language          VARCHAR NOT NULL,   -- sql | python
+    code              VARCHAR NOT NULL,   -- the definition: CREATE MACRO ...; or a Python def (with its imports)
+    signature         VARCHAR NOT NULL,   -- e.g. p_lock(p1)
+    origin_program    VARCHAR,            -- the program it was extracted from
+    created_iteration BIGINT NOT NULL,    -- the iteration that added it
+    how               VARCHAR NOT NULL,   -- extracted | generated | seeded
+    created_at        TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS primitive_trials (  -- one row per primitive-aware operator use (P1-P4)
+    run_id       BIGINT NOT NULL,
+    iteration    BIGINT NOT NULL,
+    program_id   VARCHAR NOT NULL,        -- the child
+    operator     VARCHAR NOT NULL,        -- P1 insertion | P2 replacement | P3 refinement | P4 crossover
+    focus        VARCHAR,                 -- the focus primitive whose posterior the trial updates
+    parent_score DOUBLE,
+    child_score  DOUBLE,                  -- NULL when the child failed
+    improved     BOOLEAN NOT NULL,        -- child_score > parent_score
+    verified     BOOLEAN NOT NULL,        -- the operator's call-set contract held
+    reason       VARCHAR,                 -- the contract violation, when not verified
+    created_at   TIMESTAMP NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS tasks (  -- tasks registered from warehouse rows (coco_task), with their options
     name         VARCHAR NOT NULL,
     source       VARCHAR NOT NULL,   -- the table or query the rows came from

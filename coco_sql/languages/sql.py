@@ -16,6 +16,7 @@ from sqlglot import exp
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.sql_warehouse import WarehouseSqlRunner
+from coco_sql.primitives.sql_macros import expand_program, has_macro_word
 from coco_sql.sandbox.database import Sandbox
 from coco_sql.search.features import cell_of_counts
 from coco_sql.sqlcheck import ValidationSpec, validate_candidate
@@ -42,6 +43,14 @@ class SqlLanguage:
         )
 
     def validate(self, code: str) -> Program:
+        """A program may carry its primitives as DuckDB scalar macros before its one query
+        (`primitives.sql_macros`): they are expanded inline first, and every check runs on the query as it
+        will run. `source` keeps the macros and their calls; `runnable` and `tree` are the expanded query."""
+        if has_macro_word(code):
+            expanded = expand_program(code, self.spec.dialect)
+            if expanded is not None:
+                checked = validate_candidate(expanded, self.spec)
+                return Program(self.name, code, checked.sql, checked.expression)
         checked = validate_candidate(code, self.spec)
         return Program(self.name, code, checked.sql, checked.expression)
 

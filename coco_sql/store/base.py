@@ -17,6 +17,8 @@ from coco_sql.store.records import (
     Event,
     IterationBatch,
     LedgerEntry,
+    Primitive,
+    PrimitiveTrial,
     ProgramRecord,
     ProgramScore,
     RunRecord,
@@ -103,6 +105,14 @@ class Warehouse(Protocol):
 
     def events(self, run_id: int, kind: str) -> list[Event]:
         """The run's events of one kind, by iteration."""
+        ...
+
+    def primitives(self, run_id: int) -> list[Primitive]:
+        """The run's primitive library, by created_iteration, then name (the library's own order)."""
+        ...
+
+    def primitive_trials(self, run_id: int) -> list[PrimitiveTrial]:
+        """The run's primitive operator trials, by iteration (loaded on resume to rebuild the posteriors)."""
         ...
 
     def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:

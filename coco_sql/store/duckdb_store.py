@@ -23,6 +23,8 @@ from coco_sql.store.records import (
     Event,
     IterationBatch,
     LedgerEntry,
+    Primitive,
+    PrimitiveTrial,
     ProgramRecord,
     ProgramScore,
     RunRecord,
@@ -381,6 +383,25 @@ class DuckDBStore:
             [run_id, kind],
         )
         return [Event(int(r[0]), r[1], r[2], json.loads(r[3]) if r[3] else {}) for r in rows]
+
+    def primitives(self, run_id: int) -> list[Primitive]:
+        rows = self._fetchall(
+            "SELECT name, language, code, signature, origin_program, created_iteration, how FROM primitives "
+            "WHERE run_id = ? ORDER BY created_iteration, name",
+            [run_id],
+        )
+        return [Primitive(r[0], r[1], r[2], r[3], r[4], int(r[5]), r[6]) for r in rows]
+
+    def primitive_trials(self, run_id: int) -> list[PrimitiveTrial]:
+        rows = self._fetchall(
+            "SELECT iteration, program_id, operator, focus, parent_score, child_score, improved, verified, reason "
+            "FROM primitive_trials WHERE run_id = ? ORDER BY iteration, program_id, operator",
+            [run_id],
+        )
+        return [
+            PrimitiveTrial(int(r[0]), r[1], r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7]), r[8])
+            for r in rows
+        ]
 
     def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
         """The valid program with the best validation score (ties: earliest), with that score."""

@@ -141,6 +141,42 @@ class AgentTurn:
 
 
 @dataclass(frozen=True)
+class Primitive:
+    """A reusable primitive of a run's library (table `primitives`; PACE's EAP, "Primitive-Aware Operators").
+
+    `code` is the definition as a program carries it: a SQL `CREATE MACRO name(a, b) AS expression;`
+    statement, or a Python `def` (preceded by the import lines it needs). `signature` is e.g. 'p_lock(p1)'.
+    `how` says where it came from: 'extracted' (refactored out of `origin_program`, E2), 'generated' (E1/E3)
+    or 'seeded'."""
+
+    name: str
+    language: str  # sql | python
+    code: str
+    signature: str
+    origin_program: str | None
+    created_iteration: int
+    how: str  # extracted | generated | seeded
+
+
+@dataclass(frozen=True)
+class PrimitiveTrial:
+    """One use of the library by an operator (table `primitive_trials`): the child `program_id` made by
+    `operator` ('P1'..'P4') around the `focus` primitive, compared with its parent. `verified` says the
+    operator's contract held on the child's call set; `reason` is the violation when it did not. Only verified
+    trials update the focus's posterior (`primitives.thompson`)."""
+
+    iteration: int
+    program_id: str
+    operator: str  # P1 | P2 | P3 | P4
+    focus: str | None
+    parent_score: float | None
+    child_score: float | None  # None when the child failed
+    improved: bool  # child_score > parent_score
+    verified: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class IterationBatch:
     """Everything one iteration writes. The store commits it as one transaction: all of it or none."""
 
@@ -158,6 +194,9 @@ class IterationBatch:
     ai_embeddings: tuple[CachedEmbedding, ...] = ()
     agent_turns: tuple[AgentTurn, ...] = ()  # the mutator's conversation this iteration (agent_turns)
     mutator_usage: Usage | None = None  # the mutator's own model spending this iteration (split 'mutator')
+    # PACE: the primitives discovered this iteration (at most one per generation) and its operator trials
+    primitives: tuple[Primitive, ...] = ()
+    primitive_trials: tuple[PrimitiveTrial, ...] = ()
 
 
 def to_json(value: Any) -> str:

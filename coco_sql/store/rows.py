@@ -16,8 +16,8 @@ Row = tuple[Any, ...]
 # The order tables are written in. On an engine without multi-table transactions (SnowparkStore) a row
 # written later vouches for the rows written before it: a program's row for its iteration, a program_scores row
 # for its evaluations, a run_finished event for the test scores (`SnowparkStore.recover`).
-WRITE_ORDER = ("evaluations", "ai_usage", "ai_calls", "agent_turns", "archive_entries", "ledger", "program_scores",
-               "events", "programs")  # fmt: skip
+WRITE_ORDER = ("evaluations", "ai_usage", "ai_calls", "agent_turns", "primitives", "primitive_trials",
+               "archive_entries", "ledger", "program_scores", "events", "programs")  # fmt: skip
 
 
 def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]:
@@ -45,6 +45,15 @@ def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]
              to_json(list(a.tool_calls)) if a.tool_calls else None, a.tool_call_id, a.tool_name, a.input_tokens,
              a.output_tokens, a.template, a.model, now)
             for a in batch.agent_turns
+        ],
+        "primitives": [
+            (run_id, p.name, p.language, p.code, p.signature, p.origin_program, p.created_iteration, p.how, now)
+            for p in batch.primitives
+        ],
+        "primitive_trials": [
+            (run_id, t.iteration, t.program_id, t.operator, t.focus, t.parent_score, t.child_score, t.improved,
+             t.verified, t.reason, now)
+            for t in batch.primitive_trials
         ],
         "archive_entries": [
             (run_id, a.iteration, a.seq, a.island, a.cell, a.program_id, a.reason) for a in batch.archive

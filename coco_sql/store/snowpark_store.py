@@ -37,6 +37,8 @@ from coco_sql.store.records import (
     Event,
     IterationBatch,
     LedgerEntry,
+    Primitive,
+    PrimitiveTrial,
     ProgramRecord,
     ProgramScore,
     RunRecord,
@@ -51,7 +53,16 @@ if TYPE_CHECKING:
     from snowflake.snowpark import DataFrame, Session
     from snowflake.snowpark.types import DataType, StructType
 
-_ITERATION_TABLES = ("archive_entries", "ledger", "events", "ai_usage", "ai_calls", "agent_turns")
+_ITERATION_TABLES = {  # per-iteration tables, with the column that holds the iteration (`recover`)
+    "archive_entries": "iteration",
+    "ledger": "iteration",
+    "events": "iteration",
+    "ai_usage": "iteration",
+    "ai_calls": "iteration",
+    "agent_turns": "iteration",
+    "primitives": "created_iteration",
+    "primitive_trials": "iteration",
+}
 
 
 class SqlResult(NamedTuple):
@@ -191,8 +202,8 @@ class SnowparkStore:
         with self._lock:
             committed = self.last_iteration(run_id)
             mine = col("run_id") == run_id
-            for name in _ITERATION_TABLES:
-                self._table(name).delete(mine & (col("iteration") > committed))
+            for name, iteration in _ITERATION_TABLES.items():
+                self._table(name).delete(mine & (col(iteration) > committed))
             programs = {r["program_id"] for r in self._select("programs", ["program_id"], run_id=run_id)}
             scores = self._select("program_scores", ["program_id", "split"], run_id=run_id)
             for orphan in {r["program_id"] for r in scores} - programs:
@@ -293,6 +304,22 @@ class SnowparkStore:
         return [
             Event(int(r["iteration"]), r["kind"], r["program_id"], _json(r["payload"]) or {}) for r in rows
         ]
+
+    def primitives(self, run_id: int) -> list[Primitive]:
+        fields = ["name", "language", "code", "signature", "origin_program", "created_iteration", "how"]
+        rows = self._select("primitives", fields, run_id=run_id, order=("created_iteration", "name"))
+        return [Primitive(r["name"], r["language"], r["code"], r["signature"], r["origin_program"],
+                          int(r["created_iteration"]), r["how"]) for r in rows]  # fmt: skip
+
+    def primitive_trials(self, run_id: int) -> list[PrimitiveTrial]:
+        fields = ["iteration", "program_id", "operator", "focus", "parent_score", "child_score", "improved",
+                  "verified", "reason"]  # fmt: skip
+        rows = self._select(
+            "primitive_trials", fields, run_id=run_id, order=("iteration", "program_id", "operator")
+        )
+        return [PrimitiveTrial(int(r["iteration"]), r["program_id"], r["operator"], r["focus"],
+                               plain(r["parent_score"]), plain(r["child_score"]), bool(r["improved"]),
+                               bool(r["verified"]), r["reason"]) for r in rows]  # fmt: skip
 
     def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
         """The valid program with the best validation score (ties: earliest), with that score."""

@@ -1,0 +1,79 @@
+"""Call sets and definitions of primitives in a program, read on its AST (sqlglot for SQL, `ast` for Python).
+
+PACE, "Primitive-Aware Operators": C(A) is the set of primitives program A invokes; the operator contracts are
+relations between the parents' and the child's call sets. Here:
+
+- SQL: the library names the QUERY calls, after `sql_macros.split_macros` (a macro defined but never called is
+  not in the call set, and macros cannot call each other);
+- Python: the library names called (`ast.Call` of an `ast.Name`) anywhere inside a top-level function that is
+  not itself one of the primitives.
+
+`definitions` gives each definition the program carries in one normal form (SQL: the macro written by sqlglot;
+Python: `ast.unparse` of the `def`), so a caller can tell whether a program's copy of `p_x` is the library's.
+A program that does not parse raises `CandidateRejected` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from coco_sql.errors import CandidateRejected
+from coco_sql.primitives.library import Primitive
+from coco_sql.primitives.sql_macros import called_macros, normalised, split_macros
+from coco_sql.sqlcheck.validator import parse_statement
+
+
+def parse_python(code: str) -> ast.Module:
+    """The module, or CandidateRejected with the line and the parser's message."""
+    try:
+        return ast.parse(code)
+    except SyntaxError as error:
+        raise CandidateRejected(f"line {error.lineno}: the program does not parse: {error.msg}") from None
+    except ValueError as error:
+        raise CandidateRejected(f"the program does not parse: {error}") from None
+
+
+def top_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """name -> the (last) top-level `def` of that name."""
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def python_calls(node: ast.AST, names: Iterable[str]) -> set[str]:
+    """The names among `names` that `node` calls by plain name."""
+    wanted = set(names)
+    return {
+        n.func.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in wanted
+    }
+
+
+def call_set(code: str, language: str, names: Iterable[str], *, dialect: str = "duckdb") -> frozenset[str]:
+    """C(A) restricted to `names` (the library's primitives of the program's language)."""
+    wanted = frozenset(n.lower() if language == "sql" else n for n in names)
+    if language == "sql":
+        _, query_text = split_macros(code, dialect)
+        return called_macros(parse_statement(query_text, dialect), wanted)
+    tree = parse_python(code)
+    called: set[str] = set()
+    for name, function in top_functions(tree).items():
+        if name not in wanted:
+            called |= python_calls(function, wanted)
+    return frozenset(called)
+
+
+def definitions(code: str, language: str, *, dialect: str = "duckdb") -> dict[str, str]:
+    """name -> normalised definition text of every macro (SQL) or top-level `def` (Python) in `code`."""
+    if language == "sql":
+        macros, _ = split_macros(code, dialect)
+        return {m.name: normalised(m, dialect) for m in macros}
+    return {name: ast.unparse(node) for name, node in top_functions(parse_python(code)).items()}
+
+
+def library_definition(primitive: Primitive, *, dialect: str = "duckdb") -> str:
+    """The normalised definition of a library primitive (its code read like a program's, `definitions`)."""
+    if primitive.language == "sql":
+        macros, _ = split_macros(f"{primitive.code.rstrip().rstrip(';')};\nSELECT 1", dialect)
+        return normalised(macros[0], dialect)
+    return definitions(primitive.code, "python")[primitive.name]
