@@ -91,8 +91,22 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=RunConfig.minibatch,
         metavar="ROWS",
-        help="evaluate each child on this many sampled rows per split first, in full only if no worse than "
-        "its parent there (Algorithm 1's T_t; 0: always in full)",
+        help="the mutator works on this many sampled training rows, and each child is evaluated in full only "
+        "if it gains on them and is no worse on as many sampled validation rows (Algorithm 1's T_t; 0: off)",
+    )
+    evolve.add_argument(
+        "--primitives",
+        choices=("on", "off"),
+        default="on" if RunConfig.primitives else "off",
+        help="PACE: keep a library of primitives (SQL macros, Python functions) credited by Thompson sampling, "
+        "and vary programs with the P1-P4 operators",
+    )
+    evolve.add_argument(
+        "--primitive-k",
+        type=int,
+        default=RunConfig.primitive_k,
+        metavar="K",
+        help="with --primitives on: at most this many primitives per program",
     )
     evolve.add_argument(
         "--admission",
@@ -297,6 +311,8 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         "mutator_settings": settings,
         "targeting": args.targeting,
         "minibatch": args.minibatch,
+        "primitives": args.primitives == "on",
+        "primitive_k": args.primitive_k,
         "admission": args.admission,
         "history": not args.parent_local,
         "target": args.target,

@@ -14,7 +14,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.search import POLICIES
 from coco_sql.store import RunRecord
 
-POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM, MINIBATCH_STREAM = 0, 1, 2, 3
+POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM, MINIBATCH_STREAM, PRIMITIVE_STREAM = 0, 1, 2, 3, 4
 TARGETING = ("infogain", "uniform")
 ADMISSION = ("map_elites", "jp")
 _RETIRED_KEYS = (
@@ -50,9 +50,14 @@ class RunConfig:
     target: float | None = None  # stop once the champion's validation score reaches this
     max_spend: int | str | None = None  # '200000 tokens' | 200000 | '$5' | '5 usd' (`engine.spend`)
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> USD per 1M in, out
-    # Algorithm 1's T_t: evaluate each child on this many sampled training and validation rows first, and in full
-    # only when it is no worse than its parent on the sampled validation rows (0: always in full).
+    # Algorithm 1's T_t: the mutator works on this many sampled training rows, and the child is evaluated in full
+    # only when it gains on them and loses nothing on as many sampled validation rows (0: always in full).
     minibatch: int = 0
+    # PACE: a primitive library with Thompson sampling and the P1-P4 operators (`mutate.pace`); k bounds the
+    # primitives per program; generation (E3) runs every `primitive_generation` iterations without extraction.
+    primitives: bool = False
+    primitive_k: int = 3
+    primitive_generation: int = 5
 
     def __post_init__(self) -> None:
         if self.budget < 0:
@@ -69,6 +74,12 @@ class RunConfig:
             raise ConfigError(f"unknown targeting {self.targeting!r} (known: {', '.join(TARGETING)})")
         if self.minibatch < 0:
             raise ConfigError(f"--minibatch must be >= 0 rows (got {self.minibatch})")
+        if self.primitive_k < 1:
+            raise ConfigError(f"primitive_k must be >= 1 primitive per program (got {self.primitive_k})")
+        if self.primitive_generation < 0:
+            raise ConfigError(
+                f"primitive_generation must be >= 0 iterations (got {self.primitive_generation})"
+            )
         if self.target is not None and not 0.0 <= self.target <= 1.0:
             raise ConfigError(f"--target must be a score in [0, 1] (got {self.target})")
         object.__setattr__(

@@ -28,6 +28,7 @@ from coco_sql.engine.config import (
     MINIBATCH_STREAM,
     MUTATOR_STREAM,
     POLICY_STREAM,
+    PRIMITIVE_STREAM,
     IterationReport,
     RunConfig,
     RunSummary,
@@ -45,6 +46,8 @@ from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
 from coco_sql.mutate import MutationRequest, Mutator, Proposal
+from coco_sql.mutate.pace import PrimitiveAwareMutator
+from coco_sql.primitives.discovery import PrimitiveState
 from coco_sql.reflect.context import ContextBundle
 from coco_sql.reflect.curator import Curator
 from coco_sql.reflect.environment import DraftEnvironment
@@ -68,8 +71,12 @@ def make_policy(config: RunConfig) -> ParentPolicy:
     return POLICIES[config.policy]()
 
 
-def make_mutator(config: RunConfig, language: Language) -> Mutator:
-    return build_mutator(config.mutator, language, config.mutator_settings)
+def make_mutator(config: RunConfig, language: Language, entry: str | None = None) -> Mutator:
+    """The run's mutator; with primitives on, wrapped in PACE's operators (`mutate.pace`)."""
+    mutator = build_mutator(config.mutator, language, config.mutator_settings)
+    if config.primitives:
+        return PrimitiveAwareMutator(mutator, language=language.name, entry=entry)
+    return mutator
 
 
 def make_curator(config: RunConfig, task: TaskPack) -> Curator:
@@ -172,15 +179,16 @@ class EvolutionLoop:
         ai = self._ai_runtime(config)
         evaluator = Evaluator(self.task, SEARCH_SPLITS, ai=ai, language=self._language)
         policy = self._policy or make_policy(config)
-        mutator = self._mutator or make_mutator(config, evaluator.language)
+        mutator = self._mutator or make_mutator(config, evaluator.language, self.task.entry)
         curator = make_curator(config, self.task)
         env = DraftEnvironment(evaluator)
         self._history = HistoryTools(self.store, run.run_id)
         self._chat = self._chat_runtime(config) if getattr(mutator, "uses_models", False) else None
         try:
             state = RunState.load(self.store, run.run_id, config, self.task)
+            pace = self._primitive_state(run, config) if config.primitives else None
             if state.last_iteration < 0:
-                self._commit_seed(run, config, evaluator, state)
+                self._commit_seed(run, config, evaluator, state, pace)
             elif resumed:
                 self._committer.submit(
                     IterationBatch(
@@ -200,7 +208,7 @@ class EvolutionLoop:
                     break  # reached the target: the run ends here, and a resume does not go on
                 if (stopped := self._spend_stop(run, config, state)) is not None:
                     return stopped
-                self._iterate(run, config, t, state, policy, curator, mutator, evaluator, env)
+                self._iterate(run, config, t, state, policy, curator, mutator, evaluator, env, pace)
             self._committer.flush()
             if (
                 config.spend_limit is not None
@@ -314,7 +322,14 @@ class EvolutionLoop:
             "drafts_program_id": program_id,
         }
 
-    def _commit_seed(self, run: RunRecord, config: RunConfig, evaluator: Evaluator, state: RunState) -> None:
+    def _commit_seed(
+        self,
+        run: RunRecord,
+        config: RunConfig,
+        evaluator: Evaluator,
+        state: RunState,
+        pace: PrimitiveState | None = None,
+    ) -> None:
         code = self.task.seed_program
         try:
             evaluator.check(code)
@@ -351,6 +366,8 @@ class EvolutionLoop:
             for island in range(config.islands)
         )
         state.add(record, outcomes)
+        rng = iteration_rng(run.seed, 0, PRIMITIVE_STREAM)
+        found = pace.discover(code, pid, 0, new_best=True, rng=rng) if pace is not None else ()
         report = IterationReport(
             0,
             config.budget,
@@ -370,6 +387,7 @@ class EvolutionLoop:
                 evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
                 archive=tuple(entry for entry in landings if entry is not None),
                 events=(Event(0, "run_started", pid, {"config": asdict(config), "task": self.task.name}),),
+                primitives=found,
                 **self._ai_rows(evaluator, pid),
             ),
             lambda: self._progress(report),
@@ -386,6 +404,7 @@ class EvolutionLoop:
         mutator: Mutator,
         evaluator: Evaluator,
         env: DraftEnvironment,
+        pace: PrimitiveState | None = None,
     ) -> None:
         clock = time.perf_counter()
         island = (t - 1) % config.islands
@@ -407,7 +426,13 @@ class EvolutionLoop:
         try:
             proposal: Proposal = mutator.propose(
                 MutationRequest(
-                    t, state.view(parent_id), env_t, context, history=self._history, models=self._chat
+                    t,
+                    state.view(parent_id),
+                    env_t,
+                    context,
+                    history=self._history,
+                    models=self._chat,
+                    primitives=pace.context() if pace is not None else None,
                 ),
                 iteration_rng(run.seed, t, MUTATOR_STREAM),
             )
@@ -464,6 +489,7 @@ class EvolutionLoop:
             val.ok,
             val.error,
         )
+        best_before = state.best_score()
         landings = []
         if cell is not None and full:
             elite = Elite(pid, t, val.score)
@@ -502,6 +528,14 @@ class EvolutionLoop:
             note=proposal.approach,
         )
         state.add_ledger(ledger_entry)
+        trials = (
+            pace.trial(proposal.notes.get("primitive"), t, pid, reference, val.score if val.ok else None)
+            if pace is not None
+            else ()
+        )
+        new_best = full and val.ok and val.score > best_before
+        rng = iteration_rng(run.seed, t, PRIMITIVE_STREAM)
+        found = pace.discover(proposal.code, pid, t, new_best=new_best, rng=rng) if pace is not None else ()
         events = [
             Event(
                 t,
@@ -527,6 +561,8 @@ class EvolutionLoop:
             events=tuple(events),
             agent_turns=proposal.transcript,
             mutator_usage=proposal.usage,
+            primitives=found,
+            primitive_trials=trials,
             **ai_rows,
         )
         timings = {"select": select_ms, "curate": curate_ms, "mutate": mutate_ms, "evaluate": evaluate_ms}
@@ -545,6 +581,13 @@ class EvolutionLoop:
         self._committer.submit(batch, lambda: self._progress(report))
         # Loop overhead: selection, bookkeeping, and any wait for the previous iteration's commit.
         timings["overhead"] = select_ms + _ms_since(clock)
+
+    def _primitive_state(self, run: RunRecord, config: RunConfig) -> PrimitiveState:
+        task = self.task
+        return PrimitiveState.load(
+            self.store, run.run_id, language=task.language, dialect=task.dialect, entry=task.entry,
+            k=config.primitive_k, generation_every=config.primitive_generation,
+        )  # fmt: skip
 
     def _finish(self, run: RunRecord, config: RunConfig, state: RunState, ai: AiRuntime | None) -> RunSummary:
         """Score the seed and the champion on the test split (reports only) and mark the run finished.

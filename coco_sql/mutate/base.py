@@ -17,6 +17,7 @@ from coco_sql.reflect.environment import DraftEnvironment
 if TYPE_CHECKING:
     from coco_sql.llm.runtime import AiRuntime
     from coco_sql.llm.usage import Usage
+    from coco_sql.primitives.context import PrimitiveContext
     from coco_sql.reflect.history import HistoryTools
     from coco_sql.store.records import AgentTurn
 
@@ -29,6 +30,9 @@ class MutationRequest:
     context: ContextBundle = field(default_factory=ContextBundle)  # c_t: curated history
     history: HistoryTools | None = None  # the history tools over this run (Table 6), for mutators that query
     models: AiRuntime | None = None  # the run's chat-model runtime, for mutators that call models
+    primitives: PrimitiveContext | None = (
+        None  # PACE: the run's library and posteriors (None: primitives off)
+    )
 
     @property
     def others(self) -> tuple[ProgramView, ...]:

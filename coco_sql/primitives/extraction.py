@@ -507,10 +507,11 @@ def refactor_into_call(code: str, primitive: Primitive, *, dialect: str = "duckd
         nonlocal hits
         if isinstance(node, exp.Column | exp.Literal | exp.Identifier):
             return node
-        bare = node.copy().transform(lambda n: exp.column(n.name.lower()) if isinstance(n, exp.Column) else n)
+        inner = node.this if isinstance(node, exp.Paren) else node  # an expanded call is parenthesised
+        bare = inner.copy().transform(lambda n: exp.column(n.name.lower()) if isinstance(n, exp.Column) else n)
         if bare.sql(dialect=dialect) != pattern:
             return node
-        columns = {c.name.lower(): c for c in node.find_all(exp.Column)}
+        columns = {c.name.lower(): c for c in inner.find_all(exp.Column)}
         if any(p not in columns for p in params):
             return node
         hits += 1

@@ -1,0 +1,302 @@
+"""PACE's primitive-aware operators around a language's offline mutator (PACE, "Primitive-Aware Operators").
+
+Each proposal draws one operator with equal probability, as in the paper, and exposes primitives chosen by
+Thompson sampling over their Beta posteriors (`primitives.thompson`); the library and posteriors come with the
+request (`MutationRequest.primitives`), and every draw uses the injected RNG, so resume stays exact.
+
+- P1 insertion: FOCUS (Thompson's pick among the primitives the parent does not call) is put into the parent:
+  SQL as a new first WHEN arm `FOCUS(cols) THEN v` of a CASE (v: each value that CASE already returns), or,
+  when the parent holds FOCUS's body verbatim, by refactoring it into a call; Python as a new weighted term of
+  an argmin/argmax objective (`python_ops.insert_terms`). The drafts are tested on the training rows and the
+  best is the child.
+- P2 replacement: a primitive the parent calls (TARGET, uniform) is replaced by Thompson's pick among those of
+  the same arity (REPLACEMENT).
+- P3 preserving refinement: the language's offline mutator edits the parent. For SQL it edits the parent with
+  its macros expanded, and the macro bodies still present afterwards are folded back into calls, so its whole
+  machinery (screening, joint fit, drafts tested in the engine) works on primitive-carrying programs.
+- P4 crossover: a second parent (an elite calling a primitive this parent does not) gives that primitive,
+  Thompson's pick among such, inserted as in P1 while the parent keeps its own.
+
+An operator the parent cannot take (P1 with every primitive called or k of them already, P2 without a call or
+a same-arity replacement, P4 without a primitive of its own or a partner) falls back to P3, which always can.
+The child's contract (`primitives.contracts`) is checked on its parsed call set before it is evaluated; the
+verdict travels in `Proposal.notes["primitive"]`, and the loop records the trial, verified or not. A child that
+breaks its contract is still evaluated as an ordinary child (its evaluation is spent either way), but its trial
+is unverified and does not move any posterior.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import sqlglot
+from sqlglot import exp
+
+from coco_sql.errors import CandidateRejected
+from coco_sql.mutate.base import MutationRequest, Mutator, Proposal
+from coco_sql.mutate.python_ops import insert_terms
+from coco_sql.primitives.calls import call_set
+from coco_sql.primitives.context import PrimitiveContext
+from coco_sql.primitives.contracts import Contract, verify
+from coco_sql.primitives.extraction import (
+    arity,
+    prune_definitions,
+    refactor_into_call,
+    replace_calls,
+    with_definitions,
+)
+from coco_sql.primitives.library import OPERATORS, Primitive, PrimitiveLibrary
+from coco_sql.primitives.sql_macros import expand_program, split_macros
+from coco_sql.primitives.thompson import thompson_pick
+
+MAX_INSERTIONS = 16  # drafts tested for one insertion (P1, P4)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One operator application: the contract the child must satisfy and, for P4, the second parent."""
+
+    contract: Contract
+    partner_id: str | None = None
+    partner_code: str | None = None
+    fallback: str | None = None  # the operator drawn, when it could not apply and P3 was used instead
+
+    def as_notes(self) -> dict[str, Any]:
+        return {
+            "operator": self.contract.operator,
+            "focus": self.contract.focus,
+            "target": self.contract.target,
+            "partner": self.partner_id,
+            "drawn": self.fallback or self.contract.operator,
+        }
+
+
+def plan_operator(
+    request: MutationRequest, context: PrimitiveContext, language: str, dialect: str, rng: np.random.Generator
+) -> Plan:
+    """Draw P1-P4 uniformly and its primitives by Thompson sampling (module docstring for the fallbacks)."""
+    library, k = context.library, context.k
+    names = library.names(language)
+    calls = call_set(request.parent.code, language, names, dialect=dialect)
+    drawn = OPERATORS[int(rng.integers(len(OPERATORS)))]
+    refine = Plan(Contract("P3", exposed=None, k=k), fallback=None if drawn == "P3" else drawn)
+    if drawn == "P1":
+        open_names = [n for n in names if n not in calls]
+        if not open_names or len(calls) >= k:
+            return refine
+        focus = thompson_pick(open_names, context.posteriors, rng)[0]
+        return Plan(Contract("P1", focus=focus, k=k))
+    if drawn == "P2":
+        if not calls:
+            return refine
+        target = sorted(calls)[int(rng.integers(len(calls)))]
+        same = [n for n in names if n not in calls and arity(library.get(n)) == arity(library.get(target))]
+        if not same:
+            return refine
+        focus = thompson_pick(same, context.posteriors, rng)[0]
+        return Plan(Contract("P2", focus=focus, target=target, k=k))
+    if drawn == "P4":
+        if not calls or len(calls) >= k:
+            return refine
+        partners: dict[str, tuple[str, str]] = {}  # primitive -> (elite id, code): the first elite calling it
+        for view in request.others:
+            for name in sorted(call_set(view.code, language, names, dialect=dialect) - calls):
+                partners.setdefault(name, (view.program_id, view.code))
+        if not partners:
+            return refine
+        focus = thompson_pick(partners, context.posteriors, rng)[0]
+        partner_id, partner_code = partners[focus]
+        return Plan(Contract("P4", focus=focus, k=k), partner_id, partner_code)
+    return refine
+
+
+class PrimitiveAwareMutator:
+    """Wraps a language's offline mutator with the P1-P4 operators. Without a library (primitives off, or none
+    discovered yet) it is the inner mutator unchanged."""
+
+    def __init__(self, inner: Mutator, *, language: str, entry: str | None = None) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "offline")
+        self.language = language
+        self.entry = entry
+
+    def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
+        context = request.primitives
+        if context is None or not context.library.names(self.language):
+            return self.inner.propose(request, rng)
+        dialect = request.env.dialect
+        plan = plan_operator(request, context, self.language, dialect, rng)
+        operator = plan.contract.operator
+        if operator == "P3":
+            proposal = self._refine(request, context.library, dialect, rng)
+        elif operator == "P2":
+            proposal = self._replace(request, context.library, plan.contract, dialect)
+        else:
+            proposal = self._insert(request, context.library, plan.contract, dialect)
+        reason = _verify(plan, request.parent.code, proposal.code, self.language, context.library, dialect)
+        notes = {**plan.as_notes(), "verified": reason is None, "reason": reason}
+        return replace(
+            proposal,
+            donor_id=proposal.donor_id or plan.partner_id,
+            notes={**proposal.notes, "primitive": notes},
+        )
+
+    # -- operators -------------------------------------------------------------------------------------------
+    def _refine(
+        self, request: MutationRequest, library: PrimitiveLibrary, dialect: str, rng: np.random.Generator
+    ) -> Proposal:
+        """P3: the inner mutator's child (SQL: edited with its macros expanded, then folded back)."""
+        if self.language != "sql":
+            return self.inner.propose(request, rng)
+        macros, _ = split_macros(request.parent.code, dialect)
+        expanded = expand_program(request.parent.code, dialect)
+        if not macros or expanded is None:
+            return self.inner.propose(request, rng)
+        flat = replace(request.parent, code=_pretty(expanded, dialect))
+        proposal = self.inner.propose(replace(request, parent=flat), rng)
+        return replace(proposal, code=fold(proposal.code, [library.get(m.name) for m in macros], dialect))
+
+    def _replace(
+        self, request: MutationRequest, library: PrimitiveLibrary, contract: Contract, dialect: str
+    ) -> Proposal:
+        """P2: every call of TARGET becomes a call of REPLACEMENT."""
+        assert contract.target is not None and contract.focus is not None
+        target, replacement = library.get(contract.target), library.get(contract.focus)
+        swapped = replace_calls(request.parent.code, self.language, target, replacement, dialect=dialect)
+        if swapped is None:
+            return Proposal(
+                request.parent.code, "P2 could not rename the calls", discarded="P2 rename failed"
+            )
+        code = prune_definitions(
+            with_definitions(swapped, self.language, [replacement], dialect=dialect),
+            self.language,
+            library,
+            dialect=dialect,
+        )
+        return Proposal(code, f"P2: replace primitive {target.name} by {replacement.name}")
+
+    def _insert(
+        self, request: MutationRequest, library: PrimitiveLibrary, contract: Contract, dialect: str
+    ) -> Proposal:
+        """P1 and P4: FOCUS inserted where it scores best on the training rows."""
+        assert contract.focus is not None
+        focus = library.get(contract.focus)
+        drafts = (
+            sql_insertions(request.parent.code, focus, dialect)
+            if self.language == "sql"
+            else python_insertions(request.parent.code, focus)
+        )[:MAX_INSERTIONS]
+        verb = "insert" if contract.operator == "P1" else "cross in"
+        best: tuple[float, str, str] | None = None
+        tested = 0
+        for description, code in drafts:
+            if request.env.check(code) is not None:
+                continue
+            outcome = request.env.test_draft(code)
+            tested += 1
+            if outcome.ok and (best is None or outcome.score > best[0]):
+                best = (outcome.score, description, code)
+        notes = {"drafts_tested": tested, "candidates": len(drafts)}
+        if best is None:
+            return Proposal(
+                request.parent.code,
+                f"{contract.operator}: no valid place to {verb} {focus.name}",
+                notes=notes,
+                discarded=f"{contract.operator}: no valid insertion of {focus.name}",
+            )
+        score, description, code = best
+        return Proposal(
+            code,
+            f"{contract.operator}: {verb} {focus.name}: {description}",
+            notes={**notes, "train_score": score},
+        )
+
+
+# -- SQL ----------------------------------------------------------------------------------------------------
+def sql_insertions(code: str, focus: Primitive, dialect: str) -> list[tuple[str, str]]:
+    """(description, program) drafts that call `focus`: its body folded into a call where the parent holds it,
+    then a new first arm `WHEN focus(params) THEN v` in each CASE, for each value v that CASE returns."""
+    drafts: list[tuple[str, str]] = []
+    folded = refactor_into_call(code, focus, dialect=dialect)
+    if folded is not None:
+        drafts.append((f"its body, already in the program, becomes a call of {focus.name}", folded))
+    macros, query_text = split_macros(code, dialect)
+    try:
+        query = sqlglot.parse_one(query_text, read=dialect)
+    except sqlglot.errors.ParseError:
+        return drafts
+    params = focus.signature.partition("(")[2].rstrip(")").split(",")
+    call = exp.Anonymous(this=focus.name, expressions=[exp.column(p.strip()) for p in params if p.strip()])
+    header = [f"{m.text};" for m in macros]
+    for index, case in enumerate(query.find_all(exp.Case)):
+        values: list[exp.Expression] = []
+        for branch in [
+            *(arm.args.get("true") for arm in case.args.get("ifs") or []),
+            case.args.get("default"),
+        ]:
+            if isinstance(branch, exp.Literal) and not any(branch == v for v in values):
+                values.append(branch)
+        for value in values:
+            edited = query.copy()
+            target = list(edited.find_all(exp.Case))[index]
+            target.set("ifs", [exp.If(this=call.copy(), true=value.copy()), *(target.args.get("ifs") or [])])
+            body = edited.sql(dialect=dialect, pretty=True, normalize_functions=False)
+            program = "\n".join([*header, body])
+            try:
+                program = with_definitions(program, "sql", [focus], dialect=dialect)
+            except CandidateRejected:
+                continue
+            drafts.append(
+                (
+                    f"new first arm WHEN {focus.name} THEN {value.sql(dialect=dialect)} in CASE {index}",
+                    program,
+                )
+            )
+    return drafts
+
+
+def fold(code: str, primitives: list[Primitive], dialect: str) -> str:
+    """A SQL program (no macros) with each primitive's body folded back into calls, and the definitions of the
+    primitives it then calls put in front: the inverse of expansion for the calls an edit left intact."""
+    for primitive in primitives:
+        folded = refactor_into_call(code, primitive, dialect=dialect)
+        if folded is not None:
+            code = folded
+    return code
+
+
+def _pretty(code: str, dialect: str) -> str:
+    try:
+        return sqlglot.parse_one(code, read=dialect).sql(dialect=dialect, pretty=True)
+    except sqlglot.errors.ParseError:
+        return code
+
+
+# -- Python -------------------------------------------------------------------------------------------------
+def python_insertions(code: str, focus: Primitive) -> list[tuple[str, str]]:
+    """(description, program) drafts that call `focus` as a new weighted term of an argmin/argmax objective,
+    its arguments the parameters of the same names."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    params = [p.strip() for p in focus.signature.partition("(")[2].rstrip(")").split(",") if p.strip()]
+    call = ast.Call(
+        func=ast.Name(focus.name, ast.Load()), args=[ast.Name(p, ast.Load()) for p in params], keywords=[]
+    )
+    drafts = []
+    for edit in insert_terms(tree, [(call, None)]):
+        drafts.append((edit.approach, with_definitions(edit.code, "python", [focus])))
+    return drafts
+
+
+def _verify(
+    plan: Plan, parent: str, child: str, language: str, library: PrimitiveLibrary, dialect: str
+) -> str | None:
+    try:
+        return verify(plan.contract, parent, child, language, library, plan.partner_code, dialect=dialect)
+    except CandidateRejected as rejection:
+        return f"{plan.contract.operator}: {rejection}"
