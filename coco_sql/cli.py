@@ -228,7 +228,10 @@ def _parser() -> argparse.ArgumentParser:
         "history", help="query a run's search history (the history tools of the paper's Table 6), as JSON"
     )
     history.add_argument(
-        "tool", choices=HistoryTools.TOOLS, metavar="TOOL", help=", ".join(HistoryTools.TOOLS)
+        "tool",
+        choices=(*HistoryTools.TOOLS, *HISTORY_ALIASES),
+        metavar="TOOL",
+        help=", ".join((*HistoryTools.TOOLS, *HISTORY_ALIASES)),
     )
     history.add_argument("--db", default=DEFAULT_DB)
     history.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
@@ -614,12 +617,16 @@ def _procedure_message(error: Exception) -> str:
     return text
 
 
+HISTORY_ALIASES = {"primitives": "get_primitives"}  # `coco-sql history primitives --run ID`
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     with DuckDBStore(args.db, read_only=True) as store:
         run_id = _run_id(store, args)
         options = {name: getattr(args, name) for name in CLI_FLAGS}
         result = HistoryTools(store, run_id).call(
-            args.tool, **{name: value for name, value in options.items() if value is not None}
+            HISTORY_ALIASES.get(args.tool, args.tool),
+            **{name: value for name, value in options.items() if value is not None},
         )
     print(json.dumps(result, indent=2))
     return 0

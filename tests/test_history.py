@@ -369,6 +369,7 @@ def _every_call(
         ("get_architecture_history", {}),
         ("get_recent_scores", {"n": 1000}),
         ("get_hard_questions", {"n": 1000}),
+        ("get_primitives", {"n": 1000}),
     ]
     for pid in programs:
         calls += [

@@ -36,6 +36,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.scope import traverse_scope
 
 from coco_sql.errors import ConfigError
+from coco_sql.primitives.sql_macros import expand_program
 
 FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt")
 _DBT_PLACEHOLDER = "coco_dbt_source"
@@ -72,6 +73,9 @@ def export_form(
     known output column types (DuckDB or contract spelling, e.g. the task's contract) for `snowflake_function`."""
     if form not in FORMS:
         raise ConfigError(f"unknown export form {form!r} (known: {', '.join(FORMS)})")
+    if form == "sql" and dialect == "duckdb":
+        return code  # ships its primitives: DuckDB runs the CREATE MACRO statements before the query
+    code = expand_program(code, dialect) or code  # elsewhere they are inlined: Snowflake has no macros
     if form == "sql":
         return code
     target = _TARGETS[form]

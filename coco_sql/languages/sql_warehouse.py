@@ -20,6 +20,7 @@ from sqlglot import exp
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.sql_export import over_source
+from coco_sql.primitives.sql_macros import expand_program
 from coco_sql.sqlcheck.validator import as_query, parse_statement, rewrite_named_arguments
 from coco_sql.store.base import CandidateEngine
 
@@ -42,7 +43,8 @@ class WarehouseSqlRunner:
     def run(
         self, program: Program, deadline_s: float, on_timeout: Callable[[], None] | None = None
     ) -> RunResult:
-        sql = self.warehouse_sql(program.source)
+        # a program's primitives (DuckDB macros) run inlined: a warehouse has no macros
+        sql = self.warehouse_sql(expand_program(program.source, self._spec.dialect) or program.source)
         started = time.perf_counter()
         frame = self._engine.run_candidate(sql, deadline_s)
         elapsed_ms = (time.perf_counter() - started) * 1000

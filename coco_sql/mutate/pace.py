@@ -9,8 +9,9 @@ request (`MutationRequest.primitives`), and every draw uses the injected RNG, so
   when the parent holds FOCUS's body verbatim, by refactoring it into a call; Python as a new weighted term of
   an argmin/argmax objective (`python_ops.insert_terms`). The drafts are tested on the training rows and the
   best is the child.
-- P2 replacement: a primitive the parent calls (TARGET, uniform) is replaced by Thompson's pick among those of
-  the same arity (REPLACEMENT).
+- P2 replacement: every call of a primitive the parent calls (TARGET, uniform) becomes a call of Thompson's pick
+  among the others (REPLACEMENT), with the replacement's own parameters as arguments: a primitive's parameters
+  are the columns (SQL) or entry-function parameters (Python) it was made from.
 - P3 preserving refinement: the language's offline mutator edits the parent. For SQL it edits the parent with
   its macros expanded, and the macro bodies still present afterwards are folded back into calls, so its whole
   machinery (screening, joint fit, drafts tested in the engine) works on primitive-carrying programs.
@@ -18,7 +19,7 @@ request (`MutationRequest.primitives`), and every draw uses the injected RNG, so
   Thompson's pick among such, inserted as in P1 while the parent keeps its own.
 
 An operator the parent cannot take (P1 with every primitive called or k of them already, P2 without a call or
-a same-arity replacement, P4 without a primitive of its own or a partner) falls back to P3, which always can.
+another primitive, P4 without a primitive of its own or a partner) falls back to P3, which always can.
 The child's contract (`primitives.contracts`) is checked on its parsed call set before it is evaluated; the
 verdict travels in `Proposal.notes["primitive"]`, and the loop records the trial, verified or not. A child that
 breaks its contract is still evaluated as an ordinary child (its evaluation is spent either way), but its trial
@@ -42,10 +43,8 @@ from coco_sql.primitives.calls import call_set
 from coco_sql.primitives.context import PrimitiveContext
 from coco_sql.primitives.contracts import Contract, verify
 from coco_sql.primitives.extraction import (
-    arity,
     prune_definitions,
     refactor_into_call,
-    replace_calls,
     with_definitions,
 )
 from coco_sql.primitives.library import OPERATORS, Primitive, PrimitiveLibrary
@@ -93,10 +92,10 @@ def plan_operator(
         if not calls:
             return refine
         target = sorted(calls)[int(rng.integers(len(calls)))]
-        same = [n for n in names if n not in calls and arity(library.get(n)) == arity(library.get(target))]
-        if not same:
+        others = [n for n in names if n not in calls]
+        if not others:
             return refine
-        focus = thompson_pick(same, context.posteriors, rng)[0]
+        focus = thompson_pick(others, context.posteriors, rng)[0]
         return Plan(Contract("P2", focus=focus, target=target, k=k))
     if drawn == "P4":
         if not calls or len(calls) >= k:
@@ -165,7 +164,7 @@ class PrimitiveAwareMutator:
         """P2: every call of TARGET becomes a call of REPLACEMENT."""
         assert contract.target is not None and contract.focus is not None
         target, replacement = library.get(contract.target), library.get(contract.focus)
-        swapped = replace_calls(request.parent.code, self.language, target, replacement, dialect=dialect)
+        swapped = swap_calls(request.parent.code, self.language, target, replacement, dialect)
         if swapped is None:
             return Proposal(
                 request.parent.code, "P2 could not rename the calls", discarded="P2 rename failed"
@@ -215,6 +214,45 @@ class PrimitiveAwareMutator:
         )
 
 
+def swap_calls(
+    code: str, language: str, target: Primitive, replacement: Primitive, dialect: str
+) -> str | None:
+    """`code` with each call of `target` replaced by a call of `replacement` on its own parameters (definitions
+    untouched); None when `code` does not parse or does not call `target`."""
+    own = _params(replacement)
+    if language == "sql":
+        macros, query_text = split_macros(code, dialect)
+        try:
+            query = sqlglot.parse_one(query_text, read=dialect)
+        except sqlglot.errors.ParseError:
+            return None
+        calls = [n for n in query.find_all(exp.Anonymous) if str(n.this).lower() == target.name]
+        if not calls:
+            return None
+        for node in calls:
+            node.replace(exp.Anonymous(this=replacement.name, expressions=[exp.column(p) for p in own]))
+        body = query.sql(dialect=dialect, pretty=True, normalize_functions=False)
+        return "\n".join([*(f"{m.text};" for m in macros), body])
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    hits = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == target.name:
+            node.func.id, node.args, node.keywords = (
+                replacement.name,
+                [ast.Name(p, ast.Load()) for p in own],
+                [],
+            )
+            hits += 1
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if hits else None
+
+
+def _params(primitive: Primitive) -> list[str]:
+    return [p.strip() for p in primitive.signature.partition("(")[2].rstrip(")").split(",") if p.strip()]
+
+
 # -- SQL ----------------------------------------------------------------------------------------------------
 def sql_insertions(code: str, focus: Primitive, dialect: str) -> list[tuple[str, str]]:
     """(description, program) drafts that call `focus`: its body folded into a call where the parent holds it,
@@ -228,8 +266,7 @@ def sql_insertions(code: str, focus: Primitive, dialect: str) -> list[tuple[str,
         query = sqlglot.parse_one(query_text, read=dialect)
     except sqlglot.errors.ParseError:
         return drafts
-    params = focus.signature.partition("(")[2].rstrip(")").split(",")
-    call = exp.Anonymous(this=focus.name, expressions=[exp.column(p.strip()) for p in params if p.strip()])
+    call = exp.Anonymous(this=focus.name, expressions=[exp.column(p) for p in _params(focus)])
     header = [f"{m.text};" for m in macros]
     for index, case in enumerate(query.find_all(exp.Case)):
         values: list[exp.Expression] = []
@@ -283,7 +320,7 @@ def python_insertions(code: str, focus: Primitive) -> list[tuple[str, str]]:
         tree = ast.parse(code)
     except SyntaxError:
         return []
-    params = [p.strip() for p in focus.signature.partition("(")[2].rstrip(")").split(",") if p.strip()]
+    params = _params(focus)
     call = ast.Call(
         func=ast.Name(focus.name, ast.Load()), args=[ast.Name(p, ast.Load()) for p in params], keywords=[]
     )

@@ -508,7 +508,9 @@ def refactor_into_call(code: str, primitive: Primitive, *, dialect: str = "duckd
         if isinstance(node, exp.Column | exp.Literal | exp.Identifier):
             return node
         inner = node.this if isinstance(node, exp.Paren) else node  # an expanded call is parenthesised
-        bare = inner.copy().transform(lambda n: exp.column(n.name.lower()) if isinstance(n, exp.Column) else n)
+        bare = inner.copy().transform(
+            lambda n: exp.column(n.name.lower()) if isinstance(n, exp.Column) else n
+        )
         if bare.sql(dialect=dialect) != pattern:
             return node
         columns = {c.name.lower(): c for c in inner.find_all(exp.Column)}

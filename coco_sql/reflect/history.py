@@ -52,6 +52,7 @@ class HistoryTools:
         "get_question_memory",
         "get_suggested_questions",
         "get_hard_questions",
+        "get_primitives",
     )
 
     def __init__(self, store: Warehouse, run_id: int) -> None:
@@ -152,6 +153,18 @@ class HistoryTools:
         """Training instances by population-best score ascending (ties: mean score, then id): instance_id,
         population_best, mean_score, solvers (programs scoring >= 0.9) and programs (rows scored)."""
         return self._rows("hard_questions", n=_positive("n", n))
+
+    def get_primitives(self, n: int = 20) -> list[dict[str, Any]]:
+        """PACE's library, best posterior first: name, language, signature, how (extracted | generated),
+        origin_program, created_iteration, posterior_mean (Beta(1 + improved, 1 + not improved) over verified
+        trials), trials, improved, violations (unverified trials), code, and helped_in: the children whose
+        verified trial with it as focus beat their parent ({iteration, program_id, operator, parent_score,
+        child_score}, validation aggregates). Empty for a run without primitives."""
+        helped: dict[str, list[dict[str, Any]]] = {}
+        for row in self._rows("primitive_helped"):
+            helped.setdefault(row.pop("name"), []).append(row)
+        rows = self._rows("primitives", n=_positive("n", n))
+        return [{**row, "helped_in": helped.get(row["name"], [])} for row in rows]
 
     # -- dispatch ------------------------------------------------------------------------------------------
     def call(self, tool: str, **kwargs: Any) -> Any:

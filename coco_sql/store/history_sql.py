@@ -232,6 +232,28 @@ LEFT JOIN population AS g USING (instance_id)
 ORDER BY m.score, g.population_best DESC, m.instance_id
 LIMIT $n
 """,
+    # -- primitives (PACE) ---------------------------------------------------------------------------------
+    "primitives": """
+SELECT p.name, p.language, p.signature, p.how, p.origin_program, p.created_iteration,
+       (1 + COUNT(t.program_id) FILTER (WHERE t.verified AND t.improved))
+           / (2 + COUNT(t.program_id) FILTER (WHERE t.verified)) AS posterior_mean,
+       COUNT(t.program_id) FILTER (WHERE t.verified) AS trials,
+       COUNT(t.program_id) FILTER (WHERE t.verified AND t.improved) AS improved,
+       COUNT(t.program_id) FILTER (WHERE NOT t.verified) AS violations,
+       p.code
+FROM primitives AS p
+LEFT JOIN primitive_trials AS t ON t.run_id = $run_id AND t.focus = p.name
+WHERE p.run_id = $run_id
+GROUP BY p.name, p.language, p.signature, p.how, p.origin_program, p.created_iteration, p.code
+ORDER BY posterior_mean DESC, p.created_iteration, p.name
+LIMIT $n
+""",
+    "primitive_helped": """
+SELECT focus AS name, iteration, program_id, operator, parent_score, child_score
+FROM primitive_trials
+WHERE run_id = $run_id AND verified AND improved AND focus IS NOT NULL
+ORDER BY iteration
+""",
     "hard_questions": """
 SELECT instance_id, MAX(score) AS population_best, AVG(score) AS mean_score,
        COUNT(*) FILTER (WHERE score >= 0.9) AS solvers, COUNT(*) AS programs

@@ -18,7 +18,7 @@ from coco_sql.store import DuckDBStore
 from coco_sql.store.snowpark_store import SnowparkStore
 
 RUN_TABLES = ("runs", "programs", "evaluations", "program_scores", "archive_entries", "ledger", "events",
-              "ai_usage", "ai_calls", "agent_turns")  # fmt: skip
+              "ai_usage", "ai_calls", "agent_turns", "primitives", "primitive_trials")  # fmt: skip
 
 
 @dataclass(frozen=True)
