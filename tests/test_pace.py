@@ -271,3 +271,44 @@ def test_trials_only_count_when_verified() -> None:
         PrimitiveTrial(2, "1-2", "P1", name, 0.2, 0.9, True, False, "P1: child does not call the focus"),
     ]
     assert posteriors(library, trials)[name] == Posterior(2.0, 1.0)
+
+
+def test_the_agent_gets_the_operator_and_the_contract_checker(tmp_path: Path) -> None:
+    """With primitives on, a model-driven mutator applies the operator itself: the task prompt states it with
+    the definitions, check_primitives answers with the contract's verdict, and the trial records the same."""
+    from llm_double import FakeEndpoint, Turn
+    from test_agent import ai_for, assistant_turns
+
+    def agent(conversation: list[dict], tools: list[str]) -> Turn:
+        step = assistant_turns(conversation)
+        if step == 0:
+            return Turn("", (("read_candidate", {}),))
+        if step == 1:
+            code = conversation[-1]["content"]
+            return Turn("", (("write_candidate", {"code": code + "\n-- reviewed"}),))
+        if step == 2:
+            return Turn("", (("check_primitives", {}),))
+        return Turn("", (("commit", {"approach": "hillclimb", "description": "keep the parent's logic"}),))
+
+    db = tmp_path / "agent.duckdb"
+    options = {
+        "seed": 2,
+        "primitives": True,
+        "mutator": "agent",
+        "mutator_settings": {"model": "fake/scripted"},
+    }
+    with FakeEndpoint(script=agent) as server:
+        api.evolve("lockpicking6", db=db, budget=4, options=options, ai=ai_for(server))
+    prompts = rows(
+        db, "SELECT iteration, content FROM agent_turns WHERE role = 'user' AND turn = 1 ORDER BY 1"
+    )
+    checks = dict(rows(db, "SELECT iteration, content FROM agent_turns WHERE tool_name = 'check_primitives'"))
+    trials = rows(db, "SELECT iteration, operator, focus, verified, reason FROM primitive_trials ORDER BY 1")
+    assert [it for it, *_ in trials] == [1, 2, 3, 4]
+    for (it, prompt), (_, operator, focus, verified, reason) in zip(prompts, trials, strict=True):
+        assert f"{operator} " in prompt and "primitive operator (PACE)" in prompt
+        if focus is not None:
+            assert f"CREATE MACRO {focus}" in prompt
+        assert checks[it].startswith("ok") == verified  # the tool and the recorded trial agree
+        assert verified == (reason is None)
+    assert any(not verified for *_, verified, _ in trials)  # P1 without inserting the focus is a violation

@@ -271,6 +271,7 @@ class AgentMutator:
             "tried": sorted(context.tried),
             "observation": _observation(context.target_observation),
             "inspirations": list(request.others[:3]),
+            "operator": request.operator.text if request.operator is not None else None,
         }
 
 

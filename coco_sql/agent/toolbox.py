@@ -6,6 +6,8 @@
     workspace   read_candidate, write_candidate, edit_candidate
     test_draft  the candidate on training rows: the train score and at most `test_rows` rows (failures first),
                 at most `max_tests` times per mutation
+    primitives  check_primitives: the candidate against this iteration's PACE operator contract (only when
+                primitives are on; the operator itself is in the task prompt)
     offline     offline_search: the offline operators (guard screening, joint rule fit, leaf changes) run from
                 the parent, returned as a proposal the agent may adopt
     commit      ends the mutation with the workspace's candidate, an approach (hillclimb | new) and a line
@@ -75,6 +77,8 @@ class Toolbox:
             specs.append(_OFFLINE)
         if self.history is not None:
             specs.extend(_history_specs())
+        if self.request.operator is not None:
+            specs.append(_CHECK_PRIMITIVES)
         self._specs = {spec.name: spec for spec in specs}
 
     @property
@@ -127,6 +131,11 @@ class Toolbox:
             return _json(
                 {"code": proposal.code, "approach": proposal.approach, "strategy": proposal.strategy}
             )
+        if name == "check_primitives":
+            assert self.request.operator is not None
+            problem = self.request.operator.check(self.workspace.code)
+            return ToolAnswer("ok: the candidate keeps the primitive contract" if problem is None
+                              else f"violation: {problem}", error=problem is not None)  # fmt: skip
         if name == "commit":
             return self._commit(args)
         assert self.history is not None
@@ -184,6 +193,12 @@ _COMMIT = _spec(
 _TEST_DRAFT = _spec(
     "test_draft",
     "Score the candidate on the training rows: its train score and up to 10 rows (failures first).",
+    {},
+)
+_CHECK_PRIMITIVES = _spec(
+    "check_primitives",
+    "Check the candidate against this iteration's primitive operator (the task says which): 'ok' or the "
+    "violation, e.g. a primitive it must call and does not.",
     {},
 )
 _OFFLINE = _spec(

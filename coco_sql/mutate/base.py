@@ -6,6 +6,7 @@ data comes through its `DraftEnvironment` (training rows only) and the programs 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,14 +31,24 @@ class MutationRequest:
     context: ContextBundle = field(default_factory=ContextBundle)  # c_t: curated history
     history: HistoryTools | None = None  # the history tools over this run (Table 6), for mutators that query
     models: AiRuntime | None = None  # the run's chat-model runtime, for mutators that call models
-    primitives: PrimitiveContext | None = (
-        None  # PACE: the run's library and posteriors (None: primitives off)
-    )
+    # PACE: the run's library and posteriors (None: primitives off), and the operator a mutator that writes
+    # code with a model must apply (None: it is not driven by one)
+    primitives: PrimitiveContext | None = None
+    operator: OperatorBrief | None = None
 
     @property
     def others(self) -> tuple[ProgramView, ...]:
         """Elites other than the parent: candidate partners for recombination."""
         return tuple(e for e in self.context.elites if e.program_id != self.parent.program_id)
+
+
+@dataclass(frozen=True)
+class OperatorBrief:
+    """A primitive operator (PACE P1-P4) for a mutator that writes code itself: the instruction, with the
+    primitives' definitions, and the contract checker (None when the candidate keeps it, else the violation)."""
+
+    text: str
+    check: Callable[[str], str | None]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ request (`MutationRequest.primitives`), and every draw uses the injected RNG, so
 - P4 crossover: a second parent (an elite calling a primitive this parent does not) gives that primitive,
   Thompson's pick among such, inserted as in P1 while the parent keeps its own.
 
+A mutator that writes code with a model (the agent) applies every operator itself: it gets the operator as an
+instruction with the primitives' definitions (`MutationRequest.operator`) and the same contract checker as a
+tool, as PACE's prompts P1-P4 state them.
+
 An operator the parent cannot take (P1 with every primitive called or k of them already, P2 without a call or
 another primitive, P4 without a primitive of its own or a partner) falls back to P3, which always can.
 The child's contract (`primitives.contracts`) is checked on its parsed call set before it is evaluated; the
@@ -37,7 +41,7 @@ import sqlglot
 from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.mutate.base import MutationRequest, Mutator, Proposal
+from coco_sql.mutate.base import MutationRequest, Mutator, OperatorBrief, Proposal
 from coco_sql.mutate.python_ops import insert_terms
 from coco_sql.primitives.calls import call_set
 from coco_sql.primitives.context import PrimitiveContext
@@ -119,6 +123,9 @@ class PrimitiveAwareMutator:
     def __init__(self, inner: Mutator, *, language: str, entry: str | None = None) -> None:
         self.inner = inner
         self.name = getattr(inner, "name", "offline")
+        self.uses_models = getattr(
+            inner, "uses_models", False
+        )  # the loop gives such a mutator its chat models
         self.language = language
         self.entry = entry
 
@@ -129,12 +136,17 @@ class PrimitiveAwareMutator:
         dialect = request.env.dialect
         plan = plan_operator(request, context, self.language, dialect, rng)
         operator = plan.contract.operator
-        if operator == "P3":
+        if self.uses_models:
+            proposal = self.inner.propose(self._briefed(request, plan, context.library, dialect), rng)
+        elif operator == "P3":
             proposal = self._refine(request, context.library, dialect, rng)
-        elif operator == "P2":
-            proposal = self._replace(request, context.library, plan.contract, dialect)
         else:
-            proposal = self._insert(request, context.library, plan.contract, dialect)
+            moved = (
+                self._replace(request, context.library, plan.contract, dialect)
+                if operator == "P2"
+                else self._insert(request, context.library, plan.contract, dialect)
+            )
+            proposal = self._complete(request, moved, context.library, dialect, rng)
         reason = _verify(plan, request.parent.code, proposal.code, self.language, context.library, dialect)
         notes = {**plan.as_notes(), "verified": reason is None, "reason": reason}
         return replace(
@@ -144,6 +156,17 @@ class PrimitiveAwareMutator:
         )
 
     # -- operators -------------------------------------------------------------------------------------------
+    def _briefed(
+        self, request: MutationRequest, plan: Plan, library: PrimitiveLibrary, dialect: str
+    ) -> MutationRequest:
+        """The request with the operator as an instruction and its checker, for a model-driven mutator."""
+        parent, language = request.parent.code, self.language
+
+        def check(code: str) -> str | None:
+            return _verify(plan, parent, code, language, library, dialect)
+
+        return replace(request, operator=OperatorBrief(brief(plan, library, language), check))
+
     def _refine(
         self, request: MutationRequest, library: PrimitiveLibrary, dialect: str, rng: np.random.Generator
     ) -> Proposal:
@@ -157,6 +180,28 @@ class PrimitiveAwareMutator:
         flat = replace(request.parent, code=_pretty(expanded, dialect))
         proposal = self.inner.propose(replace(request, parent=flat), rng)
         return replace(proposal, code=fold(proposal.code, [library.get(m.name) for m in macros], dialect))
+
+    def _complete(
+        self,
+        request: MutationRequest,
+        moved: Proposal,
+        library: PrimitiveLibrary,
+        dialect: str,
+        rng: np.random.Generator,
+    ) -> Proposal:
+        """The whole child of P1, P2 or P4: the primitive moved into the parent, then the inner mutator's edit
+        of that (PACE's prompts ask for a complete child around the primitive, not the bare move)."""
+        if moved.discarded is not None:
+            return moved
+        draft = replace(request.parent, code=moved.code)
+        refined = self._refine(replace(request, parent=draft), library, dialect, rng)
+        if refined.discarded is not None or refined.code == moved.code:
+            return moved
+        return replace(
+            refined,
+            approach=f"{moved.approach}; then {refined.approach}",
+            notes={**refined.notes, "moved": moved.notes},
+        )
 
     def _replace(
         self, request: MutationRequest, library: PrimitiveLibrary, contract: Contract, dialect: str
@@ -251,6 +296,37 @@ def swap_calls(
 
 def _params(primitive: Primitive) -> list[str]:
     return [p.strip() for p in primitive.signature.partition("(")[2].rstrip(")").split(",") if p.strip()]
+
+
+def brief(plan: Plan, library: PrimitiveLibrary, language: str) -> str:
+    """PACE's operator prompt (P1-P4) for this plan, with the definitions the child may need."""
+    c = plan.contract
+    where = (
+        "as `CREATE MACRO` statements before the query, exactly as given"
+        if language == "sql"
+        else "as top-level functions, exactly as given"
+    )
+    lines = {
+        "P1": f"P1 insertion: use the primitive {c.focus} meaningfully in the child, and keep every primitive the "
+        "parent calls.",
+        "P2": f"P2 replacement: replace the primitive {c.target} by {c.focus} and adapt the program so that "
+        f"{c.focus} is used meaningfully; {c.target} must no longer be called; keep the other primitives.",
+        "P3": "P3 refinement: refine how the program invokes, combines or conditions its primitives (thresholds "
+        "and fallbacks may change); call exactly the primitives the parent calls, no more, no fewer.",
+        "P4": f"P4 crossover: combine the parent with the second parent {plan.partner_id} below; call {c.focus} "
+        "and at least one primitive the parent calls.",
+    }
+    shown = [name for name in (c.focus, c.target) if name]
+    text = [
+        lines[c.operator],
+        f"Call at most {c.k} primitives. Carry the definition of each primitive you call {where}; do not edit "
+        "a definition (an edited copy is not the primitive).",
+        *(f"\n{library.get(name).code}" for name in shown),
+    ]
+    if plan.partner_code:
+        text.append(f"\nThe second parent {plan.partner_id}:\n{plan.partner_code}")
+    text.append("\nThe tool check_primitives says whether the candidate keeps this contract.")
+    return "\n".join(text)
 
 
 # -- SQL ----------------------------------------------------------------------------------------------------
