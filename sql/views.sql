@@ -42,3 +42,21 @@ CREATE OR REPLACE VIEW archive AS
 SELECT run_id, island, cell, program_id, iteration AS since_iteration, reason
 FROM archive_entries
 QUALIFY ROW_NUMBER() OVER (PARTITION BY run_id, island, cell ORDER BY iteration DESC, seq DESC) = 1;
+
+-- The strategy ledger with PACE's primitive operator of each child (runs with primitives on; NULL otherwise):
+-- the operator applied (P1-P4), its focus primitive, and whether the child kept the operator's contract.
+CREATE OR REPLACE VIEW ledger_primitives AS
+SELECT
+    l.run_id,
+    l.iteration,
+    l.program_id,
+    l.strategy,
+    l.status,
+    l.score_delta,
+    t.operator,
+    t.focus,
+    t.verified,
+    t.reason AS contract_violation,
+    l.note
+FROM ledger AS l
+LEFT JOIN primitive_trials AS t ON t.run_id = l.run_id AND t.program_id = l.program_id;

@@ -220,6 +220,10 @@ def test_a_run_with_primitives_records_trials_and_discoveries_and_resumes_exactl
     assert len({it for it, _ in primitives}) == len(primitives)  # at most one per iteration
     trials = rows(a, "SELECT iteration, operator FROM primitive_trials ORDER BY iteration")
     assert [it for it, _ in trials] == list(range(1, 9))  # every child once the library is non-empty
+    # the ledger names each child's operator, and the view joins it with the trial
+    ledger = rows(a, "SELECT iteration, operator, note FROM ledger_primitives WHERE iteration > 0 ORDER BY 1")
+    assert [(it, op) for it, op, _ in ledger] == trials
+    assert all(note.startswith(f"{op}:") for _, op, note in ledger)
     # the history tool: posterior means from verified trials, and where each primitive helped
     listed = json.loads(
         subprocess.run(

@@ -149,8 +149,14 @@ class PrimitiveAwareMutator:
             proposal = self._complete(request, moved, context.library, dialect, rng)
         reason = _verify(plan, request.parent.code, proposal.code, self.language, context.library, dialect)
         notes = {**plan.as_notes(), "verified": reason is None, "reason": reason}
+        named = (
+            proposal.approach
+            if proposal.approach.startswith(f"{operator}:")
+            else f"{operator}: {proposal.approach}"
+        )
         return replace(
             proposal,
+            approach=named,  # the ledger line names the operator
             donor_id=proposal.donor_id or plan.partner_id,
             notes={**proposal.notes, "primitive": notes},
         )
