@@ -316,3 +316,18 @@ def test_the_agent_gets_the_operator_and_the_contract_checker(tmp_path: Path) ->
         assert checks[it].startswith("ok") == verified  # the tool and the recorded trial agree
         assert verified == (reason is None)
     assert any(not verified for *_, verified, _ in trials)  # P1 without inserting the focus is a violation
+
+
+def test_primitives_from_sql_and_the_champion_exported_from_sql(tmp_path: Path) -> None:
+    import coco_sql
+
+    con = coco_sql.connect(tmp_path / "sql.duckdb")
+    try:
+        con.sql("CALL coco_evolve('lockpicking6', 4, {'seed': 1, 'primitives': true})").fetchall()
+        ((made,),) = con.sql("SELECT count(*) FROM primitives").fetchall()
+        operators = con.sql("SELECT operator FROM ledger_primitives WHERE iteration > 0").fetchall()
+        ((view,),) = con.sql("SELECT code FROM coco_export(1, 'snowflake_view')").fetchall()
+    finally:
+        con.close()
+    assert made >= 1 and len(operators) == 4 and all(op is not None for (op,) in operators)
+    assert "MACRO" not in view.upper()  # inlined for Snowflake
