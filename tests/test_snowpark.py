@@ -383,3 +383,30 @@ def test_the_agent_mutator_runs_on_cortex_inside_a_procedure(session: Session) -
     assert set(mutator["model"]) == {"cortex:mistral-large2"} and mutator["input_tokens"].sum() == 600
     programs = store.table_frame("programs")
     assert set(programs[programs["iteration"] > 0]["approach"]) == {"offline search's child"}
+
+
+def test_primitives_in_snowpark_hold_what_they_hold_in_duckdb(session: Session, tmp_path: Path) -> None:
+    """PACE from a Snowflake procedure: the library and trials written through Snowpark equal DuckDB's, and the
+    warehouse ran the candidates with their macros inlined (Snowflake has none)."""
+    session.call("coco_task", "signals", "signals", OPTIONS).collect()
+    session.call("coco_evolve", "signals", 4, {"seed": 1, "primitives": True}).collect()
+    con = coco_sql.connect(tmp_path / "local.duckdb")
+    con.execute(f"CREATE TABLE signals AS {SIGNALS_SQL}")
+    con.execute("CALL coco_task('signals', 'signals', ?::JSON)", [json.dumps(OPTIONS)]).fetchall()
+    con.execute("CALL coco_evolve('signals', 4, {'seed': 1, 'primitives': true})").fetchall()
+    compared = {
+        "primitives": "name, language, code, signature, origin_program, created_iteration, how",
+        "primitive_trials": "iteration, program_id, operator, focus, parent_score, child_score, improved, verified",
+    }
+    store = SnowparkStore(session, read_only=True)
+    for table, columns in compared.items():
+        names = [c.strip() for c in columns.split(",")]
+        remote = sorted(
+            tuple(_plain(v) for v in row)
+            for row in store.table_frame(table)[names].itertuples(index=False, name=None)
+        )
+        local = sorted(
+            tuple(_plain(v) for v in row) for row in con.execute(f"SELECT {columns} FROM {table}").fetchall()
+        )
+        assert remote == local and remote, table
+    con.close()
