@@ -52,6 +52,7 @@ from coco_sql.primitives.extraction import (
     with_definitions,
 )
 from coco_sql.primitives.library import OPERATORS, Primitive, PrimitiveLibrary
+from coco_sql.primitives.python_defs import definition_dumps
 from coco_sql.primitives.sql_macros import expand_program, split_macros
 from coco_sql.primitives.thompson import thompson_pick
 
@@ -146,7 +147,7 @@ class PrimitiveAwareMutator:
                 if operator == "P2"
                 else self._insert(request, context.library, plan.contract, dialect)
             )
-            proposal = self._complete(request, moved, context.library, dialect, rng)
+            proposal = self._complete(request, moved, plan, context.library, dialect, rng)
         reason = _verify(plan, request.parent.code, proposal.code, self.language, context.library, dialect)
         notes = {**plan.as_notes(), "verified": reason is None, "reason": reason}
         named = (
@@ -191,18 +192,24 @@ class PrimitiveAwareMutator:
         self,
         request: MutationRequest,
         moved: Proposal,
+        plan: Plan,
         library: PrimitiveLibrary,
         dialect: str,
         rng: np.random.Generator,
     ) -> Proposal:
         """The whole child of P1, P2 or P4: the primitive moved into the parent, then the inner mutator's edit
-        of that (PACE's prompts ask for a complete child around the primitive, not the bare move)."""
+        of that (PACE's prompts ask for a complete child around the primitive, not the bare move). When that
+        edit breaks the operator's contract (it dropped the focus, say), the bare move is the child."""
         if moved.discarded is not None:
             return moved
         draft = replace(request.parent, code=moved.code)
         refined = self._refine(replace(request, parent=draft), library, dialect, rng)
         if refined.discarded is not None or refined.code == moved.code:
             return moved
+        if _verify(plan, request.parent.code, refined.code, self.language, library, dialect) is not None:
+            return replace(
+                moved, notes={**moved.notes, "completion": f"broke the contract: {refined.approach}"}
+            )
         return replace(
             refined,
             approach=f"{moved.approach}; then {refined.approach}",
@@ -237,7 +244,7 @@ class PrimitiveAwareMutator:
         drafts = (
             sql_insertions(request.parent.code, focus, dialect)
             if self.language == "sql"
-            else python_insertions(request.parent.code, focus)
+            else python_insertions(request.parent.code, focus, frozenset(library.names("python")))
         )[:MAX_INSERTIONS]
         verb = "insert" if contract.operator == "P1" else "cross in"
         best: tuple[float, str, str] | None = None
@@ -395,9 +402,11 @@ def _pretty(code: str, dialect: str) -> str:
 
 
 # -- Python -------------------------------------------------------------------------------------------------
-def python_insertions(code: str, focus: Primitive) -> list[tuple[str, str]]:
+def python_insertions(
+    code: str, focus: Primitive, frozen: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
     """(description, program) drafts that call `focus` as a new weighted term of an argmin/argmax objective,
-    its arguments the parameters of the same names."""
+    its arguments the parameters of the same names; never inside a `frozen` function (a primitive)."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -407,8 +416,10 @@ def python_insertions(code: str, focus: Primitive) -> list[tuple[str, str]]:
         func=ast.Name(focus.name, ast.Load()), args=[ast.Name(p, ast.Load()) for p in params], keywords=[]
     )
     drafts = []
+    kept = definition_dumps(tree, frozen)
     for edit in insert_terms(tree, [(call, None)]):
-        drafts.append((edit.approach, with_definitions(edit.code, "python", [focus])))
+        if definition_dumps(ast.parse(edit.code), frozen) == kept:
+            drafts.append((edit.approach, with_definitions(edit.code, "python", [focus])))
     return drafts
 
 

@@ -40,6 +40,7 @@ from coco_sql.mutate.python_ops import (
     term_pool,
     tune_constants,
 )
+from coco_sql.primitives.python_defs import definition_dumps
 
 SETTINGS: Mapping[str, Any] = {"max_drafts": 32, "probe": True}
 STAGNATION_WINDOW = 5
@@ -89,7 +90,8 @@ class PythonOfflineMutator:
         tree = ast.parse(parent.code)
         donors = [Donor(view.program_id, parsed) for view in request.others if (parsed := _parse(view.code))]
         stagnant = request.context.stagnant(STAGNATION_WINDOW)
-        by_operator = _edits(tree, donors, parent.code, request.context.tried)
+        frozen = frozenset(request.primitives.library.names("python")) if request.primitives else frozenset()
+        by_operator = _edits(tree, donors, parent.code, request.context.tried, frozen)
         ordered = _draw(by_operator, RESTRUCTURE if stagnant else self.shares, rng)
         total = sum(len(edits) for edits in by_operator.values())
         if not ordered:
@@ -134,8 +136,16 @@ def _parse(code: str) -> ast.Module | None:
         return None
 
 
-def _edits(tree: ast.Module, donors: list[Donor], code: str, tried: frozenset[str]) -> dict[str, list[Edit]]:
-    """Every edit of every operator, without the tried approaches, no-ops and duplicate codes."""
+def _edits(
+    tree: ast.Module,
+    donors: list[Donor],
+    code: str,
+    tried: frozenset[str],
+    frozen: frozenset[str] = frozenset(),
+) -> dict[str, list[Edit]]:
+    """Every edit of every operator, without the tried approaches, no-ops, duplicate codes and edits inside a
+    `frozen` function (a PACE primitive: it changes only through the library, never in one program)."""
+    kept_defs = definition_dumps(tree, frozen)
     pool = term_pool(tree, donors)
     generators = {
         "tune": tune_constants(tree),
@@ -152,7 +162,8 @@ def _edits(tree: ast.Module, donors: list[Donor], code: str, tried: frozenset[st
         for edit in edits:
             if edit.approach not in tried and edit.code not in seen:
                 seen.add(edit.code)
-                kept.append(edit)
+                if not frozen or definition_dumps(ast.parse(edit.code), frozen) == kept_defs:
+                    kept.append(edit)
         result[operator] = kept
     return result
 

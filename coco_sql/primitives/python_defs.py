@@ -189,3 +189,9 @@ def _collapse_blanks(lines: list[str], at: int) -> None:
         end += 1
     if end - start > 2:
         del lines[start + 2 : end]
+
+
+def definition_dumps(tree: ast.Module, names: frozenset[str] | set[str]) -> dict[str, str]:
+    """name -> `ast.dump` of each top-level function of `tree` named in `names`: equal dicts mean an edit left
+    those functions (primitives) as they were."""
+    return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names}
