@@ -6,19 +6,24 @@ pack's generator (`bench_screening.make_pack`), with the offline mutator, miniba
     python bench/bench_scale.py                           # 5,000 rows, 5 iterations, minibatch off and 1,000
     python bench/bench_scale.py --size full               # 5,000 / 50,000 / 500,000 / 1,000,000 rows, 20 iterations
     python bench/bench_scale.py --rows 50000 --iterations 10 --minibatch 0 2000
+    python bench/bench_scale.py --rows 200000 --iterations 4 --minibatch 1000 --profile /tmp/scale.prof
 
 Reported per run: the median seconds per iteration after the seed and its phases (the loop's own timings), the
 seed evaluation's wall time (included in the run's wall time), peak RSS of the run's largest process (the loop;
 sandbox workers are separate processes and are reported apart), and the median evaluation rows stored per
 iteration (train + val). `--fit` prints the exponent b of s/iteration ~ rows^b fitted over the sizes run with
-minibatches off.
+minibatches off. `--profile FILE` runs one size and one minibatch setting in this process under cProfile instead
+(the loop's thread only: the committer's store writes run in another), saves the stats to FILE and prints the
+top 30 functions by cumulative time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import math
+import pstats
 import resource
 import statistics
 import subprocess
@@ -83,6 +88,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it is stopped")
     parser.add_argument("--fit", action="store_true", help="fit s/iteration ~ rows^b (minibatch off)")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile one run in this process, stats to FILE")
     parser.add_argument(
         "--one", type=int, nargs=3, metavar=("ROWS", "ITERATIONS", "MINIBATCH"), help=argparse.SUPPRESS
     )
@@ -92,6 +98,15 @@ def main() -> None:
         return
     rows_list = args.rows or (FULL_ROWS if args.size == "full" else (5_000,))
     iterations = args.iterations or (20 if args.size == "full" else 5)
+    if args.profile:
+        if len(rows_list) != 1 or len(args.minibatch) != 1:
+            parser.error("--profile runs one size with one minibatch setting")
+        profiler = cProfile.Profile()
+        result = profiler.runcall(one_run, rows_list[0], iterations, args.seed, args.minibatch[0])
+        profiler.dump_stats(args.profile)
+        print(json.dumps(result))
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        return
     print(f"{'rows':>9} | {'minibatch':>9} | {'s/iter':>7} | {'curate':>7} | {'mutate':>7} | {'evaluate':>8} | "
           f"{'wall s':>7} | {'val':>5} | {'eval rows/iter':>14} | peak RSS loop / worker")  # fmt: skip
     off: list[tuple[int, float]] = []

@@ -164,7 +164,7 @@ def evaluate(
         split=split,
         score=outcome.score,
         rows=len(outcome.rows),
-        failing_rows=sum(1 for r in outcome.rows if r.score < 1.0),
+        failing_rows=int((outcome.scores < 1.0).sum()),
         error=outcome.error,
         latency_ms=outcome.latency_ms,
         outcome=outcome,

@@ -44,6 +44,7 @@ class RunState:
         self.failed_targets: Counter[str] = Counter()
         self.archive = IslandArchive(config.islands)
         self.last_iteration = -1
+        self._positions: dict[str, dict[str, int]] = {}  # split -> id -> position, built when first needed
 
     @classmethod
     def load(cls, store: Warehouse, run_id: int, config: RunConfig, task: TaskPack) -> RunState:
@@ -78,12 +79,8 @@ class RunState:
             self.children_approaches.setdefault(record.parent_id, set()).add(record.approach)
         if record.valid:
             self.val_scores[pid] = outcomes["val"].score
-        for split, ids, rows in (
-            ("train", self.train_ids, self.train_rows),
-            ("val", self.val_ids, self.val_rows),
-        ):
-            by_id = {row.instance_id: row.score for row in outcomes[split].rows}
-            rows[pid] = np.array([by_id.get(i, 0.0) for i in ids])
+        for split, rows in (("train", self.train_rows), ("val", self.val_rows)):
+            rows[pid] = self._row_scores(outcomes[split], split)
         self.last_iteration = max(self.last_iteration, record.iteration)
 
     def admit_by_jp(
@@ -91,8 +88,7 @@ class RunState:
     ) -> ArchiveEntry | None:
         """J_p as the population objective (Appendix C.5): the child takes its cell, displacing the occupant,
         iff the archive's J_p rises: J_p(roster of A - occupant + child) > J_p(roster of A)."""
-        by_id = {row.instance_id: row.score for row in val.rows}
-        child = np.array([by_id.get(i, 0.0) for i in self.val_ids])
+        child = self._row_scores(val, "val")
         occupant = self.archive.cells(island).get(cell)
         before = [self.val_rows[e] for e in self.elite_ids()]
         after = [self.val_rows[e] for e in self.elite_ids() if occupant is None or e != occupant.program_id]
@@ -123,10 +119,38 @@ class RunState:
 
     def note_targets(self, child_id: str, targets: Iterable[str | None]) -> None:
         """c(t) of Appendix C.3: count each target the child was made for and does not solve."""
-        index = {instance: k for k, instance in enumerate(self.train_ids)}
+        index = self._index("train")
         for target in targets:
             if target is not None and target in index and self.train_rows[child_id][index[target]] < SOLVED:
                 self.failed_targets[target] += 1
+
+    def _row_scores(self, outcome: Outcome, split: str) -> np.ndarray:
+        """The outcome's score on every row of `split` in split order, 0 on the rows it did not score (a
+        minibatch sample's outcome). An outcome of the whole split in split order, the normal case, gives its
+        own score array (shared, never changed: nobody writes these arrays); only a sample is looked up."""
+        ids = self.train_ids if split == "train" else self.val_ids
+        scored = outcome.ids
+        if len(scored) == len(ids) and tuple(scored) == ids:
+            return outcome.scores
+        index = self._index(split)
+        scores = np.zeros(len(ids))
+        for instance_id, score in zip(scored, outcome.scores.tolist(), strict=True):
+            k = index.get(instance_id)
+            if k is not None:
+                scores[k] = score
+        return scores
+
+    def _index(self, split: str) -> dict[str, int]:
+        """id -> position in `split`, built once (about 100 MB at a million rows; the two splits of a task
+        whose train and val rows are the same, a `shared` task, share one)."""
+        if split not in self._positions:
+            ids = self.train_ids if split == "train" else self.val_ids
+            other = "val" if split == "train" else "train"
+            if other in self._positions and self.train_ids == self.val_ids:
+                self._positions[split] = self._positions[other]
+            else:
+                self._positions[split] = {instance: k for k, instance in enumerate(ids)}
+        return self._positions[split]
 
     # -- HistoryView -----------------------------------------------------------------------------------------
     def train_scores(self, program_id: str) -> np.ndarray:

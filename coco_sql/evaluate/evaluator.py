@@ -14,7 +14,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from functools import cached_property
+from operator import itemgetter
+from typing import Any, TypeVar
+
+import numpy as np
 
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, EvaluationTimeout
@@ -24,21 +28,36 @@ from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
 from coco_sql.sandbox import QueryResult, Sandbox
-from coco_sql.store.records import EvaluationRow, ProgramScore, SplitEvaluation, to_json
-from coco_sql.tasks import Split, TaskPack, coerce_output
+from coco_sql.store.records import (
+    EvaluationColumns,
+    EvaluationRow,
+    ProgramScore,
+    SplitEvaluation,
+    json_texts,
+    to_json,
+)
+from coco_sql.tasks import Split, TaskPack
+from coco_sql.tasks.coerce import coerce_outputs
 
 T = TypeVar("T")
 
 SEARCH_SPLITS: tuple[str, ...] = ("train", "val")
 REPORT_SPLITS: tuple[str, ...] = ("test",)
 
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
 
 @dataclass(frozen=True)
 class Outcome:
-    """What running a program on a split produced, before it is tied to a program id."""
+    """What running a program on a split produced, before it is tied to a program id.
+
+    `rows` are the evaluator's `EvaluationColumns`: one column per field (`ids`, `scores`, `outputs`,
+    `expected`, `errors`), read by every hot path, and `EvaluationRow`s only for a caller that iterates them
+    (built once). An Outcome made from a tuple of rows (`replace(outcome, rows=...)`) reads its columns from
+    those rows."""
 
     split: str
-    rows: tuple[EvaluationRow, ...]
+    rows: Sequence[EvaluationRow]
     score: float
     error: str | None  # program-level diagnostic (rejection, runtime error, deadline), else None
     latency_ms: float
@@ -49,26 +68,76 @@ class Outcome:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def ids(self) -> Sequence[str]:
+        """Instance ids, in split order (for the whole split: the evaluator's own tuple, shared)."""
+        return self._columns[0]
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Row scores (float64), aligned with `ids`. Shared: do not change it."""
+        return self._columns[1]
+
+    @property
+    def outputs(self) -> Sequence[str | None]:
+        """Each row's output as stored JSON text, None where there is none."""
+        return self._columns[2]
+
+    @property
+    def expected(self) -> Sequence[str | None]:
+        """Each row's expected value as stored JSON text."""
+        return self._columns[3]
+
+    @property
+    def errors(self) -> Sequence[str | None]:
+        return self._columns[4]
+
+    def row(self, instance_id: str) -> EvaluationRow:
+        """The row of `instance_id` (ValueError when it has none), built alone: what a caller that wants one
+        row should read instead of scanning `rows`, which builds every row of the split (2.5 us each)."""
+        return self.rows[self.ids.index(instance_id)]
+
+    @property
+    def n_errors(self) -> int:
+        errors = self.errors
+        return len(errors) - errors.count(None)
+
+    @cached_property
+    def _columns(self) -> tuple[Sequence[str], np.ndarray, Sequence[Any], Sequence[Any], Sequence[Any]]:
+        rows = self.rows
+        if isinstance(rows, EvaluationColumns):
+            return rows.instance_ids, rows.scores, rows.outputs, rows.expected, rows.errors
+        return (
+            tuple(r.instance_id for r in rows),
+            np.array([r.score for r in rows], dtype=np.float64),
+            [r.output for r in rows],
+            [r.expected for r in rows],
+            [r.error for r in rows],
+        )
+
     def as_split_evaluation(self, program_id: str) -> SplitEvaluation:
+        usage = self.usage
+        if usage is None and not isinstance(self.rows, EvaluationColumns):  # rows made elsewhere may count
+            calls = sum(r.model_calls for r in self.rows)
+            tokens = (sum(r.input_tokens for r in self.rows), sum(r.output_tokens for r in self.rows))
+        else:  # the evaluator's rows count no AI use of their own: it is the evaluation's `usage`
+            calls = usage.model_calls if usage else 0
+            tokens = (usage.input_tokens, usage.output_tokens) if usage else (0, 0)
         return SplitEvaluation(
             summary=ProgramScore(
                 program_id=program_id,
                 split=self.split,
                 score=self.score,
                 n_rows=len(self.rows),
-                n_errors=sum(1 for r in self.rows if r.error is not None),
-                model_calls=self.usage.model_calls if self.usage else sum(r.model_calls for r in self.rows),
-                input_tokens=self.usage.input_tokens
-                if self.usage
-                else sum(r.input_tokens for r in self.rows),
-                output_tokens=self.usage.output_tokens
-                if self.usage
-                else sum(r.output_tokens for r in self.rows),
+                n_errors=self.n_errors,
+                model_calls=calls,
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
                 latency_ms=self.latency_ms,
-                cache_hits=self.usage.cache_hits if self.usage else 0,
+                cache_hits=usage.cache_hits if usage else 0,
             ),
             rows=self.rows,
-            usage=self.usage,
+            usage=usage,
         )
 
 
@@ -78,7 +147,10 @@ class Evaluator:
     The search builds its evaluator with SEARCH_SPLITS and cannot score the test split through it; reports
     build a separate one with REPORT_SPLITS. Results are memoised per (split, SQL, minibatch rows): programs are
     deterministic, so re-running an unchanged program is wasted work. The memo holds at most `cache_size`
-    outcomes and `cache_rows` evaluation rows (the latest outcome always), so huge splits do not pile up.
+    outcomes and `cache_rows` evaluation rows (the latest outcome always), so huge splits do not pile up: an
+    outcome's row costs about 100 bytes as columns (its output's JSON text, its score, shared ids and expected
+    values) and about 250 more once a caller has read it as an `EvaluationRow`, so the default bound keeps the
+    memo near 0.1-0.35 GB.
     """
 
     def __init__(
@@ -105,6 +177,9 @@ class Evaluator:
         )
         self._memo_rows = 0
         self._expected: dict[str, dict[str, str]] = {}
+        self._expected_columns: dict[str, list[str]] = {}
+        self._ids: dict[str, tuple[str, ...]] = {}
+        self._index: dict[str, dict[str, int] | None] = {}  # split -> id -> row (`_subset`)
         self._data: dict[str, Split] = {}  # one copy of each split (`TaskPack.split` copies on every call)
 
     def check(self, code: str) -> Program:
@@ -126,12 +201,12 @@ class Evaluator:
             return memo if memo.usage is None else replace(memo, usage=memo.usage.replayed())
         outcome = replace(self._run(program, split, None if ids is None else data), program=program)
         self._memo[key] = outcome
-        self._memo_rows += len(outcome.rows)
+        self._memo_rows += len(outcome.ids)
         while len(self._memo) > 1 and (
             len(self._memo) > self._cache_size or self._memo_rows > self._cache_rows
         ):
             _, dropped = self._memo.popitem(last=False)
-            self._memo_rows -= len(dropped.rows)
+            self._memo_rows -= len(dropped.ids)
         return outcome
 
     def memoised(self, code: str, split: str) -> Outcome | None:
@@ -153,7 +228,38 @@ class Evaluator:
                 f"this evaluator may not score the {split!r} split (allowed: {', '.join(self.splits)})"
             )
         data = self._whole(split)
-        return data if ids is None else data.subset(ids)
+        return data if ids is None else self._subset(split, ids)
+
+    def _subset(self, split: str, ids: Sequence[str]) -> Split:
+        """`Split.subset(ids)` of the whole split, found by position: `Split.subset` scans every row of the split
+        (a pandas `isin` and a dict filter, about 0.15 s at a million rows), three times an iteration with
+        minibatches, for samples of a thousand rows. The same split when its inputs' ids are its expected ids
+        in the same order (checked once) and `ids` are text; `Split.subset` itself otherwise."""
+        index = self._positions(split)
+        if index is None or not all(type(i) is str for i in ids):
+            return self._whole(split).subset(ids)
+        whole, order = self._whole(split), self._split_ids(split)
+        positions = sorted({index[i] for i in ids if i in index})
+        inputs = whole.inputs.iloc[positions].reset_index(drop=True)
+        return Split(whole.name, inputs, {order[k]: whole.expected[order[k]] for k in positions})
+
+    def _positions(self, split: str) -> dict[str, int] | None:
+        """id -> row of the whole split, or None when its inputs are not in its expected values' order. Splits
+        of the same rows (train and val of a `shared` task) share one (about 70 MB at a million rows)."""
+        if split not in self._index:
+            whole, order = self._whole(split), self._split_ids(split)
+            index = None
+            if len(whole.inputs) == len(order) and tuple(whole.inputs["id"].astype(str)) == order:
+                index = next(
+                    (
+                        known
+                        for other, known in self._index.items()
+                        if known and self._split_ids(other) == order
+                    ),
+                    None,
+                ) or {i: k for k, i in enumerate(order)}
+            self._index[split] = index
+        return self._index[split]
 
     def probe(self, sql: str, split: str, deadline_s: float) -> QueryResult:
         """Run one read-only SQL query over `split`'s rows in its DuckDB sandbox (the mutator's live probes, for
@@ -258,52 +364,48 @@ class Evaluator:
         row_errors: Mapping[str, str] | None = None,
         data: Split | None = None,
     ) -> Outcome:
-        data = data if data is not None else self._whole(split)
-        produced: dict[str, list[object]] = {}
-        for instance_id, value in result_rows:
-            produced.setdefault(str(instance_id), []).append(value)
-        ids = list(data.expected)
-        per_row_ms = elapsed_ms / max(len(ids), 1)
-        outputs: list[object | None] = []
-        errors: list[str | None] = []
-        for instance_id in ids:
-            values = produced.get(instance_id, [])
-            if not values:
-                outputs.append(None)
-                errors.append((row_errors or {}).get(instance_id, "no output row for this id"))
-            elif len(values) > 1:
-                outputs.append(None)
-                errors.append(f"{len(values)} output rows for this id (expected one)")
-            else:
-                try:
-                    outputs.append(coerce_output(values[0], self.task.contract.type))
-                    errors.append(None)
-                except ValueError as error:
-                    outputs.append(None)
-                    errors.append(f"output is not {self.task.contract.type}: {error}")
-        expected = [data.expected[i] for i in ids]
-        scores = self.task.scorer.score(outputs, expected)
-        extra = len(set(produced) - set(data.expected))
-        expected_json = self._expected_json(split)
+        """Score a program's (id, output) rows against the split's (or the sample `data`'s) rows, as columns.
+
+        Per row: no output row is an error (`row_errors`' reason, else "no output row for this id"), several
+        are one, an output that does not convert to the contract type is one; the rest are scored by the task's
+        scorer. The observation of every row says ok or row_error, with `extra_ids` when the program returned
+        ids that are not in the split."""
+        ids, expected_json, expected = self._rows_of(split, data)
+        values, errors, extra = _match(ids, result_rows, row_errors or {})
+        contract = self.task.contract.type
+        outputs, failures = coerce_outputs(values, contract)
+        for k, message in failures.items():
+            errors[k] = f"output is not {contract}: {message}"
+        scores = np.asarray(self.task.scorer.score(outputs, expected), dtype=np.float64)
+        scores.setflags(write=False)  # shared with the memo and the run state's rows: nobody may change it
         # one observation object per kind, shared by the rows (never mutated): a dict per row was 70 MB per
         # 800,000 rows
         ok, row_error = (
             {"status": status} | ({"extra_ids": extra} if extra else {}) for status in ("ok", "row_error")
         )
-        rows = tuple(
-            EvaluationRow(
-                instance_id=instance_id,
-                score=float(score),
-                output=None if output is None else to_json(output),
-                expected=expected_json[instance_id],
-                error=error,
-                observation=ok if error is None else row_error,
-                latency_ms=per_row_ms,
-            )
-            for instance_id, output, error, score in zip(ids, outputs, errors, scores, strict=True)
+        columns = EvaluationColumns(
+            ids,
+            scores,
+            json_texts(outputs),
+            expected_json,
+            errors,
+            ok,
+            row_error,
+            elapsed_ms / max(len(ids), 1),
         )
-        mean = sum(r.score for r in rows) / len(rows) if rows else 0.0
-        return Outcome(split=split, rows=rows, score=mean, error=None, latency_ms=elapsed_ms)
+        # the Python sum, left to right, as the rows' scores were always added (`DraftScorer` relies on it)
+        mean = sum(scores.tolist()) / len(ids) if len(ids) else 0.0
+        return Outcome(split=split, rows=columns, score=mean, error=None, latency_ms=elapsed_ms)
+
+    def _rows_of(self, split: str, data: Split | None) -> tuple[Sequence[str], list[str], list[object]]:
+        """(ids, expected JSON texts, expected values) of the rows scored, in split order: for the whole split
+        the evaluator's own columns (shared by every outcome, never copied), for a sample the sample's."""
+        whole = self._whole(split)
+        if data is None or data is whole:
+            return self._split_ids(split), self._expected_column(split), list(whole.expected.values())
+        by_id = self._expected_json(split)
+        ids = tuple(data.expected)
+        return ids, [by_id[i] for i in ids], list(data.expected.values())
 
     def _whole(self, split: str) -> Split:
         """Every row of `split`: the evaluator's own copy, made once (no caller may change it)."""
@@ -317,21 +419,73 @@ class Evaluator:
             self._expected[split] = {i: to_json(v) for i, v in self._whole(split).expected.items()}
         return self._expected[split]
 
+    def _expected_column(self, split: str) -> list[str]:
+        """`_expected_json` in split order: the `expected` column of every whole-split outcome (the texts are
+        the dict's own strings, not copies)."""
+        if split not in self._expected_columns:
+            self._expected_columns[split] = list(self._expected_json(split).values())
+        return self._expected_columns[split]
+
+    def _split_ids(self, split: str) -> tuple[str, ...]:
+        """The split's instance ids in split order: the `ids` of every whole-split outcome (one tuple, shared,
+        so `RunState.add` recognises a whole-split outcome with one comparison)."""
+        if split not in self._ids:
+            self._ids[split] = tuple(self._whole(split).expected)
+        return self._ids[split]
+
     def _failed(self, split: str, message: str, elapsed_ms: float, data: Split | None = None) -> Outcome:
-        data = data if data is not None else self._whole(split)
-        expected_json = self._expected_json(split)
+        ids, expected_json, _ = self._rows_of(split, data)
         observation = {"status": "program_error"}
-        latency_ms = elapsed_ms / max(len(data.expected), 1)
-        rows = tuple(
-            EvaluationRow(
-                instance_id=instance_id,
-                score=0.0,
-                output=None,
-                expected=expected_json[instance_id],
-                error=message,
-                observation=observation,
-                latency_ms=latency_ms,
-            )
-            for instance_id in data.expected
+        scores = np.zeros(len(ids))
+        scores.setflags(write=False)
+        columns = EvaluationColumns(
+            ids,
+            scores,
+            [None] * len(ids),
+            expected_json,
+            [message] * len(ids),
+            observation,
+            observation,
+            elapsed_ms / max(len(ids), 1),
         )
-        return Outcome(split=split, rows=rows, score=0.0, error=message, latency_ms=elapsed_ms)
+        return Outcome(split=split, rows=columns, score=0.0, error=message, latency_ms=elapsed_ms)
+
+
+def _match(
+    ids: Sequence[str], result_rows: list[tuple[object, ...]], row_errors: Mapping[str, str]
+) -> tuple[list[object], list[str | None], int]:
+    """Each row's one output (None where it has none or several), its error so far, and how many ids the result
+    holds that are not rows of `ids` (`extra_ids`).
+
+    Two shortcuts give exactly what the general rule gives, for the results programs almost always have: every
+    id once, in split order (one comparison of tuples), or in another order (one dict, then a lookup per
+    row); the general rule then only runs for a result with a missing, repeated, foreign or non-text id."""
+    result_ids = tuple(map(_FIRST, result_rows))
+    if result_ids == tuple(ids):
+        return list(map(_SECOND, result_rows)), [None] * len(ids), 0
+    if len(result_rows) == len(ids):
+        try:
+            by_id = dict(zip(result_ids, map(_SECOND, result_rows), strict=True))
+            reordered = list(map(by_id.__getitem__, ids)) if len(by_id) == len(ids) else None
+        except (KeyError, TypeError):  # an id not returned; an unhashable id (the general rule reads str(id))
+            reordered = None
+        if reordered is not None:
+            return reordered, [None] * len(ids), 0
+    produced: dict[str, list[object]] = {}
+    for instance_id, value in result_rows:
+        produced.setdefault(str(instance_id), []).append(value)
+    values: list[object] = []
+    errors: list[str | None] = []
+    for instance_id in ids:
+        found = produced.get(instance_id, [])
+        if len(found) == 1:
+            values.append(found[0])
+            errors.append(None)
+        else:
+            values.append(None)
+            errors.append(
+                f"{len(found)} output rows for this id (expected one)"
+                if found
+                else row_errors.get(instance_id, "no output row for this id")
+            )
+    return values, errors, len(set(produced) - set(ids))

@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 
 from sqlglot import exp
 
@@ -65,12 +67,17 @@ class HypothesisScore:
 
 def closeness(row: EvaluationRow, numeric: bool) -> float:
     """How close a row is to its label: its score, or -|output - expected| for numeric contracts."""
+    return _closeness(row.score, row.output, row.expected, numeric)
+
+
+def _closeness(score: float, output: str | None, expected: str | None, numeric: bool) -> float:
+    """`closeness` of a row given as its columns (score, output and expected JSON text)."""
     if not numeric:
-        return row.score
+        return score
     try:
-        return -abs(float(json.loads(row.output)) - float(json.loads(row.expected)))  # type: ignore[arg-type]
+        return -abs(float(json.loads(output)) - float(json.loads(expected)))  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return MISSING if row.output is None else -1e3
+        return MISSING if output is None else -1e3
 
 
 def net_gain(
@@ -88,39 +95,67 @@ def net_gain(
 
 
 class ParentRows:
-    """The parent's evaluated rows, by id; each draft outcome is scored against them (`net_gain`).
+    """The parent's evaluated rows, as columns; each draft outcome is scored against them (`net_gain`).
 
     A draft row whose output equals the parent's has the same closeness, so its term is zero and is skipped
     (exactly: see the module docstring), unless that closeness is not finite (an infinite or NaN number), where
-    x - x is not zero. So only the rows a draft changes are parsed, for the draft and for the parent."""
+    x - x is not zero. So only the rows a draft changes are parsed, for the draft and for the parent. A draft
+    of the parent's rows in the parent's order (the evaluator's own ids: the usual case) finds them with one
+    C-level comparison of the two output columns, not a loop over every row."""
 
     def __init__(self, parent: Outcome, numeric: bool) -> None:
         self.numeric = numeric
-        self._rows = {row.instance_id: row for row in parent.rows}
+        self._ids = parent.ids
+        self._scores: list[float] = parent.scores.tolist()
+        self._outputs, self._expected = parent.outputs, parent.expected
+        self._index: dict[str, int] | None = None  # id -> parent row, for drafts of other rows
+        self._not_finite: list[int] | None = None  # parent rows whose closeness is not finite
 
     def score(
         self, draft: Outcome, penalty: float, held_out: frozenset[str] = frozenset()
     ) -> HypothesisScore:
         if not draft.ok:
             return HypothesisScore(float("-inf"), 0, 0)
+        ids, outputs, expected, numeric = draft.ids, draft.outputs, draft.expected, self.numeric
+        scores: list[float] = draft.scores.tolist()
+        if ids is self._ids or (len(ids) == len(self._ids) and ids == self._ids):
+            changed = compress(range(len(ids)), map(ne, outputs, self._outputs))
+            rows = sorted({*changed, *self._non_finite()}) if numeric else list(changed)
+            pairs = [(k, k) for k in rows]
+        else:
+            index = self._by_id()
+            pairs = [(k, index.get(instance_id)) for k, instance_id in enumerate(ids)]
         gain, fixed, broken = 0.0, 0, 0
-        for row in draft.rows:
-            if row.instance_id in held_out:
+        for k, p in pairs:
+            if held_out and ids[k] in held_out:
                 continue
-            before = self._rows.get(row.instance_id)
-            if before is not None and row.output == before.output and self._finite(before):
+            if p is not None and outputs[k] == self._outputs[p] and self._finite(p):
                 continue
-            delta = closeness(row, self.numeric) - (
-                0.0 if before is None else closeness(before, self.numeric)
+            delta = _closeness(scores[k], outputs[k], expected[k], numeric) - (
+                0.0
+                if p is None
+                else _closeness(self._scores[p], self._outputs[p], self._expected[p], numeric)
             )
             gain += delta if delta > 0 else penalty * delta
             fixed, broken = fixed + (delta > 0), broken + (delta < 0)
         return HypothesisScore(gain, fixed, broken)
 
-    def _finite(self, row: EvaluationRow) -> bool:
-        """Whether the row's closeness is finite, without parsing it: scores are in [0, 1], and a number's JSON
-        (`to_json`) is not finite only as these three words."""
-        return not self.numeric or (row.output not in _NON_FINITE and row.expected not in _NON_FINITE)
+    def _by_id(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {instance_id: p for p, instance_id in enumerate(self._ids)}
+        return self._index
+
+    def _non_finite(self) -> list[int]:
+        if self._not_finite is None:
+            self._not_finite = [p for p in range(len(self._ids)) if not self._finite(p)]
+        return self._not_finite
+
+    def _finite(self, p: int) -> bool:
+        """Whether parent row `p`'s closeness is finite, without parsing it: scores are in [0, 1], and a number's
+        JSON (`to_json`) is not finite only as these three words."""
+        return not self.numeric or (
+            self._outputs[p] not in _NON_FINITE and self._expected[p] not in _NON_FINITE
+        )
 
 
 def score_hypotheses(
@@ -174,7 +209,7 @@ class DraftScorer:
         self._parent_code = parent_code
         self._parent_rows = ParentRows(parent, numeric)
         self._parent_sql: str | None = None
-        self._parent_read = len(parent.rows) < ENGINE_DRAFT_ROWS  # below it, never in the engine
+        self._parent_read = len(parent.ids) < ENGINE_DRAFT_ROWS  # below it, never in the engine
 
     def test(self, code: str) -> tuple[float, float]:
         in_engine = self._in_engine(code)
@@ -259,8 +294,8 @@ def changes_from_rows(
     per_hypothesis: list[list[tuple[object, object]]], base: Outcome
 ) -> list[tuple[int, int, float]]:
     """`output_changes` from the screening rows, in Python: (hypothesis, row, output - base output) where it is not 0."""
-    position = {row.instance_id: r for r, row in enumerate(base.rows)}
-    base_output = [float(json.loads(row.output)) for row in base.rows]  # type: ignore[arg-type]
+    position = {instance_id: r for r, instance_id in enumerate(base.ids)}
+    base_output = [float(json.loads(output)) for output in base.outputs]  # type: ignore[arg-type]
     changes: list[tuple[int, int, float]] = []
     for i, rows in enumerate(per_hypothesis):
         for instance_id, output in rows:

@@ -85,7 +85,7 @@ class DraftEnvironment:
         outcome = self._evaluator.memoised(code, TRAIN) or self._evaluator.evaluate(
             code, TRAIN, [instance_id]
         )
-        return next(r for r in outcome.rows if r.instance_id == instance_id)
+        return outcome.row(instance_id)
 
     def on_rows(self, ids: Sequence[str]) -> DraftEnvironment:
         """The same tools over only the training rows `ids` (Algorithm 1's T_t under minibatches): a sandbox of

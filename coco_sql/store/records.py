@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from json.encoder import encode_basestring_ascii
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
 
 if TYPE_CHECKING:
     from coco_sql.llm.cache import CachedEmbedding, CachedResponse
@@ -63,6 +67,73 @@ class EvaluationRow:
     latency_ms: float = 0.0
 
 
+@dataclass(frozen=True, eq=False)
+class EvaluationColumns(Sequence[EvaluationRow]):
+    """A split's evaluation rows held as columns, the evaluator's form of them: at a million rows one object per
+    row (`EvaluationRow`) cost more time and memory than scoring the rows, so the evaluator, the run state and
+    the stores read these columns, and the rows are built only for a caller that reads them as rows.
+
+    As a sequence it is the tuple of `EvaluationRow`s the rows stand for: built on the first iteration and kept
+    (indexing one row builds only that row). The columns are shared, never copied, and nobody may change them
+    (`expected` is the evaluator's per-split cache). A row without an error carries `observation`, a row with
+    one `error_observation` (each one dict shared by its rows, as the evaluator always made them); the AI
+    counts of a row are 0 (an evaluation's AI usage is per split, `SplitEvaluation.usage`)."""
+
+    instance_ids: Sequence[str]
+    scores: np.ndarray  # float64, one per row
+    outputs: Sequence[str | None]  # the output as stored JSON text; None when there is none
+    expected: Sequence[str | None]  # the expected value as stored JSON text
+    errors: Sequence[str | None]
+    observation: Mapping[str, Any]
+    error_observation: Mapping[str, Any]
+    latency_ms: float = 0.0  # each row's share of the evaluation's wall time
+
+    def __len__(self) -> int:
+        return len(self.instance_ids)
+
+    @overload
+    def __getitem__(self, index: int) -> EvaluationRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[EvaluationRow, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> EvaluationRow | tuple[EvaluationRow, ...]:
+        if isinstance(index, slice):
+            return self.materialised[index]
+        if "materialised" in self.__dict__:
+            return self.materialised[index]
+        k = range(len(self))[index]  # negative indices, and IndexError past the end
+        return self._row(k)
+
+    def __iter__(self) -> Iterator[EvaluationRow]:
+        return iter(self.materialised)
+
+    @cached_property
+    def materialised(self) -> tuple[EvaluationRow, ...]:
+        """Every row as an `EvaluationRow`, built once (only callers that read rows pay for them)."""
+        ok, failed, latency = self.observation, self.error_observation, self.latency_ms
+        return tuple(
+            EvaluationRow(
+                i, score, output, expected, error, ok if error is None else failed, latency_ms=latency
+            )
+            for i, score, output, expected, error in zip(
+                self.instance_ids, self.scores.tolist(), self.outputs, self.expected, self.errors, strict=True
+            )
+        )
+
+    def _row(self, k: int) -> EvaluationRow:
+        error = self.errors[k]
+        return EvaluationRow(
+            self.instance_ids[k],
+            float(self.scores[k]),
+            self.outputs[k],
+            self.expected[k],
+            error,
+            self.observation if error is None else self.error_observation,
+            latency_ms=self.latency_ms,
+        )
+
+
 @dataclass(frozen=True)
 class ProgramScore:
     program_id: str
@@ -79,10 +150,11 @@ class ProgramScore:
 
 @dataclass(frozen=True)
 class SplitEvaluation:
-    """A program's evaluation on one split: the aggregate and its rows, written together."""
+    """A program's evaluation on one split: the aggregate and its rows, written together. The evaluator's rows
+    are `EvaluationColumns`, which the stores write column by column; a tuple of rows is written row by row."""
 
     summary: ProgramScore
-    rows: tuple[EvaluationRow, ...]
+    rows: Sequence[EvaluationRow]
     usage: Usage | None = None  # its AI calls, for the cost ledger (ai_usage, ai_calls)
 
 
@@ -212,6 +284,17 @@ def to_json(value: Any) -> str:
     if value is None:
         return "null"
     return _ENCODER.encode(value)
+
+
+def json_texts(values: Sequence[Any]) -> list[str | None]:
+    """`to_json` of each value, None staying None (an output that is missing), with the same text. A column of
+    only ints or only strings (and None), the usual evaluator outputs, is encoded by one C-level `map`."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return list(map(int.__repr__, values))
+    if kinds == {str}:
+        return list(map(encode_basestring_ascii, values))
+    return [None if value is None else to_json(value) for value in values]
 
 
 def _json_default(value: Any) -> Any:

@@ -1,17 +1,24 @@
 """One iteration's records as table rows, in each table's column order (`sql/schema.sql`).
 
-Every store writes these tuples; only how they travel differs (DuckDB: multi-row VALUES or unnested columns;
-Snowpark: a DataFrame appended with `save_as_table`).
+Every store writes these rows; only how they travel differs (DuckDB: multi-row VALUES, unnested columns or an
+Arrow table; Snowpark: a DataFrame appended with `save_as_table`). The evaluations, a million rows per split of a
+warehouse table, are the exception to one tuple per row: `evaluation_chunks` gives them as columns, read straight
+from the evaluator's `EvaluationColumns`, at most `EVALUATION_CHUNK_ROWS` rows at a time, so what a write holds
+in Python lists stays bounded whatever the table's size.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from coco_sql.store.records import IterationBatch, to_json
+from coco_sql.store.records import EvaluationColumns, EvaluationRow, IterationBatch, to_json
 
 Row = tuple[Any, ...]
+
+#: Evaluation rows per chunk (`evaluation_chunks`): about 20 MB of Python lists, and one statement each.
+EVALUATION_CHUNK_ROWS = 200_000
 
 # The order tables are written in. On an engine without multi-table transactions (SnowparkStore) a row
 # written later vouches for the rows written before it: a program's row for its iteration, a program_scores row
@@ -22,7 +29,15 @@ WRITE_ORDER = ("evaluations", "ai_usage", "ai_calls", "agent_turns", "primitives
 
 def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]:
     """table -> rows for everything in `batch` except the AI cache entries (which are merged, not appended),
-    in `WRITE_ORDER`."""
+    in `WRITE_ORDER`. The evaluations as tuples too: the stores write them from `evaluation_chunks` instead."""
+    rows = table_rows(batch, now)
+    rows["evaluations"] = [row for chunk in evaluation_chunks(batch) for row in zip(*chunk, strict=True)]
+    return {table: rows[table] for table in WRITE_ORDER}
+
+
+def table_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]:
+    """table -> rows for everything in `batch` but its evaluations (`evaluation_chunks`) and the AI cache
+    entries (which are merged, not appended), in `WRITE_ORDER`."""
     run_id = batch.run_id
     usage_rows, call_rows = _ai_rows(batch, now)
     rows = {
@@ -34,12 +49,6 @@ def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]
         ],
         "ai_usage": usage_rows,
         "ai_calls": call_rows,
-        "evaluations": [
-            (run_id, s.summary.program_id, s.summary.split, r.instance_id, r.score, r.output, r.expected, r.error,
-             to_json(r.observation), r.model_calls, r.input_tokens, r.output_tokens, r.latency_ms)
-            for s in batch.evaluations
-            for r in s.rows
-        ],
         "agent_turns": [
             (run_id, batch.iteration, _child_id(batch), a.agent, a.turn, a.role, a.content,
              to_json(list(a.tool_calls)) if a.tool_calls else None, a.tool_call_id, a.tool_name, a.input_tokens,
@@ -72,7 +81,73 @@ def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]
             for p in batch.programs
         ],
     }  # fmt: skip
-    return {table: rows[table] for table in WRITE_ORDER}
+    return {table: rows[table] for table in WRITE_ORDER if table != "evaluations"}
+
+
+def evaluation_chunks(batch: IterationBatch, size: int | None = None) -> Iterator[list[list[Any]]]:
+    """The evaluations table's rows of `batch` as its 13 columns (schema order), at most `size` rows per chunk
+    (default `EVALUATION_CHUNK_ROWS`): small evaluations share a chunk, a large one is cut into several. The
+    evaluator's `EvaluationColumns` are sliced, never turned into rows; a tuple of `EvaluationRow`s is read row
+    by row."""
+    size = size or EVALUATION_CHUNK_ROWS
+    pending: list[list[Any]] = []
+    held = 0
+    for evaluation in batch.evaluations:
+        rows, n, start = evaluation.rows, len(evaluation.rows), 0
+        while start < n:
+            stop = min(n, start + size - held)
+            k = stop - start
+            part = [
+                [batch.run_id] * k,
+                [evaluation.summary.program_id] * k,
+                [evaluation.summary.split] * k,
+                *_row_columns(rows, start, stop),
+            ]
+            if pending:
+                for column, more in zip(pending, part, strict=True):
+                    column.extend(more)
+            else:
+                pending = part
+            held, start = held + k, stop
+            if held >= size:
+                yield pending
+                pending, held = [], 0
+    if pending:
+        yield pending
+
+
+def _row_columns(rows: Sequence[EvaluationRow], start: int, stop: int) -> list[list[Any]]:
+    """Columns instance_id .. latency_ms of `rows[start:stop]`. The observation is stored as its JSON text:
+    the evaluator's rows share two observations, so it encodes two."""
+    if isinstance(rows, EvaluationColumns):
+        k = stop - start
+        errors = list(rows.errors[start:stop])
+        ok, failed = to_json(rows.observation), to_json(rows.error_observation)
+        return [
+            list(rows.instance_ids[start:stop]),
+            rows.scores[start:stop].tolist(),
+            list(rows.outputs[start:stop]),
+            list(rows.expected[start:stop]),
+            errors,
+            [ok if error is None else failed for error in errors],
+            [0] * k,
+            [0] * k,
+            [0] * k,
+            [rows.latency_ms] * k,
+        ]
+    part = rows[start:stop]
+    return [
+        [r.instance_id for r in part],
+        [r.score for r in part],
+        [r.output for r in part],
+        [r.expected for r in part],
+        [r.error for r in part],
+        [to_json(r.observation) for r in part],
+        [r.model_calls for r in part],
+        [r.input_tokens for r in part],
+        [r.output_tokens for r in part],
+        [r.latency_ms for r in part],
+    ]
 
 
 def _child_id(batch: IterationBatch) -> str | None:

@@ -45,7 +45,7 @@ from coco_sql.store.records import (
     to_json,
 )
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
-from coco_sql.store.rows import Row, iteration_rows
+from coco_sql.store.rows import WRITE_ORDER, Row, evaluation_chunks, table_rows
 from coco_sql.store.table_schema import Column, table_columns
 from coco_sql.store.values import plain
 
@@ -224,8 +224,13 @@ class SnowparkStore:
 
         now = _now()
         with self._lock:
-            for table, rows in iteration_rows(batch, now).items():
-                self._append(table, rows)
+            rows = table_rows(batch, now)
+            for table in WRITE_ORDER:
+                if table == "evaluations":  # one append per chunk: the rows of a large table stay bounded
+                    for columns in evaluation_chunks(batch):
+                        self._append(table, list(zip(*columns, strict=True)))
+                else:
+                    self._append(table, rows[table])
             if batch.finish_run:
                 self._table("runs").update(
                     {"status": lit("finished"), "finished_at": lit(now)}, col("run_id") == batch.run_id

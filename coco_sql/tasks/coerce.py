@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
@@ -24,6 +25,10 @@ CONTRACT_TYPES: tuple[str, ...] = ("INTEGER", "DOUBLE", "VARCHAR", "BOOLEAN", "V
 
 #: Separator used to split a string into a ``VARCHAR[]`` when nothing more specific is known.
 DEFAULT_LIST_SEPARATOR = ";"
+
+#: The Python type of each scalar contract type on which `coerce_output` is the identity (for DOUBLE: but NaN,
+#: which is missing). `bool` is not an `int` here: types are compared exactly.
+_NATIVE: dict[str, type] = {"INTEGER": int, "DOUBLE": float, "VARCHAR": str, "BOOLEAN": bool}
 
 _TRUE_STRINGS = frozenset({"true", "t", "yes", "y", "1"})
 _FALSE_STRINGS = frozenset({"false", "f", "no", "n", "0"})
@@ -148,6 +153,43 @@ def coerce_output(value: object, type_: str, *, separator: str = DEFAULT_LIST_SE
     if type_ == "VARCHAR[]":
         return _to_str_list(value, separator)
     raise ValueError(f"unknown contract type {type_!r} (known: {', '.join(CONTRACT_TYPES)})")
+
+
+def coerce_outputs(
+    values: Sequence[object], type_: str, *, separator: str = DEFAULT_LIST_SEPARATOR
+) -> tuple[list[object | None], dict[int, str]]:
+    """`coerce_output` of every value of a column: (the converted values, position -> the `ValueError` message
+    of each value that does not convert; those positions hold None). The same values and messages as calling
+    `coerce_output` row by row, only faster.
+
+    Why: the evaluator converts every output of a program, a million per evaluation on a warehouse table, and
+    nearly always they already are of the contract's Python type (DuckDB gives an INTEGER label as an `int`),
+    where conversion is the identity. So a column of only such values and None (checked by one C-level pass
+    over the types) comes back as it is, with NaN (a missing DOUBLE) as None; in any other column each value of
+    that exact type is kept and only the others go through `coerce_output`."""
+    native = _NATIVE.get(type_)
+    if native is not None:
+        kinds = set(map(type, values))
+        if kinds <= {native, type(None)}:
+            converted = list(values)
+            if native is float:  # NaN != NaN: the only float that is missing
+                for k in [k for k, value in enumerate(converted) if value != value]:
+                    converted[k] = None
+            return converted, {}
+    converted = []
+    failures: dict[int, str] = {}
+    for k, value in enumerate(values):
+        if value is None:
+            converted.append(None)
+        elif type(value) is native and value == value:
+            converted.append(value)
+        else:
+            try:
+                converted.append(coerce_output(value, type_, separator=separator))
+            except ValueError as error:
+                converted.append(None)
+                failures[k] = str(error)
+    return converted, failures
 
 
 def parse_expected(raw: str, type_: str, *, separator: str = DEFAULT_LIST_SEPARATOR) -> object:

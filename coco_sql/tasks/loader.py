@@ -166,7 +166,9 @@ class TaskPack:
     def with_rows(self, name: str, ids: Sequence[str]) -> TaskPack:
         """The same task with split `name` restricted to its rows `ids` (a minibatch's training rows, for the
         mutator's environment); the other splits are dropped, so nothing built on it can read them."""
-        return replace(self, _splits={name: self.split(name).subset(ids)})
+        if name not in self._splits:
+            self.split(name)  # the one-line TaskError
+        return replace(self, _splits={name: self._splits[name].subset(ids)})  # subset copies only those rows
 
     @property
     def uses_ai(self) -> bool:

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 import duckdb
 import pandas as pd
 
-from coco_sql.tasks.coerce import DEFAULT_LIST_SEPARATOR, coerce_output, is_missing
+from coco_sql.tasks.coerce import DEFAULT_LIST_SEPARATOR, coerce_output, coerce_outputs, is_missing
 
 #: Scorer kinds a task.toml may name, in the order error messages list them.
 SCORER_KINDS: tuple[str, ...] = ("exact", "numeric", "multilabel_f1", "token_match", "sql", "bound_ratio")
@@ -62,11 +62,11 @@ class ExactScorer:
 
     def score(self, outputs: Sequence[object | None], expected: Sequence[object]) -> list[float]:
         _check_lengths(outputs, expected)
-        scores: list[float] = []
-        for out, exp in zip(outputs, expected, strict=True):
-            value = _coerce_or_none(out, self.type_)
-            scores.append(1.0 if value is not None and value == exp else 0.0)
-        return scores
+        values, _ = coerce_outputs(outputs, self.type_)  # what does not convert is None, as `_coerce_or_none`
+        return [
+            1.0 if value is not None and value == exp else 0.0
+            for value, exp in zip(values, expected, strict=True)
+        ]
 
 
 @dataclass(frozen=True)
