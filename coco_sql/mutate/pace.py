@@ -177,7 +177,10 @@ class PrimitiveAwareMutator:
     def _refine(
         self, request: MutationRequest, library: PrimitiveLibrary, dialect: str, rng: np.random.Generator
     ) -> Proposal:
-        """P3: the inner mutator's child (SQL: edited with its macros expanded, then folded back)."""
+        """P3: the inner mutator's child (SQL: edited with its macros expanded, then folded back). The inner
+        mutator sees its own approaches in `tried`: the ledger's operator prefixes are taken off."""
+        context = replace(request.context, tried=inner_approaches(request.context.tried))
+        request = replace(request, context=context)
         if self.language != "sql":
             return self.inner.propose(request, rng)
         macros, _ = split_macros(request.parent.code, dialect)
@@ -395,10 +398,30 @@ def fold(code: str, primitives: list[Primitive], dialect: str) -> str:
 
 
 def _pretty(code: str, dialect: str) -> str:
+    """The expanded program as the inner mutator expects it: a call that was a whole WHEN condition is a bare
+    condition again (`WHEN p1 = 4`, not `WHEN (p1 = 4)`), so its rule operators and the joint fit see the
+    point guards they know."""
     try:
-        return sqlglot.parse_one(code, read=dialect).sql(dialect=dialect, pretty=True)
+        query = sqlglot.parse_one(code, read=dialect)
     except sqlglot.errors.ParseError:
         return code
+    bare = query.transform(
+        lambda n: (
+            n.this if isinstance(n, exp.Paren) and isinstance(n.parent, exp.If) and n.arg_key == "this" else n
+        )
+    )
+    return bare.sql(dialect=dialect, pretty=True)
+
+
+def inner_approaches(tried: frozenset[str]) -> frozenset[str]:
+    """The approaches as the inner mutator wrote them: 'P3: x' is x, and 'P1: insert p: ...; then x' is x."""
+    found = set(tried)
+    for approach in tried:
+        head, sep, rest = approach.partition(": ")
+        if sep and head in OPERATORS:
+            found.add(rest)
+            found.add(rest.rpartition("; then ")[2])
+    return frozenset(found)
 
 
 # -- Python -------------------------------------------------------------------------------------------------
