@@ -56,9 +56,12 @@ def run_one(task: str, primitives: bool, seed: int, budget: int) -> dict[str, An
 
 
 def spread(values: list[float], digits: int = 3) -> str:
-    if not values:
+    """median [min..max]; runs without a value (a test evaluation that failed) are counted apart."""
+    kept = [v for v in values if v == v]  # NaN: the run's test evaluation produced no tour
+    if not kept:
         return "-"
-    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}..{max(values):.{digits}f}]"
+    missing = f" ({len(values) - len(kept)} failed)" if len(kept) < len(values) else ""
+    return f"{statistics.median(kept):.{digits}f} [{min(kept):.{digits}f}..{max(kept):.{digits}f}]{missing}"
 
 
 def main() -> None:
