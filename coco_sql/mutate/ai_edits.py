@@ -4,12 +4,15 @@ Each edit rewrites the literal arguments of one AI_CLASSIFY call (addressed by i
 using what the training rows show:
 
 - few_shot: add training rows as `examples` in the config: the rows the curator targets, every row of a label
-  the parent keeps missing, or every training row;
+  the parent keeps missing, or every training row; never more than `examples.MAX_EXAMPLES` in all, a diverse
+  subset drawn from the injected RNG when more are offered (`examples`);
 - prune_examples: drop the examples that the other examples get entirely wrong (Wilson editing: likely label
   noise), judged on the cross-fitted predictions;
 - describe_label: give a label a description mined from its training rows (the words that set its texts apart
   from the others), aimed at the label the parent confuses most;
-- output_mode: switch between 'single' and 'multi';
+- output_mode: switch between 'single' and 'multi', only for a multi-label contract (VARCHAR[]); a single-label
+  program reads one label (`labels[0]`), and 'multi' would hand it the first of several in category order, not
+  the most likely one, so there the only edit is back to 'single';
 - keyword_guard: a deterministic rule mined from the training rows in front of the AI call,
   `CASE WHEN <input> ILIKE '%word%' THEN <label> ELSE <AI call> END`, for the words whose guard would gain most
   over the parent's own predictions on the rows they match;
@@ -30,8 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from sqlglot import exp
 
+from coco_sql.mutate.examples import MAX_EXAMPLES, Vectors, capped
 from coco_sql.mutate.sql_edits import Edit
 
 MAX_DESCRIPTION_WORDS = 6
@@ -131,6 +136,8 @@ class TrainingView:
     scope_sql: str = ""  # a query returning every row and column the call's SELECT sees (for probes)
     # label -> (the text its similarity is measured to, AI_SIMILARITY(input, text) per training row id)
     similarities: Mapping[str, tuple[str, Mapping[str, float]]] = field(default_factory=dict)
+    # input text -> its embedding, for choosing diverse few-shot examples (empty: chosen at random per label)
+    vectors: Vectors = field(default_factory=dict)
 
 
 def classify_calls(query: exp.Expression) -> list[exp.Expression]:
@@ -376,12 +383,24 @@ def confusions(rows: Sequence[TrainingRow]) -> list[tuple[str, str, int]]:
     return [(a, b, n) for (a, b), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def _few_shot(index: int, spec: ClassifySpec, rows: Sequence[TrainingRow], what: str) -> Edit:
-    config = dict(spec.config)
-    config["examples"] = [*(spec.config.get("examples") or []), *(_example(r) for r in rows)]
+def _few_shot(
+    index: int,
+    spec: ClassifySpec,
+    rows: Sequence[TrainingRow],
+    what: str,
+    choice: tuple[np.random.Generator, Vectors, int],
+) -> Edit:
+    """Add `rows` as examples, or a diverse subset of them and the call's examples when more than the limit."""
+    rng, vectors, limit = choice
+    existing = list(spec.config.get("examples") or [])
+    kept, added = capped(existing, rows, rng, vectors, limit)
+    config = {**spec.config, "examples": [*kept, *(_example(r) for r in added)]}
+    taken = f"{len(added)} of {len(rows)}" if len(added) < len(rows) else f"{len(rows)}"
+    cut = f", keep {len(kept)} of {len(existing)} examples" if len(kept) < len(existing) else ""
+    subset = "; a diverse subset" if len(added) < len(rows) or cut else ""
     return Edit(
         "few_shot",
-        f"AI_CLASSIFY #{index + 1}: add {len(rows)} training rows as examples ({what})",
+        f"AI_CLASSIFY #{index + 1}: add {taken} training rows as examples ({what}{subset}){cut}",
         _replace_spec(index, ClassifySpec(spec.categories, config)),
     )
 
@@ -395,9 +414,21 @@ def _example(row: TrainingRow) -> dict[str, Any]:
 
 
 def ai_edits(
-    query: exp.Expression, views: Mapping[int, TrainingView], targets: Sequence[str], batch: int = 10
+    query: exp.Expression,
+    views: Mapping[int, TrainingView],
+    targets: Sequence[str],
+    batch: int = 10,
+    *,
+    rng: np.random.Generator | None = None,
+    multi_label: bool = True,
+    max_examples: int = MAX_EXAMPLES,
 ) -> list[Edit]:
-    """Every AI-pipeline hypothesis for the parent, most specific first."""
+    """Every AI-pipeline hypothesis for the parent, most specific first.
+
+    `rng` draws the few-shot subsets (the mutator passes its stream of the iteration; None: a fixed generator,
+    for tools and tests outside a run). `multi_label` is False for a single-label contract: no edit then turns
+    output_mode 'multi' on. At most `max_examples` examples per call."""
+    generator = rng if rng is not None else np.random.default_rng(0)
     edits: list[Edit] = []
     for index, call in enumerate(classify_calls(query)):
         spec, view = read_spec(call), views.get(index)
@@ -409,15 +440,22 @@ def ai_edits(
         by_id = {r.instance_id: r for r in fresh}
         wanted = [by_id[t] for t in targets if t in by_id][:batch]
         failing = [r for r in fresh if set(r.gold) != set(r.predicted)]
+        if (
+            len(failing) > batch
+        ):  # a fresh draw each time: the first rows by id would be offered again and again
+            failing = [
+                failing[int(i)] for i in sorted(generator.choice(len(failing), size=batch, replace=False))
+            ]
         where = f"AI_CLASSIFY #{index + 1}"
+        choice = (generator, view.vectors, max_examples)
 
-        groups = [(wanted, "the targeted failures"), (failing[:batch], "failing rows")]
+        groups = [(wanted, "the targeted failures"), (failing, "failing rows")]
         groups += [
             ([r for r in fresh if m in r.gold], f"every row labelled {m!r}")
             for m, _, _ in confusions(view.rows)[:2]
         ]
         groups.append((fresh, "every training row"))
-        edits.extend(_few_shot(index, spec, rows, what) for rows, what in groups if rows)
+        edits.extend(_few_shot(index, spec, rows, what, choice) for rows, what in groups if rows)
         # Editing (Wilson): an example that its neighbours get entirely wrong is likely noise; drop those.
         contradicted = {r.text for r in view.rows if r.text in known and _set_f1(r.predicted, r.gold) == 0.0}
         if contradicted:
@@ -453,14 +491,15 @@ def ai_edits(
                 )
             )
         mode = str(spec.config.get("output_mode", "single")).lower()
-        config = {**spec.config, "output_mode": "single" if mode == "multi" else "multi"}
-        edits.append(
-            Edit(
-                "output_mode",
-                f"{where}: output_mode {config['output_mode']!r}",
-                _replace_spec(index, ClassifySpec(spec.categories, config)),
+        if multi_label or mode == "multi":
+            config = {**spec.config, "output_mode": "single" if mode == "multi" else "multi"}
+            edits.append(
+                Edit(
+                    "output_mode",
+                    f"{where}: output_mode {config['output_mode']!r}",
+                    _replace_spec(index, ClassifySpec(spec.categories, config)),
+                )
             )
-        )
         if call.parent is not None:
             for pattern, label, support, gain in guard_candidates(view.rows, labels):
                 edits.append(

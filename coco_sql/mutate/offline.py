@@ -11,9 +11,11 @@ that already solve a target, the ledger, the parent's already-tried approaches) 
    (`screening`), and the best `confirm` are rendered, validated and tested as real drafts;
 4. if none of those gains, investigate one target at a time with every operator (`sql_edits`: guards, leaf
    changes, recombination, drops), up to `max_drafts` tested drafts;
-5. commit the best draft by net row-level gain over the parent: closeness is the row score, or minus the absolute
+5. commit a draft by net row-level gain over the parent: closeness is the row score, or minus the absolute
    error for numeric contracts, and regressions weigh `regression_penalty` times more than fixes. Hypotheses and
    drafts are scored inside the engine, as SQL over their outputs and the training labels (`hypothesis_scoring`).
+   The committed draft is drawn from the RNG among the near-best (`choice`, `sql_near_best`): within 10% of the
+   best gain, at most the top 3, so different seeds take different edit orders.
 
 When the ledger shows stagnation the mutator takes a named new direction, recorded as 'restructure' instead of
 'hillclimb': first it refits all point guards of the parent jointly against every training row (`joint_fit`, once
@@ -26,25 +28,17 @@ Everything random comes from the injected RNG, so a proposal is a pure function 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from sqlglot import exp
 
-from coco_sql.aifuncs.functions import ArgumentError, category_prototypes
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.evaluate import Outcome
-from coco_sql.mutate.ai_edits import (
-    ClassifySpec,
-    TrainingRow,
-    TrainingView,
-    ai_edits,
-    classify_calls,
-    confusions,
-    read_spec,
-    set_spec,
-)
+from coco_sql.mutate.ai_edits import classify_calls
+from coco_sql.mutate.ai_pipeline import AiPipelineSearch
 from coco_sql.mutate.base import MutationRequest, Proposal
+from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.mutate.hypothesis_scoring import (
     NUMERIC_TYPES,
     DraftScorer,
@@ -95,6 +89,11 @@ class OperatorShares:
 # adding guards: prune and recombine more, fit fewer new guards.
 RESTRUCTURE = OperatorShares(duplicate_guard=0.3, change_leaf=0.2, recombine=0.25, drop_guard=0.25)
 
+# The SQL path's committed draft: one of the top 3 within 10% of the best net gain. Tighter than the AI path's
+# (`ai_pipeline.AI_NEAR_BEST`): a guard's net gain counts regressions ten times, so a 10% gap is already a
+# real difference there.
+SQL_NEAR_BEST = NearBest(relative=0.1, absolute=0.0, top=3)
+
 
 class OfflineMutator:
     name = "offline"
@@ -113,6 +112,8 @@ class OfflineMutator:
         joint_fit: bool = True,
         joint_fit_time_limit_s: float = 20.0,
         max_fit_hypotheses: int = 2000,
+        max_examples: int = 0,  # 0: no cap (a cap of MAX_EXAMPLES costs goemotions ~0.03 today)
+        sql_near_best: NearBest | None = None,
     ) -> None:
         if max_drafts < 1 or max_targets < 1:
             raise ValueError("max_drafts and max_targets must be at least 1")
@@ -128,6 +129,8 @@ class OfflineMutator:
         self.joint_fit = joint_fit  # on stagnation, refit all point guards at once (see `joint_fit`)
         self.joint_fit_time_limit_s = joint_fit_time_limit_s
         self.max_fit_hypotheses = max_fit_hypotheses
+        self.max_examples = max_examples  # few-shot examples per AI_CLASSIFY call (`examples`)
+        self.sql_near_best = sql_near_best or SQL_NEAR_BEST
 
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
         env = request.env
@@ -230,8 +233,9 @@ class OfflineMutator:
                 strategy=strategy,
                 notes={"targets": tried, **notes_extra},
             )
-        # Best net gain, then training score; ties keep the order in which drafts were drawn.
-        code = min(tested, key=lambda c: (-tested[c][2], -tested[c][1]))
+        # By net gain, then training score, then the order drafts were drawn in; one of the near-best is drawn.
+        codes = sorted(tested, key=lambda c: (-tested[c][2], -tested[c][1]))
+        code = codes[pick_near_best([tested[c][2] for c in codes], rng, self.sql_near_best)]
         best, score, gain = tested[code]
         return Proposal(
             code=code,
@@ -245,6 +249,7 @@ class OfflineMutator:
                 "parent_train_score": parent_outcome.score,
                 "child_train_score": score,
                 "net_gain": gain,
+                "best_gain": tested[codes[0]][2],
                 **notes_extra,
             },
         )
@@ -257,147 +262,12 @@ class OfflineMutator:
         strategy: str,
         rng: np.random.Generator,
     ) -> Proposal:
-        """AI-pipeline edits (`ai_edits`), each tested on the training rows; the best cross-fitted gain wins.
-
-        A training row that a program uses as a few-shot example is trivially right in it, so the parent and
-        every draft are scored cross-fitted (`_cross_fitted`): such rows are predicted by a variant that does
-        not hold them. The edits are mined from the parent's cross-fitted predictions for the same reason."""
-        env, context = request.env, request.context
-        views = self._training_views(parent_query, env, parent_outcome)
-        texts = {row.instance_id: row.text for view in views.values() for row in view.rows}
-        parent_fit = self._cross_fitted(parent_query, env, texts)
-        predicted = {row.instance_id: _labels(row.output) for row in parent_fit.rows}
-        views = {
-            index: replace(
-                view, rows=tuple(replace(r, predicted=predicted.get(r.instance_id, ())) for r in view.rows)
-            )
-            for index, view in views.items()
-        }
-        targets = list(context.targets) or [
+        """AI-pipeline edits (`ai_pipeline`), tested cross-fitted on the training rows; a near-best one wins."""
+        targets = list(request.context.targets) or [
             t for t in self._own_failures(parent_outcome, rng) if t is not None
         ]
-        edits = [e for e in ai_edits(parent_query, views, targets) if e.approach not in context.tried]
-        tested: dict[str, tuple[Edit, Outcome, float]] = {}
-        for edit in edits[: self.max_drafts]:
-            child = edit.apply(parent_query)
-            code = self._render(child, env)
-            if code in tested or code == request.parent.code:
-                continue
-            outcome = self._cross_fitted(child, env, texts)
-            # The score difference itself (regressions weigh 1): a classifier edit that fixes 40 rows and
-            # moves 10 others is progress, unlike a rule that fits the sample by breaking rows.
-            tested[code] = (edit, outcome, outcome.score - parent_fit.score if outcome.ok else float("-inf"))
-        if not tested:
-            return Proposal(
-                request.parent.code, "no applicable AI-pipeline edit; resubmitted unchanged", strategy
-            )
-        code = min(tested, key=lambda c: -tested[c][2])
-        best, outcome, gain = tested[code]
-        return Proposal(
-            code=code,
-            approach=best.approach,
-            strategy=strategy,
-            notes={
-                "targets": targets[: self.max_targets],
-                "hypotheses": {"ai_pipeline": len(edits)},
-                "drafts_tested": len(tested),
-                "parent_train_score": parent_fit.score,
-                "child_train_score": outcome.score,
-                "net_gain": gain,
-                "cross_fitted": True,
-            },
-        )
-
-    def _with_similarities(
-        self, query: exp.Expression, index: int, view: TrainingView, env: DraftEnvironment, labels: int = 2
-    ) -> TrainingView:
-        """Probe AI_SIMILARITY(input, '<label: description>') on the training rows for the labels the parent
-        misses most, so that a cascade guard's threshold can be tuned on them."""
-        spec = read_spec(classify_calls(query)[index])
-        if spec is None or not view.scope_sql:
-            return view
-        try:
-            prototypes = dict(zip(*category_prototypes(spec.categories), strict=True))
-        except ArgumentError:
-            return view
-        similarities: dict[str, tuple[str, dict[str, float]]] = {}
-        for missed, _, _ in confusions(view.rows)[:labels]:
-            text = prototypes.get(missed)
-            if text is None or missed in similarities:
-                continue
-            literal = exp.Literal.string(text).sql(dialect="duckdb")
-            sql = (
-                f"SELECT CAST(id AS VARCHAR), AI_SIMILARITY(to_json(CAST(({view.input_sql}) AS VARCHAR)), "
-                f"to_json({literal}), NULL) FROM ({view.scope_sql}) AS s"
-            )
-            try:
-                result = env.probe(sql)
-            except EvaluationError:
-                continue
-            similarities[missed] = (text, {str(i): float(v) for i, v in result.rows if v is not None})
-        return replace(view, similarities=similarities)
-
-    def _cross_fitted(self, query: exp.Expression, env: DraftEnvironment, texts: dict[str, str]) -> Outcome:
-        """The program's training outcome, with every row it uses as a few-shot example predicted out of fold.
-
-        Rows whose text is an example are split in two folds by id; for each fold a variant without that
-        fold's examples predicts it. Other rows keep the program's own prediction. Three draft tests at most,
-        cheap on a warm cache; a program without such examples costs one."""
-        full = env.test_draft(self._render(query, env))
-        examples = {
-            text for spec in map(read_spec, classify_calls(query)) if spec for text in spec.example_inputs
-        }
-        covered = sorted(i for i, text in texts.items() if text in examples)
-        if not covered or not full.ok:
-            return full
-        rows = {row.instance_id: row for row in full.rows}
-        for fold in (covered[0::2], covered[1::2]):
-            held = {texts[i] for i in fold}
-            variant = query.copy()
-            for call in classify_calls(variant):
-                spec = read_spec(call)
-                if spec is not None and spec.config.get("examples"):
-                    kept = [
-                        e
-                        for e in spec.config["examples"]
-                        if not (isinstance(e, dict) and e.get("input") in held)
-                    ]
-                    set_spec(call, ClassifySpec(spec.categories, {**spec.config, "examples": kept}))
-            outcome = env.test_draft(self._render(variant, env))
-            by_id = {row.instance_id: row for row in outcome.rows}
-            for i in fold:
-                if i in by_id:
-                    rows[i] = by_id[i]
-        ordered = tuple(rows[row.instance_id] for row in full.rows)
-        return replace(full, rows=ordered, score=sum(r.score for r in ordered) / max(len(ordered), 1))
-
-    def _training_views(
-        self, query: exp.Expression, env: DraftEnvironment, parent_outcome: Outcome
-    ) -> dict[int, TrainingView]:
-        """For each AI_CLASSIFY call: its input text on every training row, with gold and predicted labels."""
-        gold = {row.instance_id: _labels(row.expected) for row in parent_outcome.rows}
-        predicted = {row.instance_id: _labels(row.output) for row in parent_outcome.rows}
-        views: dict[int, TrainingView] = {}
-        for index, call in enumerate(classify_calls(query)):
-            argument = call.this if isinstance(call, exp.AIClassify) else call.expressions[0]
-            select = enclosing_select(call)
-            scope = scope_probe(query, select) if select is not None else None
-            if scope is None:
-                continue
-            input_sql = argument.sql(dialect="duckdb")
-            try:
-                result = env.probe(
-                    f"SELECT CAST(id AS VARCHAR), CAST(({input_sql}) AS VARCHAR) FROM ({scope}) AS s"
-                )
-            except EvaluationError:
-                continue
-            rows = tuple(
-                TrainingRow(str(i), str(text), gold.get(str(i), ()), predicted.get(str(i), ()))
-                for i, text in result.rows
-                if text is not None and str(i) in gold
-            )
-            views[index] = TrainingView(rows, input_sql, scope)
-        return views
+        search = AiPipelineSearch(self.max_drafts, self.max_targets, self.max_examples)
+        return search.propose(request, parent_query, parent_outcome, targets, strategy, rng)
 
     def _static_proposal(
         self,
@@ -648,19 +518,6 @@ class _Probes(dict[str, QueryResult | None]):
         super().__init__()
         self.derived: dict[str, tuple[dict[str, tuple], dict[str, tuple[object, ...]]]] = {}
         self.scope_sql: dict[tuple[int, int], str | None] = {}  # (id of the parsed parent, CASE) -> probe
-
-
-def _labels(cell: str | None) -> tuple[str, ...]:
-    """A row's labels from its JSON output or expected value (a list, or one label)."""
-    if cell is None:
-        return ()
-    try:
-        value = json.loads(cell)
-    except ValueError:
-        return ()
-    if isinstance(value, list):
-        return tuple(str(v) for v in value)
-    return () if value is None else (str(value),)
 
 
 __all__ = ["OfflineMutator", "OperatorShares"]

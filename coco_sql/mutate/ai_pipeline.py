@@ -1,0 +1,267 @@
+"""The offline mutator's proposal for programs that call AI_CLASSIFY: `ai_edits`, each tested on the training rows.
+
+1. read each call's input text on the training rows (`training_views`) and, for choosing diverse few-shot
+   examples, their embeddings (one probe, cached by the run's embedding store);
+2. score the parent cross-fitted (`cross_fitted`): a training row that a program uses as a few-shot example is
+   trivially right in it, so such rows are predicted by a variant that does not hold them; the edits are mined
+   from these predictions for the same reason;
+3. test up to `max_drafts` edits the same way and commit one of the near-best by gain (`choice`): a draw from
+   the injected RNG among the drafts within a row or two of the best, so that seeds explore different edit
+   orders (issue 15, part 5).
+
+Only training rows are read. Everything random comes from the injected RNG.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from sqlglot import exp
+
+from coco_sql.aifuncs.functions import ArgumentError, category_prototypes
+from coco_sql.errors import EvaluationError
+from coco_sql.evaluate import Outcome
+from coco_sql.mutate.ai_edits import (
+    ClassifySpec,
+    TrainingRow,
+    TrainingView,
+    ai_edits,
+    classify_calls,
+    confusions,
+    read_spec,
+    set_spec,
+)
+from coco_sql.mutate.base import MutationRequest, Proposal
+from coco_sql.mutate.choice import NearBest, pick_near_best
+from coco_sql.mutate.examples import MAX_EXAMPLES
+from coco_sql.mutate.sql_edits import Edit, enclosing_select, scope_probe
+from coco_sql.reflect.environment import DraftEnvironment
+
+# Drafts within 15% of the best gain, or within 1.5 training rows' worth of score (the cross-fitted scores move
+# by a row or two between equivalent edits), are drawn among; at most the top 3.
+AI_NEAR_BEST = NearBest(relative=0.15, absolute=0.0, top=3)
+AI_NEAR_BEST_ROWS = 1.5
+
+
+@dataclass(frozen=True)
+class AiPipelineSearch:
+    """One AI-pipeline proposal (module docstring). `max_examples` caps the few-shot examples of each call."""
+
+    max_drafts: int = 32
+    max_targets: int = 3
+    max_examples: int = MAX_EXAMPLES
+    near_best: NearBest = AI_NEAR_BEST
+    near_best_rows: float = AI_NEAR_BEST_ROWS
+
+    def propose(
+        self,
+        request: MutationRequest,
+        parent_query: exp.Expression,
+        parent_outcome: Outcome,
+        targets: Sequence[str],
+        strategy: str,
+        rng: np.random.Generator,
+    ) -> Proposal:
+        env, context = request.env, request.context
+        views = training_views(parent_query, env, parent_outcome)
+        texts = {row.instance_id: row.text for view in views.values() for row in view.rows}
+        vectors = embeddings(env, views)
+        parent_fit = cross_fitted(parent_query, env, texts)
+        predicted = {row.instance_id: labels_of(row.output) for row in parent_fit.rows}
+        views = {
+            index: replace(
+                view,
+                rows=tuple(replace(r, predicted=predicted.get(r.instance_id, ())) for r in view.rows),
+                vectors=vectors,
+            )
+            for index, view in views.items()
+        }
+        edits = [
+            e
+            for e in ai_edits(
+                parent_query,
+                views,
+                targets,
+                rng=rng,
+                multi_label=is_multi_label(env.output_type),
+                max_examples=self.max_examples,
+            )
+            if e.approach not in context.tried
+        ]
+        tested: dict[str, tuple[Edit, Outcome, float]] = {}
+        for edit in edits[: self.max_drafts]:
+            child = edit.apply(parent_query)
+            code = render(child, env)
+            if code in tested or code == request.parent.code:
+                continue
+            outcome = cross_fitted(child, env, texts)
+            # The score difference itself (regressions weigh 1): a classifier edit that fixes 40 rows and
+            # moves 10 others is progress, unlike a rule that fits the sample by breaking rows.
+            tested[code] = (edit, outcome, outcome.score - parent_fit.score if outcome.ok else float("-inf"))
+        if not tested:
+            return Proposal(
+                request.parent.code, "no applicable AI-pipeline edit; resubmitted unchanged", strategy
+            )
+        codes = list(tested)
+        rows = max(len(parent_fit.rows), 1)
+        policy = replace(self.near_best, absolute=max(self.near_best.absolute, self.near_best_rows / rows))
+        code = codes[pick_near_best([tested[c][2] for c in codes], rng, policy)]
+        best, outcome, gain = tested[code]
+        return Proposal(
+            code=code,
+            approach=best.approach,
+            strategy=strategy,
+            notes={
+                "targets": list(targets[: self.max_targets]),
+                "hypotheses": {"ai_pipeline": len(edits)},
+                "drafts_tested": len(tested),
+                "parent_train_score": parent_fit.score,
+                "child_train_score": outcome.score,
+                "net_gain": gain,
+                "best_gain": max(t[2] for t in tested.values()),
+                "cross_fitted": True,
+            },
+        )
+
+
+def is_multi_label(output_type: str) -> bool:
+    """A contract that holds several labels per row (VARCHAR[]): the only kind where output_mode 'multi' fits."""
+    return output_type.strip().upper().endswith("[]")
+
+
+def render(query: exp.Expression, env: DraftEnvironment) -> str:
+    return query.sql(dialect=env.dialect, pretty=True)
+
+
+def embeddings(env: DraftEnvironment, views: dict[int, TrainingView]) -> dict[str, np.ndarray]:
+    """Each training input's embedding by the run's embedding model (AI_EMBED with an empty model name is the
+    run's configured one), for choosing diverse examples. One probe per call; the run's embedding cache already
+    holds these texts, so it costs no model calls. Empty when the engine cannot embed (then examples are drawn
+    at random per label)."""
+    vectors: dict[str, np.ndarray] = {}
+    for view in views.values():
+        if not view.scope_sql:
+            continue
+        try:
+            result = env.probe(
+                f"SELECT CAST(({view.input_sql}) AS VARCHAR), "
+                f"AI_EMBED(to_json(''), to_json(CAST(({view.input_sql}) AS VARCHAR))) FROM ({view.scope_sql}) AS s"
+            )
+        except EvaluationError:
+            continue
+        for text, vector in result.rows:
+            if text is not None and vector:
+                v = np.asarray(vector, dtype=np.float32)
+                vectors[str(text)] = v / max(float(np.linalg.norm(v)), 1e-12)
+    return vectors
+
+
+def with_similarities(
+    query: exp.Expression, index: int, view: TrainingView, env: DraftEnvironment, labels: int = 2
+) -> TrainingView:
+    """Probe AI_SIMILARITY(input, '<label: description>') on the training rows for the labels the parent
+    misses most, so that a cascade guard's threshold can be tuned on them."""
+    spec = read_spec(classify_calls(query)[index])
+    if spec is None or not view.scope_sql:
+        return view
+    try:
+        prototypes = dict(zip(*category_prototypes(spec.categories), strict=True))
+    except ArgumentError:
+        return view
+    similarities: dict[str, tuple[str, dict[str, float]]] = {}
+    for missed, _, _ in confusions(view.rows)[:labels]:
+        text = prototypes.get(missed)
+        if text is None or missed in similarities:
+            continue
+        literal = exp.Literal.string(text).sql(dialect="duckdb")
+        sql = (
+            f"SELECT CAST(id AS VARCHAR), AI_SIMILARITY(to_json(CAST(({view.input_sql}) AS VARCHAR)), "
+            f"to_json({literal}), NULL) FROM ({view.scope_sql}) AS s"
+        )
+        try:
+            result = env.probe(sql)
+        except EvaluationError:
+            continue
+        similarities[missed] = (text, {str(i): float(v) for i, v in result.rows if v is not None})
+    return replace(view, similarities=similarities)
+
+
+def cross_fitted(query: exp.Expression, env: DraftEnvironment, texts: dict[str, str]) -> Outcome:
+    """The program's training outcome, with every row it uses as a few-shot example predicted out of fold.
+
+    Rows whose text is an example are split in two folds by id; for each fold a variant without that
+    fold's examples predicts it. Other rows keep the program's own prediction. Three draft tests at most,
+    cheap on a warm cache; a program without such examples costs one."""
+    full = env.test_draft(render(query, env))
+    examples = {
+        text for spec in map(read_spec, classify_calls(query)) if spec for text in spec.example_inputs
+    }
+    covered = sorted(i for i, text in texts.items() if text in examples)
+    if not covered or not full.ok:
+        return full
+    rows = {row.instance_id: row for row in full.rows}
+    for fold in (covered[0::2], covered[1::2]):
+        held = {texts[i] for i in fold}
+        variant = query.copy()
+        for call in classify_calls(variant):
+            spec = read_spec(call)
+            if spec is not None and spec.config.get("examples"):
+                kept = [
+                    e for e in spec.config["examples"] if not (isinstance(e, dict) and e.get("input") in held)
+                ]
+                set_spec(call, ClassifySpec(spec.categories, {**spec.config, "examples": kept}))
+        outcome = env.test_draft(render(variant, env))
+        by_id = {row.instance_id: row for row in outcome.rows}
+        for i in fold:
+            if i in by_id:
+                rows[i] = by_id[i]
+    ordered = tuple(rows[row.instance_id] for row in full.rows)
+    return replace(full, rows=ordered, score=sum(r.score for r in ordered) / max(len(ordered), 1))
+
+
+def training_views(
+    query: exp.Expression, env: DraftEnvironment, parent_outcome: Outcome
+) -> dict[int, TrainingView]:
+    """For each AI_CLASSIFY call: its input text on every training row, with gold and predicted labels."""
+    gold = {row.instance_id: labels_of(row.expected) for row in parent_outcome.rows}
+    predicted = {row.instance_id: labels_of(row.output) for row in parent_outcome.rows}
+    views: dict[int, TrainingView] = {}
+    for index, call in enumerate(classify_calls(query)):
+        argument = call.this if isinstance(call, exp.AIClassify) else call.expressions[0]
+        select = enclosing_select(call)
+        scope = scope_probe(query, select) if select is not None else None
+        if scope is None:
+            continue
+        input_sql = argument.sql(dialect="duckdb")
+        try:
+            result = env.probe(
+                f"SELECT CAST(id AS VARCHAR), CAST(({input_sql}) AS VARCHAR) FROM ({scope}) AS s"
+            )
+        except EvaluationError:
+            continue
+        rows = tuple(
+            TrainingRow(str(i), str(text), gold.get(str(i), ()), predicted.get(str(i), ()))
+            for i, text in result.rows
+            if text is not None and str(i) in gold
+        )
+        views[index] = TrainingView(rows, input_sql, scope)
+    return views
+
+
+def labels_of(cell: str | None) -> tuple[str, ...]:
+    """A row's labels from its JSON output or expected value (a list, or one label)."""
+    if cell is None:
+        return ()
+    try:
+        value = json.loads(cell)
+    except ValueError:
+        return ()
+    if isinstance(value, list):
+        return tuple(str(v) for v in value)
+    return () if value is None else (str(value),)
+
+
+__all__ = ["AiPipelineSearch", "cross_fitted", "is_multi_label", "training_views", "with_similarities"]
