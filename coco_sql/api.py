@@ -46,6 +46,7 @@ __all__ = [
     "Evaluation",
     "RunReport",
     "RunSummary",
+    "champion_warnings",
     "cost",
     "evaluate",
     "evolve",
@@ -96,9 +97,9 @@ def evolve(
 ) -> RunSummary:
     """Start a new run of `task` in `db` and run it to its budget (or its target, or its `max_spend`: then the
     summary's `stopped` says so and the run can be resumed). `options` are RunConfig keys (seed, policy,
-    mutator, mutator_settings, islands, targeting, admission, history, target, max_spend, prices, ...); an
-    unknown key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests,
-    extensions)."""
+    mutator, mutator_settings, islands, targeting, admission, history, target, max_spend, prices, max_cost,
+    ...); an unknown key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones
+    (tests, extensions)."""
     config = RunConfig.from_dict({**dict(options or {}), "budget": budget})
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
     for (
@@ -197,7 +198,7 @@ def status(*, db: Store) -> list[dict[str, Any]]:
 
 def cost(run_id: int | None = None, *, db: Store) -> CostReport:
     """A run's model spending (default: the latest run): search, report and the mutator apart, the mutator's by
-    role, and the champion's deploy cost."""
+    role, the champion's deploy cost, and the score/cost frontier of its programs (`CostReport.frontier`)."""
     with _open(db, read_only=True) as store:
         return read_models.cost(store, resolve_run(store, run_id, db))
 
@@ -218,15 +219,28 @@ def report(run_id: int | None = None, *, db: Store) -> RunReport:
         ) from None
 
 
-def export(run_id: int | None = None, *, db: Store, form: str = "sql", source: str | None = None) -> Champion:
+def export(
+    run_id: int | None = None,
+    *,
+    db: Store,
+    form: str = "sql",
+    source: str | None = None,
+    max_cost: int | float | str | None = None,
+) -> Champion:
     """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
     sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
     instead of `input`: by default the table a registered task came from, else `input`. A Snowflake function's
-    output column gets the task's contract type when the task is still there."""
+    output column gets the task's contract type when the task is still there. With `max_cost` ('500 calls',
+    '20000 tokens', '$0.05' per 1,000 rows), the best program within that deploy cost instead: one lookup on
+    the run's score/cost frontier (`read_models.best_within`)."""
     columns: dict[str, str] | None = None
     with _open(db, read_only=True) as store:
         run_id = resolve_run(store, run_id, db)
-        champion = read_models.champion(store, run_id)
+        champion = (
+            read_models.champion(store, run_id)
+            if max_cost is None
+            else read_models.best_within(store, run_id, max_cost)
+        )
         task = store.get_run(run_id).task
         if form != "sql" and source is None:
             registered = store.registered_task(task)
@@ -248,6 +262,27 @@ def export(run_id: int | None = None, *, db: Store, form: str = "sql", source: s
         columns=columns,
     )
     return replace(champion, code=code)
+
+
+#: A champion's SQL past this many bytes gets a warning (issue 15: a program stays readable; examples belong in a
+#: small subset or a table, never hundreds inline).
+CHAMPION_SQL_WARN_BYTES = 8 * 1024
+
+
+def champion_warnings(run_id: int | None = None, *, db: Store) -> list[str]:
+    """One-line warnings about the champion a user would deploy (default: the latest run's); empty when none.
+
+    Why here and not in the loop: the size is a property of the exported program, checked once at the end of
+    `evolve`/`resume` by their callers (the CLI prints these lines and puts them in its JSON summary)."""
+    champion = export(run_id, db=db)
+    size = len(champion.code.encode("utf-8"))
+    if size <= CHAMPION_SQL_WARN_BYTES:
+        return []
+    return [
+        f"champion {champion.program_id} of run {champion.run_id} is {size / 1024:.1f} KB of SQL (over "
+        f"{CHAMPION_SQL_WARN_BYTES // 1024} KB): hard to review and, on a real model, costly per row; check "
+        "for inline few-shot examples"
+    ]
 
 
 def resolve_run(store: Warehouse, run_id: int | None, db: Store = "the store") -> int:

@@ -138,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a setting of the chosen mutator, e.g. mode=agentic, history=false, max_turns=8 (repeatable)",
     )
     _spend_options(evolve)
+    evolve.add_argument(
+        "--max-cost",
+        default=None,
+        help="a child whose deploy cost per 1,000 rows is over this ('500 calls', '20000 tokens', or '$0.05' "
+        "with --price for the AI functions' models) is recorded but never admitted or champion",
+    )
     evolve.add_argument("--json", action="store_true", help="end stdout with one JSON summary line")
     evolve.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     _ai_options(evolve)
@@ -203,6 +209,12 @@ def _parser() -> argparse.ArgumentParser:
         help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model)",
     )
     export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
+    export.add_argument(
+        "--max-cost",
+        default=None,
+        help="the best program whose deploy cost per 1,000 rows is within this ('500 calls', '20000 tokens', "
+        "'$0.05') instead of the champion",
+    )
     export.set_defaults(handler=cmd_export)
 
     sql = commands.add_parser(
@@ -321,6 +333,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         "target": args.target,
         "max_spend": args.max_spend,
         "prices": dict(price_option(price) for price in args.price),
+        "max_cost": args.max_cost,
     }
     summary = api.evolve(
         args.task,
@@ -375,8 +388,11 @@ def _print_summary(summary: RunSummary, args: argparse.Namespace) -> int:
         print(
             f"run {summary.run_id} stopped: {summary.stopped}", file=sys.stderr if args.json else sys.stdout
         )
+    warnings = api.champion_warnings(summary.run_id, db=args.db)
+    for warning in warnings:  # e.g. a champion's SQL over 8 KB
+        print(f"warning: {warning}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
-        print(json.dumps(summary.as_dict()))
+        print(json.dumps({**summary.as_dict(), "warnings": warnings}))
     return 0
 
 
@@ -475,6 +491,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         return 0
     if not report["phases"]:
         print(f"run {report['run_id']} made no model calls")
+        _print_frontier(report["frontier"])
         return 0
     print(
         f"Model spending of run {report['run_id']}: the AI functions (search, report) and the mutator's own models "
@@ -499,9 +516,32 @@ def cmd_cost(args: argparse.Namespace) -> int:
         print(
             f"deploy: champion {deploy['program_id']} costs {deploy['calls_per_1000_rows']:,.0f} calls, "
             f"{deploy['input_tokens_per_1000_rows']:,.0f} tokens in and {deploy['output_tokens_per_1000_rows']:,.0f} "
-            "out per 1,000 rows (no cache)"
+            "out per 1,000 rows (no cache, estimated from its validation rows)"
+            + ("" if deploy["usd_per_1000_rows"] is None else f": ${deploy['usd_per_1000_rows']:.6f}")
         )
+    _print_frontier(report["frontier"])
     return 0
+
+
+def _print_frontier(frontier: dict | None) -> None:
+    """The score/cost frontier of `CostReport.as_dict()`, cheapest first."""
+    if not frontier:
+        return
+    points = frontier["points"]
+    print(
+        f"score/cost frontier in {frontier['measure']} per 1,000 rows: {len(points)} of {frontier['programs']} "
+        "programs are not beaten by a cheaper program with a higher validation score"
+    )
+    print(
+        f"  {'program':<10} {'val':>7} {'cost':>16} {'calls':>10} {'tokens in':>12} {'tokens out':>11} {'usd':>10}"
+    )
+    for p in points:
+        usd = "-" if p["usd_per_1000"] is None else f"{p['usd_per_1000']:.4f}"
+        print(
+            f"  {p['program_id']:<10} {p['val_score']:>7.4f} {p['cost_text']:>16} {p['calls_per_1000']:>10,.0f} "
+            f"{p['input_tokens_per_1000']:>12,.0f} {p['output_tokens_per_1000']:>11,.0f} {usd:>10}"
+            + ("  champion" if p["champion"] else "")
+        )
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -519,10 +559,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    champion = api.export(args.run, db=args.db, form=args.form, source=args.source)
+    champion = api.export(args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost)
     if args.form != "dbt":  # a dbt model starts with its config block
+        what = "champion" if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
         print(
-            f"-- coco-sql champion {champion.program_id} of run {champion.run_id} "
+            f"-- coco-sql {what} {champion.program_id} of run {champion.run_id} "
             f"(validation score {champion.val_score:.4f})"
         )
     print(champion.code.rstrip())

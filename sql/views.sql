@@ -60,3 +60,28 @@ SELECT
     l.note
 FROM ledger AS l
 LEFT JOIN primitive_trials AS t ON t.run_id = l.run_id AND t.program_id = l.program_id;
+
+-- What each program would cost deployed, per 1,000 rows (engine/deploy_cost.py): its AI calls and tokens on the
+-- validation rows, cache hits included (a deployed pipeline pays for every row), over the rows it ran on; 0 for a
+-- program without AI calls. calls_per_1000 = 1000 * sum(calls) / n_rows, and the same for input and output tokens.
+CREATE OR REPLACE VIEW deploy_costs AS
+WITH spent AS (
+    SELECT
+        program_id,
+        SUM(calls) AS calls,
+        SUM(input_tokens + cached_input_tokens) AS input_tokens,
+        SUM(output_tokens + cached_output_tokens) AS output_tokens
+    FROM ai_usage
+    WHERE split = 'val'
+    GROUP BY program_id
+)
+SELECT
+    s.run_id,
+    s.program_id,
+    s.n_rows,
+    CAST(COALESCE(u.calls, 0) AS DOUBLE) * 1000 / s.n_rows AS calls_per_1000,
+    CAST(COALESCE(u.input_tokens, 0) AS DOUBLE) * 1000 / s.n_rows AS input_tokens_per_1000,
+    CAST(COALESCE(u.output_tokens, 0) AS DOUBLE) * 1000 / s.n_rows AS output_tokens_per_1000
+FROM program_scores AS s
+LEFT JOIN spent AS u ON u.program_id = s.program_id
+WHERE s.split = 'val' AND s.n_rows > 0;

@@ -100,3 +100,39 @@ def test_a_resumed_minibatch_run_equals_an_uninterrupted_one(tmp_path: Path) -> 
 def test_a_negative_minibatch_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--minibatch must be >= 0 rows"):
         api.evolve("lockpicking6", db=tmp_path / "x.duckdb", budget=1, options={"minibatch": -1})
+
+
+def test_a_child_scored_on_a_validation_sample_is_never_champion(tmp_path: Path) -> None:
+    """Its sample's mean can beat the champion's full score; admission and the champion rest on full
+    validation, in the run state and in the store alike."""
+    from coco_sql.engine.config import RunConfig
+    from coco_sql.engine.run_state import RunState
+    from coco_sql.evaluate import Evaluator
+    from coco_sql.store import DuckDBStore, ProgramRecord
+
+    task = load_task("lockpicking6")
+    evaluator = Evaluator(task)
+    try:
+        seed = {split: evaluator.evaluate(task.seed_program, split) for split in ("train", "val")}
+        solved = [i for i, s in zip(seed["val"].ids, seed["val"].scores, strict=True) if s == 1.0]
+        assert solved and seed["val"].score < 1.0
+        sample = {
+            "train": evaluator.evaluate(task.seed_program, "train", seed["train"].ids[:5]),
+            "val": evaluator.evaluate(task.seed_program, "val", solved),
+        }
+    finally:
+        evaluator.close()
+    assert sample["val"].score == 1.0  # better than the seed's full score, on its sample
+    state = RunState(RunConfig(), task)
+    record = ProgramRecord("1-0", 1, 0, None, None, task.seed_program, "sql", "duckdb", 0, "0:0", None, "seed", True, None)  # fmt: skip
+    state.add(record, seed)
+    state.add(ProgramRecord("1-1", 1, 1, "1-0", None, task.seed_program, "sql", "duckdb", 0, "0:0", "x", "hillclimb", True, None), sample)  # fmt: skip
+    assert state.champion_id() == "1-0" and state.best_score() == seed["val"].score
+    # the same from the tables, as a resumed run and the CLI read them
+    db = tmp_path / "mb.duckdb"
+    api.evolve("lockpicking6", db=db, budget=6, options=OPTIONS, mutator=Alternating())
+    with DuckDBStore(db, read_only=True) as store:
+        champion, _ = store.champion(1)
+        full = rows(db, "SELECT max(n_rows) FROM program_scores WHERE split = 'val'")[0][0]
+        (n,) = rows(db, f"SELECT n_rows FROM program_scores WHERE split = 'val' AND program_id = '{champion.program_id}'")[0]  # fmt: skip
+    assert n == full

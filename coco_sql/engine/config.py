@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from coco_sql.engine.deploy_cost import CostLimit, parse_max_cost
 from coco_sql.engine.registry import mutator_spec
 from coco_sql.engine.spend import SpendLimit, normalise_prices
 from coco_sql.errors import ConfigError
@@ -30,7 +31,9 @@ class RunConfig:
 
     `mutator_settings` are the chosen mutator's own (`engine.registry`); `target` ends the run early once the
     champion's validation score reaches it. `max_spend` stops the run, resumable, once its model spending
-    reaches a limit in tokens or US dollars at `prices` (`engine.spend`).
+    reaches a limit in tokens or US dollars at `prices` (`engine.spend`). `max_cost` limits each child's deploy
+    cost per 1,000 rows, in calls, tokens or dollars: a child over it is recorded but never admitted or champion
+    (`engine.deploy_cost`).
 
     A value a key does not take (an unknown policy, a negative budget, a `max_spend` that is neither tokens nor
     dollars, ...) is a one-line ConfigError naming the key and what it takes, raised when the config is built:
@@ -50,6 +53,7 @@ class RunConfig:
     target: float | None = None  # stop once the champion's validation score reaches this
     max_spend: int | str | None = None  # '200000 tokens' | 200000 | '$5' | '5 usd' (`engine.spend`)
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> USD per 1M in, out
+    max_cost: int | float | str | None = None  # per 1,000 rows: '500 calls' | '20000 tokens' | '$0.05'
     # Algorithm 1's T_t: the mutator works on this many sampled training rows, and the child is evaluated in full
     # only when it gains on them and loses nothing on as many sampled validation rows (0: always in full).
     minibatch: int = 0
@@ -88,11 +92,18 @@ class RunConfig:
         object.__setattr__(self, "prices", normalise_prices(self.prices))
         if self.max_spend is not None:
             SpendLimit.parse(self.max_spend)
+        if self.max_cost is not None:
+            parse_max_cost(self.max_cost)
 
     @property
     def spend_limit(self) -> SpendLimit | None:
         """`max_spend` parsed, or None for a run without a spend limit."""
         return None if self.max_spend is None else SpendLimit.parse(self.max_spend)
+
+    @property
+    def cost_limit(self) -> CostLimit | None:
+        """`max_cost` parsed, or None for a run without a deploy-cost limit."""
+        return None if self.max_cost is None else parse_max_cost(self.max_cost)
 
     def model_names(self) -> tuple[str, ...]:
         """The chat models the mutator's settings name (a setting `model` or `*_model` holding a name)."""

@@ -34,6 +34,7 @@ from coco_sql.engine.config import (
     RunSummary,
     iteration_rng,
 )
+from coco_sql.engine.deploy_cost import check_cost_prices, judge_child
 from coco_sql.engine.minibatch import Minibatch, evaluate_child
 from coco_sql.engine.registry import build_mutator
 from coco_sql.engine.run_state import RunState
@@ -118,6 +119,7 @@ class EvolutionLoop:
     # -- entry points ----------------------------------------------------------------------------------------
     def start(self, config: RunConfig) -> RunSummary:
         check_prices(config.spend_limit, config.prices, self._models(config))  # before anything is written
+        check_cost_prices(config.cost_limit, config.prices, self._models(config, ai_only=True))
         run_id = self.store.next_run_id()
         run = RunRecord(
             run_id=run_id,
@@ -255,10 +257,10 @@ class EvolutionLoop:
             payload["max_spend"] = config.max_spend
         return payload
 
-    def _models(self, config: RunConfig) -> list[str]:
+    def _models(self, config: RunConfig, *, ai_only: bool = False) -> list[str]:
         """The models the run is configured to call: the mutator's (its settings' `model` / `*_model`, or the
-        `models` an injected mutator declares) and, for a task with AI functions, their configured models."""
-        models = [*config.model_names(), *getattr(self._mutator, "models", ())]
+        `models` an injected mutator declares; not with `ai_only`) and, for a task with AI functions, theirs."""
+        models = [] if ai_only else [*config.model_names(), *getattr(self._mutator, "models", ())]
         if self.task.uses_ai:
             ai = self._ai_config or AiConfig.from_environment()
             models += [m for m in (ai.classify_model, ai.completion_model, ai.embedding_model) if m]
@@ -463,14 +465,15 @@ class EvolutionLoop:
         else:
             outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}
         evaluate_ms = _ms_since(clock)
-        full = sample is None or (gate is not None and gate.passed)  # admission needs full validation
-        ai_rows = self._ai_rows(evaluator, program_id_for(run.run_id, t), drafts_usage)
+        pid = program_id_for(run.run_id, t)
+        cost = judge_child(config.cost_limit, config.prices, outcomes["val"], t, pid)  # under --max-cost
+        full = (sample is None or (gate is not None and gate.passed)) and cost.within  # full val, within cost
+        ai_rows = self._ai_rows(evaluator, pid, drafts_usage)
         if self._chat is not None:
             chat_cache, _ = self._chat.cache.drain()
             ai_rows["ai_cache"] = (*ai_rows.get("ai_cache", ()), *chat_cache)
 
         clock = time.perf_counter()
-        pid = program_id_for(run.run_id, t)
         val = outcomes["val"]
         cell = evaluator.language.cell(val.program) if val.ok and val.program is not None else None
         record = ProgramRecord(
@@ -501,7 +504,7 @@ class EvolutionLoop:
                 landings.append(entry)
         if t % config.migration_interval == 0:
             landings.extend(state.archive.migrate(t, first_seq=len(landings)))
-        state.add(record, outcomes)
+        state.add(record, outcomes, within_cost=cost.within)
         # the parent's score where the child was judged: on the sample when it stopped there
         reference = parent.score if gate is None or gate.passed else gate.parent
         delta = val.score - reference if val.ok else None
@@ -545,6 +548,7 @@ class EvolutionLoop:
             ),
             Event(t, "curated", pid, _bundle_summary(context)),
             Event(t, "mutation", pid, {"mutator": getattr(mutator, "name", "?"), **proposal.notes}),
+            *cost.events,
         ]
         if gate is not None:
             events.append(Event(t, "minibatch", pid, gate.as_payload()))

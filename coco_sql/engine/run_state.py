@@ -19,6 +19,7 @@ from coco_sql.search import Elite, IslandArchive
 from coco_sql.search.infogain import SOLVED
 from coco_sql.search.roster import build_roster, jp_score
 from coco_sql.store import ArchiveEntry, LedgerEntry, ProgramRecord, Warehouse
+from coco_sql.store.records import DEPLOY_COST_EVENT
 from coco_sql.tasks import TaskPack
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ class RunState:
         self.children_approaches: dict[str, set[str]] = {}
         self.failed_targets: Counter[str] = Counter()
         self.archive = IslandArchive(config.islands)
+        self.over_cost: set[str] = set()  # children over the run's deploy-cost limit: never champion
+        self.sampled: set[str] = (
+            set()
+        )  # children a minibatch gate stopped (validation sample only): never champion
         self.last_iteration = -1
         self._positions: dict[str, dict[str, int]] = {}  # split -> id -> position, built when first needed
 
@@ -57,6 +62,8 @@ class RunState:
         for pid, score in store.program_scores(run_id, "val").items():
             if state.programs[pid].valid:
                 state.val_scores[pid] = score.score
+            if score.n_rows < len(state.val_ids):
+                state.sampled.add(pid)
         for split, ids, rows in (
             ("train", state.train_ids, state.train_rows),
             ("val", state.val_ids, state.val_rows),
@@ -68,17 +75,26 @@ class RunState:
         for event in store.events(run_id, "mutation"):
             if event.program_id is not None:
                 state.note_targets(event.program_id, event.payload.get("targets", ()))
+        for event in store.events(run_id, DEPLOY_COST_EVENT):
+            if event.program_id is not None and event.payload.get("within") is False:
+                state.over_cost.add(event.program_id)
         elites = {pid: Elite(pid, state.programs[pid].iteration, s) for pid, s in state.val_scores.items()}
         state.archive = IslandArchive.from_entries(config.islands, store.archive_entries(run_id), elites)
         return state
 
-    def add(self, record: ProgramRecord, outcomes: dict[str, Outcome]) -> None:
+    def add(self, record: ProgramRecord, outcomes: dict[str, Outcome], *, within_cost: bool = True) -> None:
+        """Add a committed program; `within_cost` False marks a child over the run's deploy-cost limit, which
+        keeps its scores but is never champion."""
         pid = record.program_id
         self.programs[pid] = record
+        if not within_cost:
+            self.over_cost.add(pid)
         if record.parent_id is not None and record.approach is not None:
             self.children_approaches.setdefault(record.parent_id, set()).add(record.approach)
         if record.valid:
             self.val_scores[pid] = outcomes["val"].score
+        if len(outcomes["val"].ids) < len(self.val_ids):
+            self.sampled.add(pid)
         for split, rows in (("train", self.train_rows), ("val", self.val_rows)):
             rows[pid] = self._row_scores(outcomes[split], split)
         self.last_iteration = max(self.last_iteration, record.iteration)
@@ -178,11 +194,22 @@ class RunState:
         return Elite(program_id, self.programs[program_id].iteration, self.val_scores[program_id])
 
     def champion_id(self) -> str:
-        """argmax of validation score over valid programs; ties go to the earliest (Algorithm 1, line 11)."""
-        return min(self.val_scores, key=lambda pid: (-self.val_scores[pid], self.programs[pid].iteration))
+        """argmax of validation score over valid programs; ties go to the earliest (Algorithm 1, line 11). A child
+        over the run's deploy-cost limit is never champion (`engine.deploy_cost`)."""
+        return min(self._eligible(), key=lambda pid: (-self.val_scores[pid], self.programs[pid].iteration))
 
     def best_score(self) -> float:
-        return max(self.val_scores.values(), default=0.0)
+        """The champion's validation score (0 with no valid program)."""
+        if not self.over_cost and not self.sampled:
+            return max(self.val_scores.values(), default=0.0)
+        return max((self.val_scores[pid] for pid in self._eligible()), default=0.0)
+
+    def _eligible(self) -> Iterable[str]:
+        """The valid programs that may be champion: all of them, less those over the deploy-cost limit and those
+        scored on a validation sample only (admission and the champion rest on full validation)."""
+        if not self.over_cost and not self.sampled:
+            return self.val_scores
+        return (pid for pid in self.val_scores if pid not in self.over_cost and pid not in self.sampled)
 
 
 def population_jp(rows: list[np.ndarray], n: int) -> float:

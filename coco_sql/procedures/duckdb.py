@@ -41,7 +41,11 @@ _SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], .
         1,
     ),
     "coco_status": (handlers.coco_status, (("run_id", "BIGINT"),), 0),
-    "coco_export": (handlers.coco_export, (("run_id", "BIGINT"), ("form", "VARCHAR")), 0),
+    "coco_export": (
+        handlers.coco_export,
+        (("run_id", "BIGINT"), ("form", "VARCHAR"), ("max_cost", "VARCHAR")),
+        0,
+    ),
     "coco_eval": (
         handlers.coco_eval,
         (("task", "VARCHAR"), ("program", "VARCHAR"), ("split", "VARCHAR")),

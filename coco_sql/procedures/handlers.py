@@ -5,7 +5,8 @@ dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are
     coco_evolve(task, budget, options)   a new run; options: RunConfig keys plus classify_model, completion_model
     coco_resume(run_id, budget)          continue a run (to a larger budget)
     coco_status(run_id)                  one row per run (or the one run)
-    coco_export(run_id, form)            the champion: sql (as written), duckdb_view, snowflake_view or dbt
+    coco_export(run_id, form, max_cost)  the champion (or the best program within a deploy cost per 1,000 rows):
+                                         sql (as written), duckdb_view, snowflake_view or dbt
     coco_eval(task, program, split)      score one program on one split
     coco_report(run_id)                  the run's report (the latest run's by default): one HTML document
 """
@@ -111,9 +112,13 @@ def coco_status(store: Warehouse, run_id: int | None) -> list[dict]:
     return rows
 
 
-def coco_export(store: Warehouse, run_id: int | None, form: str | None) -> list[dict]:
+def coco_export(
+    store: Warehouse, run_id: int | None, form: str | None, max_cost: str | None = None
+) -> list[dict]:
+    """The champion in `form`; with `max_cost` ('500 calls', '20000 tokens', '$0.05'), the best program whose
+    deploy cost per 1,000 rows is within it."""
     form = form or "sql"
-    champion = api.export(run_id, db=store, form=form)
+    champion = api.export(run_id, db=store, form=form, max_cost=max_cost)
     return [
         {
             "run_id": champion.run_id,

@@ -36,6 +36,7 @@ class Page:
     )
     confusion: dict[str, Any] | None = None
     code: dict[str, Any] | None = None
+    frontier: dict[str, Any] | None = None
 
 
 def build(store: Warehouse, run_id: int) -> Page:
@@ -88,6 +89,9 @@ def build(store: Warehouse, run_id: int) -> Page:
     page.cost = _cost(store, run_id)
     if page.cost["iterations"]:
         page.data["cost"] = page.cost["iterations"]
+    page.frontier = _frontier(store, run_id)
+    if page.frontier is not None:
+        page.data["frontier"] = page.frontier["chart"]
     return page
 
 
@@ -229,6 +233,44 @@ def _cost(store: Warehouse, run_id: int) -> dict[str, Any]:
         }
         if per_iteration
         else None,
+    }
+
+
+def _frontier(store: Warehouse, run_id: int) -> dict[str, Any] | None:
+    """The score/cost frontier (`read_models.cost_frontier`) and its scatter: every fully validated program by
+    deploy cost per 1,000 rows (`x`, in the frontier's measure) with its validation score (`val`), the frontier's
+    scores (`frontier`, None off it), ids, and the champion's index. None when no program costs anything (no AI
+    calls: every program is a point at 0, and the frontier is the champion alone)."""
+    candidates = read_models.program_costs(store, run_id)
+    if not candidates:
+        return None
+    frontier = read_models.cost_frontier(store, run_id, programs=candidates)
+    prices = read_models.run_prices(store, run_id)
+    programs = []
+    for program in candidates:
+        amount = program["deploy_cost"].amount(frontier.measure, prices)
+        if amount is not None:
+            programs.append((amount, program["iteration"], program))
+    if not any(amount > 0 for amount, _, _ in programs):
+        return None
+    programs.sort(key=lambda item: item[:2])
+    on = {p["program_id"] for p in frontier.points}
+    found = store.champion(run_id)
+    champion = None if found is None else found[0].program_id
+    ids = [p["program_id"] for _, _, p in programs]
+    return {
+        "measure": frontier.measure,
+        "programs": frontier.programs,
+        "points": frontier.points,
+        "champion": next((p for p in frontier.points if p["champion"]), None),
+        "chart": {
+            "measure": frontier.measure,
+            "x": [amount for amount, _, _ in programs],
+            "val": [p["val_score"] for _, _, p in programs],
+            "frontier": [p["val_score"] if p["program_id"] in on else None for _, _, p in programs],
+            "ids": ids,
+            "champion": ids.index(champion) if champion in ids else None,
+        },
     }
 
 

@@ -6,10 +6,13 @@ Each function takes a `Warehouse` and returns plain data (dataclasses, or lists 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from coco_sql.errors import StoreError
+from coco_sql.engine.deploy_cost import CALLS, TOKENS, USD, DeployCost, parse_max_cost, show_cost
+from coco_sql.engine.spend import normalise_prices
+from coco_sql.errors import ConfigError, StoreError
 from coco_sql.store import Warehouse
 
 
@@ -24,21 +27,61 @@ class Champion:
 
 
 @dataclass(frozen=True)
+class CostFrontier:
+    """A run's score/cost Pareto frontier: the programs no other program dominates in (validation score higher,
+    deploy cost per 1,000 rows lower), cheapest first.
+
+    q dominates p iff cost(q) <= cost(p) and q ranks above p by score, where the ranking is the champion's:
+    higher validation score, then the earlier iteration. So a program is on the frontier iff every program that
+    ranks above it costs more; scanning by rank, keep each program cheaper than all kept before it. So two
+    points may share a score: the later one is cheaper. The champion is on it (unless it is a seed over the
+    run's `max_cost`, beaten by a child as cheap that the limit turned away), and the best program within a
+    limit L is the last point whose cost is at most L.
+
+    `measure` is the cost's unit: `usd` when the run's prices cover every model its programs spent tokens on,
+    else `tokens` (input + output) when they spent any, else `calls`. The candidates are the valid programs
+    evaluated on every validation row (`programs` of them). Each point: program_id, iteration, val_score, cost
+    (in `measure`), calls / input and output tokens / usd (None unpriced) per 1,000 rows, champion (bool)."""
+
+    run_id: int
+    measure: str
+    programs: int
+    points: list[dict[str, Any]]
+
+    def best_within(self, limit: float) -> dict[str, Any] | None:
+        """The best-scoring program whose cost is at most `limit` (ties: the earliest), or None."""
+        within = [p for p in self.points if p["cost"] <= limit]
+        return within[-1] if within else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"measure": self.measure, "programs": self.programs, "points": self.points}
+
+
+@dataclass(frozen=True)
 class CostReport:
     """A run's model spending. `phases`: the AI functions' search (train, val and the mutator's draft tests) and
     report (the test scores of the seed and the champion), and apart from them `mutator`, the mutator's own chat
     models; each with calls, provider calls, cache hits, errors and tokens, and the tokens it would have taken
     without the cache. A phase the run did not spend on is absent. `agents`: the mutator phase by model role
     (agent, reflector, proposer, a baseline's name) and model. `deploy`: what the champion costs per 1,000 rows
-    when run for real (no cache), from its own evaluations; None when it makes no AI calls."""
+    when run for real (no cache): calls and tokens from its validation rows, as for every program (the view
+    `deploy_costs`), and US dollars at the run's prices (None unpriced); None when it makes no AI calls.
+    `frontier`: the score/cost frontier of the run's programs (`CostFrontier`), None when none was evaluated."""
 
     run_id: int
     phases: dict[str, dict[str, Any]]
     deploy: dict[str, Any] | None
     agents: list[dict[str, Any]] = field(default_factory=list)
+    frontier: CostFrontier | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "phases": self.phases, "agents": self.agents, "deploy": self.deploy}
+        return {
+            "run_id": self.run_id,
+            "phases": self.phases,
+            "agents": self.agents,
+            "deploy": self.deploy,
+            "frontier": None if self.frontier is None else self.frontier.as_dict(),
+        }
 
 
 def status(store: Warehouse) -> list[dict[str, Any]]:
@@ -83,20 +126,131 @@ def cost(store: Warehouse, run_id: int) -> CostReport:
         {k: 0 if v is None else v for k, v in row.items()}
         for row in store.report("cost_agents", {"run_id": run_id})
     ]
+    programs = program_costs(store, run_id)
     found = store.champion(run_id)
+    champion_id = None if found is None else found[0].program_id
     deploy = None
-    if found is not None:
-        program_id = found[0].program_id
-        (usage,) = store.report("deploy_usage", {"program_id": program_id})
-        if usage["calls"] is not None and usage["rows"]:
-            per = 1000.0 / float(usage["rows"])
+    for program in programs:
+        cost = program["deploy_cost"]
+        if program["program_id"] == champion_id and cost.calls + cost.tokens > 0:
             deploy = {
-                "program_id": program_id,
-                "calls_per_1000_rows": float(usage["calls"]) * per,
-                "input_tokens_per_1000_rows": float(usage["input_tokens"]) * per,
-                "output_tokens_per_1000_rows": float(usage["output_tokens"]) * per,
+                "program_id": champion_id,
+                "calls_per_1000_rows": cost.calls,
+                "input_tokens_per_1000_rows": cost.input_tokens,
+                "output_tokens_per_1000_rows": cost.output_tokens,
+                "usd_per_1000_rows": cost.usd(run_prices(store, run_id)),
             }
-    return CostReport(run_id, phases, deploy, agents)
+    frontier = cost_frontier(store, run_id, programs=programs) if programs else None
+    return CostReport(run_id, phases, deploy, agents, frontier)
+
+
+def program_costs(store: Warehouse, run_id: int) -> list[dict[str, Any]]:
+    """The valid programs evaluated on every validation row, by iteration: program_id, iteration, val_score,
+    n_rows and `deploy_cost`, their `DeployCost` per 1,000 rows: the view `deploy_costs` (cache hits counted,
+    over the validation rows), with the tokens per model that price it."""
+    models: dict[str, dict[str, tuple[int, int]]] = {}
+    for row in store.report("deploy_cost_models", {"run_id": run_id}):
+        spent = (int(row["input_tokens"] or 0), int(row["output_tokens"] or 0))
+        models.setdefault(row["program_id"], {})[row["model"]] = spent
+    programs = []
+    for row in store.report("deploy_costs", {"run_id": run_id}):
+        rows = int(row["n_rows"])
+        by_model = models.get(row["program_id"], {})
+        cost = DeployCost(
+            rows,
+            float(row["calls_per_1000"]),
+            float(row["input_tokens_per_1000"]),
+            float(row["output_tokens_per_1000"]),
+            tuple((m, i * 1000 / rows, o * 1000 / rows) for m, (i, o) in sorted(by_model.items())),
+        )
+        programs.append({**row, "deploy_cost": cost})
+    return programs
+
+
+def run_prices(store: Warehouse, run_id: int) -> dict[str, tuple[float, float]]:
+    """The run's prices (`RunConfig.prices`): model -> USD per 1M input and output tokens."""
+    return normalise_prices(store.get_run(run_id).config.get("prices"))
+
+
+def cost_frontier(
+    store: Warehouse,
+    run_id: int,
+    measure: str | None = None,
+    *,
+    programs: list[dict[str, Any]] | None = None,
+) -> CostFrontier:
+    """The run's score/cost Pareto frontier (`CostFrontier`) over `programs` (default: `program_costs`), in
+    `measure` (usd | tokens | calls; by default the run's `max_cost` unit if it has one, else the first of usd,
+    tokens, calls its programs allow). ConfigError for dollars when a model that spent tokens has no price."""
+    prices = run_prices(store, run_id)
+    programs = program_costs(store, run_id) if programs is None else programs
+    costs = [p["deploy_cost"] for p in programs]
+    if measure is None:
+        limit = store.get_run(run_id).config.get("max_cost")
+        measure = _measure(costs, prices, None if limit is None else parse_max_cost(limit).unit)
+    elif measure == USD:
+        unpriced = sorted({m for c in costs for m in c.unpriced(prices)})
+        if unpriced:
+            raise ConfigError(
+                f"run {run_id}'s programs spent tokens on {', '.join(map(repr, unpriced))}, which the run has no "
+                "price for: give the cost in calls or tokens"
+            )
+    found = store.champion(run_id)
+    champion_id = None if found is None else found[0].program_id
+    kept: list[dict[str, Any]] = []
+    cheapest = math.inf
+    for program in sorted(programs, key=lambda p: (-p["val_score"], p["iteration"])):
+        cost = program["deploy_cost"]
+        amount = cost.amount(measure, prices)
+        if amount is not None and amount < cheapest:
+            cheapest = amount
+            kept.append(
+                {
+                    "program_id": program["program_id"],
+                    "iteration": program["iteration"],
+                    "val_score": program["val_score"],
+                    "cost": amount,
+                    "cost_text": show_cost(amount, measure),
+                    **cost.as_dict(prices),
+                    "champion": program["program_id"] == champion_id,
+                }
+            )
+    return CostFrontier(run_id, measure, len(programs), kept[::-1])
+
+
+def best_within(store: Warehouse, run_id: int, max_cost: object) -> Champion:
+    """The best program of run `run_id` (validation score; ties: earliest) whose deploy cost per 1,000 rows is
+    at most `max_cost` ('500 calls', '20000 tokens', '$0.05': `engine.deploy_cost`): one lookup on the frontier
+    in the limit's unit. ConfigError when no program is that cheap, or for dollars the run cannot price."""
+    limit = parse_max_cost(max_cost)
+    frontier = cost_frontier(store, run_id, limit.unit)
+    point = frontier.best_within(limit.amount)
+    if point is None:
+        cheapest = frontier.points[0] if frontier.points else None
+        raise ConfigError(
+            f"no program of run {run_id} costs at most {limit} per 1,000 rows"
+            + (
+                f" (the cheapest, {cheapest['program_id']}, costs {cheapest['cost_text']})"
+                if cheapest
+                else ""
+            )
+        )
+    program = store.program(point["program_id"])
+    return Champion(
+        run_id, program.program_id, program.language, program.dialect, program.code, point["val_score"]
+    )
+
+
+def _measure(costs: list[DeployCost], prices: dict[str, tuple[float, float]], unit: str | None) -> str:
+    """The run's `max_cost` unit if it has one (and, for dollars, can price every program); else usd when the
+    run's prices cover every model that spent tokens (and some did), else tokens when any were spent, else
+    calls."""
+    priced = all(not c.unpriced(prices) for c in costs)
+    if unit is not None and (unit != USD or priced):
+        return unit
+    if any(c.tokens > 0 for c in costs):
+        return USD if priced else TOKENS
+    return CALLS
 
 
 # -- the HTML report's read models (`coco_sql.report.html`) --------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -14,12 +15,14 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from sqlglot import exp
 
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.named import named_query
 from coco_sql.store.records import (
+    DEPLOY_COST_EVENT,
     ArchiveEntry,
     Event,
     IterationBatch,
@@ -33,7 +36,7 @@ from coco_sql.store.records import (
 )
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import WRITE_ORDER, evaluation_chunks, table_rows
-from coco_sql.store.schema import schema_statements
+from coco_sql.store.schema import schema_expressions, schema_statements
 from coco_sql.store.values import plain
 
 _PROGRAM_COLUMNS = (
@@ -115,6 +118,8 @@ class DuckDBStore:
             raise StoreError(f"cannot open {self.path} as a DuckDB database: {_first_line(error)}") from error
         if not read_only:
             self._create_schema()
+        else:
+            self._missing_views()
 
     @classmethod
     def over(cls, connection: duckdb.DuckDBPyConnection, *, read_only: bool = False) -> DuckDBStore:
@@ -134,6 +139,23 @@ class DuckDBStore:
         with self._lock:
             for statement in schema_statements("duckdb"):
                 self._con.execute(statement)
+
+    def _missing_views(self) -> None:
+        """Read-only, a database an older coco-sql wrote may lack a newer view: it gets it as a temporary view of
+        this connection (the only thing a read-only connection may create), so reading it works the same."""
+        found = self._con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+        have = {name for (name,) in found}
+        for expression in schema_expressions():
+            if (
+                isinstance(expression, exp.Create)
+                and expression.kind == "VIEW"
+                and expression.this.name not in have
+            ):
+                view = expression.copy()
+                view.comments = None
+                view.set("properties", exp.Properties(expressions=[exp.TemporaryProperty()]))
+                with contextlib.suppress(duckdb.Error):  # not a coco-sql database: its tables are missing
+                    self._con.execute(view.sql(dialect="duckdb"))
 
     def close(self) -> None:
         with self._lock:
@@ -431,11 +453,17 @@ class DuckDBStore:
         ]
 
     def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The valid program with the best validation score (ties: earliest), with that score."""
+        """The valid program with the best validation score (ties: earliest), with that score; a child over its
+        run's deploy-cost limit (a `deploy_cost` event with `within` false), or one a minibatch gate stopped
+        (scored on fewer validation rows than the seed), is never the champion."""
         rows = self._fetchall(
             "SELECT l.program_id, l.val_score FROM leaderboard l JOIN programs p USING (program_id) "
-            "WHERE l.run_id = ? AND p.valid ORDER BY l.val_score DESC, p.iteration LIMIT 1",
-            [run_id],
+            "JOIN program_scores s ON s.program_id = l.program_id AND s.split = 'val' "
+            "WHERE l.run_id = ? AND p.valid AND l.program_id NOT IN (SELECT program_id FROM events "
+            "WHERE run_id = ? AND kind = ? AND program_id IS NOT NULL AND payload->>'within' = 'false') "
+            "AND s.n_rows = (SELECT max(n_rows) FROM program_scores WHERE run_id = ? AND split = 'val') "
+            "ORDER BY l.val_score DESC, p.iteration LIMIT 1",
+            [run_id, run_id, DEPLOY_COST_EVENT, run_id],
         )
         return (self.program(rows[0][0]), float(rows[0][1])) if rows else None
 

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from coco_sql.llm.usage import Usage
 
 
+# The event a run under a deploy-cost limit (`engine.deploy_cost`) writes for each child; a child whose payload says
+# `"within": false` was over the limit, and no store's `champion` returns it.
+DEPLOY_COST_EVENT = "deploy_cost"
+
+
 def program_id_for(run_id: int, iteration: int) -> str:
     """Program ids are '<run>-<iteration>': readable in SQL, and equal across a resumed and an uninterrupted run."""
     return f"{run_id}-{iteration}"

@@ -58,13 +58,25 @@ SELECT model, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_to
 FROM ai_usage WHERE run_id = $run_id
 GROUP BY model ORDER BY model
 """,
-    "deploy_usage": """
-SELECT SUM(u.calls) AS calls,
-       SUM(u.input_tokens + u.cached_input_tokens) AS input_tokens,
-       SUM(u.output_tokens + u.cached_output_tokens) AS output_tokens,
-       (SELECT SUM(n_rows) FROM program_scores s
-        WHERE s.program_id = $program_id AND s.split IN ('val', 'test')) AS rows
-FROM ai_usage u WHERE u.program_id = $program_id AND u.split IN ('val', 'test')
+    # Every fully validated valid program's validation score and deploy cost per 1,000 rows (the view
+    # `deploy_costs`): the candidates of the score/cost frontier. A child a minibatch stopped on its sample has
+    # fewer validation rows than the split and is left out, as it is from admission.
+    "deploy_costs": """
+SELECT d.program_id, p.iteration, s.score AS val_score, d.n_rows,
+       d.calls_per_1000, d.input_tokens_per_1000, d.output_tokens_per_1000
+FROM deploy_costs d
+JOIN programs p ON p.program_id = d.program_id
+JOIN program_scores s ON s.program_id = d.program_id AND s.split = 'val'
+WHERE d.run_id = $run_id AND p.valid
+  AND d.n_rows = (SELECT MAX(n_rows) FROM program_scores WHERE run_id = $run_id AND split = 'val')
+ORDER BY p.iteration
+""",
+    # The same programs' validation tokens per model (cached ones included), to price them per model.
+    "deploy_cost_models": """
+SELECT program_id, model, SUM(calls) AS calls, SUM(input_tokens + cached_input_tokens) AS input_tokens,
+       SUM(output_tokens + cached_output_tokens) AS output_tokens
+FROM ai_usage WHERE run_id = $run_id AND split = 'val'
+GROUP BY program_id, model ORDER BY program_id, model
 """,
     # What the AI functions and the mutator's models spent, per split (train, val, test, drafts, mutator).
     "cost_splits": """

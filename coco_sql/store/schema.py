@@ -14,6 +14,7 @@ raises `StoreError` (and fails `tests/test_deploy.py`) instead of reaching a war
                epoch_ms(timestamp) -> DATE_PART(EPOCH_MILLISECOND, ...) (sqlglot reads every epoch_ms as
                epoch_ms(milliseconds) and writes TO_TIMESTAMP(x, 3)); epoch_ms(integer) -> TO_TIMESTAMP_NTZ(x, 3)
                Both need the argument's type: a literal, a CAST, or a column of the same type in every table.
+               SUM, COALESCE, CAST, AND, OR, RANK, ROW_NUMBER and array constants are written alike in both.
     comments   the comments before a statement are dropped; comments on columns stay
 """
 
@@ -145,6 +146,8 @@ SNOWFLAKE_FUNCTIONS: dict[type[exp.Expression], Fixup] = {
     exp.Array: _keep,  # [1, 2]: an array constant in both
     exp.Or: _keep,
     exp.Cast: _keep,
+    exp.Coalesce: _keep,  # COALESCE in both
+    exp.Sum: _keep,  # SUM in both
     exp.Rank: _keep,
     exp.RowNumber: _keep,
     exp.Length: _len,

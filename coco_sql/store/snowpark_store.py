@@ -33,6 +33,7 @@ from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.named import named_query
 from coco_sql.store.records import (
+    DEPLOY_COST_EVENT,
     ArchiveEntry,
     Event,
     IterationBatch,
@@ -327,11 +328,20 @@ class SnowparkStore:
                                bool(r["verified"]), r["reason"]) for r in rows]  # fmt: skip
 
     def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The valid program with the best validation score (ties: earliest), with that score."""
+        """The valid program with the best validation score (ties: earliest), with that score; a child over its
+        run's deploy-cost limit (a `deploy_cost` event with `within` false) is never the champion."""
         from snowflake.snowpark.functions import col
 
         programs = self._table("programs").filter((col("run_id") == run_id) & col("valid"))
+        over = [
+            e.program_id for e in self.events(run_id, DEPLOY_COST_EVENT) if not e.payload.get("within", True)
+        ]
+        if over:
+            programs = programs.filter(~col("program_id").isin(over))
         scores = self._table("program_scores").filter((col("run_id") == run_id) & (col("split") == "val"))
+        full = scores.agg({"n_rows": "max"}).collect()  # a child a minibatch gate stopped has fewer rows
+        if full and full[0][0] is not None:
+            scores = scores.filter(col("n_rows") == int(full[0][0]))
         joined = programs.join(scores, programs["program_id"] == scores["program_id"]).select(
             programs["program_id"].alias("pid"),
             programs["iteration"].alias("it"),

@@ -54,8 +54,13 @@ def coco_status(session: Session, run_id: Optional[int] = None) -> DataFrame:  #
     return _call(session, "coco_status", neutral.coco_status, _int(run_id))
 
 
-def coco_export(session: Session, run_id: Optional[int] = None, form: Optional[str] = "sql") -> DataFrame:  # noqa: UP045
-    return _call(session, "coco_export", neutral.coco_export, _int(run_id), form)
+def coco_export(
+    session: Session,
+    run_id: Optional[int] = None,  # noqa: UP045
+    form: Optional[str] = "sql",  # noqa: UP045
+    max_cost: Optional[str] = None,  # noqa: UP045
+) -> DataFrame:
+    return _call(session, "coco_export", neutral.coco_export, _int(run_id), form, max_cost)
 
 
 def coco_eval(session: Session, task: str, program: str, split: Optional[str] = "val") -> DataFrame:  # noqa: UP045

@@ -38,7 +38,10 @@ PROCEDURES: dict[str, Procedure] = {
             (("run_id", "NUMBER", None), ("budget", "NUMBER", "NULL"), ("max_spend", "VARCHAR", "NULL")),
         ),
         Procedure("coco_status", (("run_id", "NUMBER", "NULL"),)),
-        Procedure("coco_export", (("run_id", "NUMBER", "NULL"), ("form", "VARCHAR", "'sql'"))),
+        Procedure(
+            "coco_export",
+            (("run_id", "NUMBER", "NULL"), ("form", "VARCHAR", "'sql'"), ("max_cost", "VARCHAR", "NULL")),
+        ),
         Procedure("coco_eval", (("task", "VARCHAR", None), ("program", "VARCHAR", None), ("split", "VARCHAR", "'val'"))),
         Procedure("coco_report", (("run_id", "NUMBER", "NULL"),)),
     )

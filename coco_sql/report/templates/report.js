@@ -1,6 +1,7 @@
 /* The run report's charts (inlined by coco_sql/report/html.py after uPlot). Reads the JSON document
    #report-data (coco_sql/report/page.py says what each field is) and draws: the score over iterations, the
-   genealogy, the strategy ledger and the spending per iteration with uPlot; the solve matrix on a canvas. */
+   genealogy, the strategy ledger, the spending per iteration and the score/cost frontier with uPlot; the
+   solve matrix on a canvas. */
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("report-data").textContent);
@@ -190,6 +191,27 @@
     }, [C.x, C.provider_calls, C.cache_hits, C.tokens]);
   }
 
+  // -- validation score against deploy cost per 1,000 rows, the frontier as a staircase ----------------------
+  function frontierChart() {
+    var F = D.frontier;
+    if (!F) return;
+    var champion = F.x.map(function () { return null; });
+    if (F.champion != null) champion[F.champion] = F.val[F.champion];
+    var hover = function (u, v, i) { return v == null ? "–" : fmt(v) + " · " + F.ids[i]; };
+    var padded = function (u, min, max) { var pad = (max - min) * 0.04 || Math.abs(max) * 0.1 || 1; return [min - pad, max + pad]; };
+    make("chart-frontier", {
+      height: 280,
+      scales: { x: { time: false, range: padded }, y: { range: scoreRange } },
+      axes: [{ label: "deploy cost per 1,000 rows (" + F.measure + ")" }, { label: "validation score" }],
+      series: [
+        { label: F.measure, value: function (u, v) { return v == null ? "–" : v.toLocaleString(undefined, { maximumFractionDigits: 6 }); } },
+        { label: "program", stroke: COLOR.seed, paths: noPath, points: points("#64748b", 7), value: function (u, v, s, i) { return hover(u, v, i); } },
+        { label: "frontier", stroke: COLOR.lineage, width: 2, spanGaps: true, paths: uPlot.paths.stepped({ align: 1 }), points: points(COLOR.lineage, 8), value: function (u, v, s, i) { return hover(u, v, i); } },
+        { label: "champion", stroke: COLOR.best, paths: noPath, points: points(COLOR.best, 12, "#fff"), value: function (u, v) { return fmt(v); } }
+      ]
+    }, [F.x, F.val, F.frontier, champion]);
+  }
+
   // -- the solve matrix: programs x training rows, one cell per (program, row) on a canvas ------------------
   function matrixChart() {
     var M = D.matrix;
@@ -280,7 +302,7 @@
     });
   }
 
-  [scoreChart, genealogyChart, ledgerChart, costChart, matrixChart, toggles].forEach(function (draw) { draw(); });
+  [scoreChart, genealogyChart, ledgerChart, costChart, frontierChart, matrixChart, toggles].forEach(function (draw) { draw(); });
   var resizing = null;
   window.addEventListener("resize", function () {
     clearTimeout(resizing);
