@@ -185,3 +185,21 @@ def test_a_champion_over_8_kb_is_warned_about(tmp_path: Path, examples: int, war
     assert bool(warnings) == warned
     if warned:
         assert len(warnings) == 1 and "over 8 KB" in warnings[0] and "\n" not in warnings[0]
+
+
+def test_the_example_cap_is_a_setting_of_the_offline_mutator_for_sql_only() -> None:
+    from coco_sql.engine.registry import build_mutator
+    from coco_sql.errors import ConfigError
+    from coco_sql.languages import language_for
+
+    sql = build_mutator("offline", language_for(load_task("hotpotqa_type")), {"max_examples": 16})
+    assert sql.max_examples == 16
+    assert (
+        build_mutator("offline", language_for(load_task("hotpotqa_type")), {}).max_examples == 0
+    )
+    python = language_for(load_task("tsp_construct"))
+    assert build_mutator("offline", python, {}) is not None
+    with pytest.raises(ConfigError, match="a Python task has none"):
+        build_mutator("offline", python, {"max_examples": 16})
+    with pytest.raises(ConfigError, match="max_examples must be >= 0"):
+        build_mutator("offline", language_for(load_task("hotpotqa_type")), {"max_examples": -1})

@@ -59,11 +59,22 @@ class MutatorSpec:
 
 
 def _offline(language: Language, settings: Mapping[str, Any]) -> Mutator:
+    """The language's offline operators. `max_examples` (few-shot examples per AI_CLASSIFY call, 0: no cap)
+    belongs to SQL AI pipelines: a Python task takes only 0."""
     if settings["max_drafts"] < 1:
         raise ConfigError(f"--max-drafts must be >= 1 (got {settings['max_drafts']})")
+    if settings["max_examples"] < 0:
+        raise ConfigError(
+            f"max_examples must be >= 0 examples, 0 for no cap (got {settings['max_examples']})"
+        )
     if language.name not in OFFLINE_MUTATORS:
         raise ConfigError(f"the offline mutator has no operators for {language.name} programs")
-    return OFFLINE_MUTATORS[language.name](**settings)
+    chosen = dict(settings)
+    if language.name != "sql" and chosen.pop("max_examples"):  # popped for Python either way
+        raise ConfigError(
+            "max_examples caps the few-shot examples of SQL AI pipelines; a Python task has none"
+        )
+    return OFFLINE_MUTATORS[language.name](**chosen)
 
 
 def _agent(**presets: Any) -> Callable[[Language, Mapping[str, Any]], Mutator]:
@@ -114,7 +125,7 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
         "offline": MutatorSpec(
             "offline",
             "data-driven AST edits tested on training rows before commit (no model)",
-            {"max_drafts": 32, "probe": True},
+            {"max_drafts": 32, "probe": True, "max_examples": 0},
             _offline,
         ),
         "agent": MutatorSpec(
