@@ -194,9 +194,7 @@ def test_the_example_cap_is_a_setting_of_the_offline_mutator_for_sql_only() -> N
 
     sql = build_mutator("offline", language_for(load_task("hotpotqa_type")), {"max_examples": 16})
     assert sql.max_examples == 16
-    assert (
-        build_mutator("offline", language_for(load_task("hotpotqa_type")), {}).max_examples == 0
-    )
+    assert build_mutator("offline", language_for(load_task("hotpotqa_type")), {}).max_examples == 0
     python = language_for(load_task("tsp_construct"))
     assert build_mutator("offline", python, {}) is not None
     with pytest.raises(ConfigError, match="a Python task has none"):
