@@ -4,12 +4,12 @@ and a champion over 8 KB of SQL is warned about. Real embedded model and real Du
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
 import pytest
 import sqlglot
+from pack_copies import small_pack
 
 from coco_sql import api
 from coco_sql.engine import iteration_rng
@@ -21,23 +21,8 @@ from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.mutate.examples import MAX_EXAMPLES, capped, diverse_subset, label_quotas
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import load_task
-from tests.conftest import REPO
 
 SINGLE = "SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison']):labels[0]::string AS label FROM input"
-
-
-def small_pack(root: Path, name: str, pool_rows: int, test_rows: int = 10) -> Path:
-    """A copy of pack `name` with its first rows only (same seed program, task.toml and labels)."""
-    source, pack = REPO / "tasks" / name, root / name
-    (pack / "data").mkdir(parents=True)
-    for file, rows in (("pool.csv", pool_rows), ("test.csv", test_rows)):
-        with (source / "data" / file).open(encoding="utf-8") as original:
-            lines = list(csv.reader(original))[: rows + 1]
-        with (pack / "data" / file).open("w", newline="", encoding="utf-8") as copy:
-            csv.writer(copy, lineterminator="\n").writerows(lines)
-    for file in ("task.toml", "seed.sql"):
-        (pack / file).write_text((source / file).read_text(encoding="utf-8"), encoding="utf-8")
-    return pack
 
 
 def view_of(labels: list[str], vectors: dict[str, np.ndarray] | None = None) -> TrainingView:

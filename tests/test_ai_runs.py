@@ -4,13 +4,13 @@ embedded model, a real local HTTP endpoint in the OpenAI wire format)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from pathlib import Path
 
 import duckdb
 from llm_double import FakeEndpoint
+from pack_copies import small_pack
 
 from coco_sql.engine import EvolutionLoop, RunConfig
 from coco_sql.llm import AiConfig, EndpointConfig
@@ -24,16 +24,7 @@ GOEMOTIONS = REPO / "tasks" / "goemotions"
 
 def small_goemotions(root: Path, pool_rows: int = 45, test_rows: int = 20) -> Path:
     """A goemotions copy with its first rows only (same seed program, task.toml and labels)."""
-    pack = root / "goemotions"
-    (pack / "data").mkdir(parents=True)
-    for name, rows in (("pool.csv", pool_rows), ("test.csv", test_rows)):
-        with (GOEMOTIONS / "data" / name).open(encoding="utf-8") as source:
-            lines = list(csv.reader(source))[: rows + 1]
-        with (pack / "data" / name).open("w", newline="", encoding="utf-8") as target:
-            csv.writer(target, lineterminator="\n").writerows(lines)
-    for name in ("task.toml", "seed.sql"):
-        (pack / name).write_text((GOEMOTIONS / name).read_text(encoding="utf-8"), encoding="utf-8")
-    return pack
+    return small_pack(root, "goemotions", pool_rows, test_rows)
 
 
 def completion_pack(root: Path) -> Path:
