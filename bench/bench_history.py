@@ -45,6 +45,7 @@ def calls(programs: int) -> dict[str, dict[str, Any]]:
         "get_question_memory": {"instance_id": "lp007"},
         "get_suggested_questions": {"program_id": program},
         "get_hard_questions": {},
+        "get_primitives": {},  # an empty library here (no primitives in the populated run)
     }
 
 
