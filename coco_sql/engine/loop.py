@@ -34,6 +34,7 @@ from coco_sql.engine.config import (
     RunSummary,
     iteration_rng,
 )
+from coco_sql.engine.cross_fit import with_honest_train
 from coco_sql.engine.deploy_cost import check_cost_prices, judge_child
 from coco_sql.engine.minibatch import Minibatch, evaluate_child
 from coco_sql.engine.registry import build_mutator
@@ -118,6 +119,7 @@ class EvolutionLoop:
 
     # -- entry points ----------------------------------------------------------------------------------------
     def start(self, config: RunConfig) -> RunSummary:
+        config = config.with_model_aliases(self._given_aliases(), recorded=False)  # recorded in runs.config
         check_prices(config.spend_limit, config.prices, self._models(config))  # before anything is written
         check_cost_prices(config.cost_limit, config.prices, self._models(config, ai_only=True))
         run_id = self.store.next_run_id()
@@ -153,6 +155,7 @@ class EvolutionLoop:
             )
         config = RunConfig.stored(run)
         stored = config.to_stored()
+        config = config.with_model_aliases(self._given_aliases(), recorded=True)  # may add, never change
         if max_spend is not None or prices:
             config = replace(
                 config,
@@ -238,8 +241,17 @@ class EvolutionLoop:
         resumed run replays the turns it has already had answered."""
         cache = AiCache()
         cache.load(*self.store.ai_cache_entries())
+        return AiRuntime(self._run_ai_config(config), cache)
+
+    def _run_ai_config(self, config: RunConfig) -> AiConfig:
+        """What the run's AI calls use: the given AiConfig (else the environment's) with the run's seed and the
+        model aliases recorded with the run, so that a resume answers each model name as the run began."""
         ai_config = self._ai_config or AiConfig.from_environment()
-        return AiRuntime(replace(ai_config, seed=config.seed), cache)
+        return replace(ai_config, seed=config.seed, model_aliases=config.model_aliases)
+
+    def _given_aliases(self) -> dict[str, str]:
+        """The model aliases the caller configured (CLI, file, api), to add to the run's."""
+        return dict(self._ai_config.model_aliases) if self._ai_config is not None else {}
 
     def _save_chat_cache(self, run: RunRecord) -> None:
         """Write the mutator's new cache entries outside an iteration (the run is stopping mid-iteration)."""
@@ -300,12 +312,7 @@ class EvolutionLoop:
             return None
         cache = AiCache()
         cache.load(*self.store.ai_cache_entries())
-        ai_config = (
-            replace(self._ai_config, seed=config.seed)
-            if self._ai_config is not None
-            else AiConfig.from_environment(seed=config.seed)
-        )
-        return AiRuntime(ai_config, cache)
+        return AiRuntime(self._run_ai_config(config), cache)
 
     @staticmethod
     def _ai_rows(evaluator: Evaluator, program_id: str | None, drafts: Usage | None = None) -> dict[str, Any]:
@@ -341,6 +348,7 @@ class EvolutionLoop:
             ) from None
         pid = program_id_for(run.run_id, 0)
         outcomes = {split: evaluator.evaluate(code, split) for split in SEARCH_SPLITS}
+        outcomes, _ = with_honest_train(DraftEnvironment(evaluator), evaluator.ai, code, outcomes)
         if not outcomes["val"].ok:
             raise TaskError(
                 f"{self.task.name}: the seed program fails on the validation split: {outcomes['val'].error}"
@@ -464,6 +472,12 @@ class EvolutionLoop:
             )
         else:
             outcomes = {split: evaluator.evaluate(proposal.code, split) for split in SEARCH_SPLITS}
+        if proposal.discarded is None and (
+            gate is None or gate.passed
+        ):  # whole splits: rows held as examples
+            outcomes, variants = with_honest_train(env, evaluator.ai, proposal.code, outcomes)
+            if drafts_usage is not None and variants:
+                drafts_usage.merge(variants)
         evaluate_ms = _ms_since(clock)
         pid = program_id_for(run.run_id, t)
         cost = judge_child(config.cost_limit, config.prices, outcomes["val"], t, pid)  # under --max-cost

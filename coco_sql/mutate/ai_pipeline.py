@@ -189,13 +189,16 @@ def with_similarities(
     return replace(view, similarities=similarities)
 
 
-def cross_fitted(query: exp.Expression, env: DraftEnvironment, texts: dict[str, str]) -> Outcome:
+def cross_fitted(
+    query: exp.Expression, env: DraftEnvironment, texts: dict[str, str], full: Outcome | None = None
+) -> Outcome:
     """The program's training outcome, with every row it uses as a few-shot example predicted out of fold.
 
     Rows whose text is an example are split in two folds by id; for each fold a variant without that
     fold's examples predicts it. Other rows keep the program's own prediction. Three draft tests at most,
-    cheap on a warm cache; a program without such examples costs one."""
-    full = env.test_draft(render(query, env))
+    cheap on a warm cache; a program without such examples costs one. `full`: the program's own outcome on
+    every training row, when the caller has it."""
+    full = full if full is not None else env.test_draft(render(query, env))
     examples = {
         text for spec in map(read_spec, classify_calls(query)) if spec for text in spec.example_inputs
     }
