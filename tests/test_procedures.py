@@ -66,8 +66,8 @@ def test_status_resume_export_and_eval(session) -> None:
         5,
         "finished",
     )
-    run, program_id, score, form, code = con.execute("CALL coco_export(?)", [run_id]).fetchone()
-    assert (run, program_id, form) == (run_id, resumed[3], "sql") and "CASE" in code.upper()
+    run, program_id, score, form, code, findings = con.execute("CALL coco_export(?)", [run_id]).fetchone()
+    assert (run, program_id, form, findings) == (run_id, resumed[3], "sql", None) and "CASE" in code.upper()
     task, split, evaluated, rows, _, error = con.execute(
         "CALL coco_eval('lockpicking6', ?, 'val')", [code]
     ).fetchone()

@@ -169,8 +169,11 @@ def test_snowflake_named_arguments_become_positional() -> None:
     program = validate_candidate(source, SNOW_AI)
     # A response_format makes AI_COMPLETE return an object: its JSON-returning UDF is bound.
     assert "COCO_AI_COMPLETE_JSON(TO_JSON('m'), TO_JSON(text), NULL, TO_JSON('j'), NULL)" in program.sql
-    classify = validate_candidate("AI_CLASSIFY(categories => ['a', 'b'], input => text)", SNOW_AI)
+    classify = validate_candidate("AI_CLASSIFY(list_of_categories => ['a', 'b'], input => text)", SNOW_AI)
     assert "AI_CLASSIFY(TO_JSON(text), TO_JSON(['a', 'b']), NULL)" in classify.sql
+    # A name only this project accepted is refused in Snowflake dialect, with the documented one.
+    message = rejected("AI_CLASSIFY(categories => ['a', 'b'], input => text)", SNOW_AI)
+    assert "'categories'" in message and "use list_of_categories =>" in message
 
 
 def test_unknown_named_argument_is_rejected_with_the_parameter_list() -> None:

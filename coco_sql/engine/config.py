@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ from coco_sql.engine.deploy_cost import CostLimit, parse_max_cost
 from coco_sql.engine.registry import mutator_spec
 from coco_sql.engine.spend import SpendLimit, normalise_prices
 from coco_sql.errors import ConfigError
+from coco_sql.llm.routing import DEFAULT_ALIASES, merge_aliases, normalise_aliases
 from coco_sql.search import POLICIES
 from coco_sql.store import RunRecord
 
@@ -33,7 +34,9 @@ class RunConfig:
     champion's validation score reaches it. `max_spend` stops the run, resumable, once its model spending
     reaches a limit in tokens or US dollars at `prices` (`engine.spend`). `max_cost` limits each child's deploy
     cost per 1,000 rows, in calls, tokens or dollars: a child over it is recorded but never admitted or champion
-    (`engine.deploy_cost`).
+    (`engine.deploy_cost`). `model_aliases` map model names the SQL writes (Cortex's) to the models that answer
+    them here (`llm.routing`): a run records the aliases in effect, built-in ones included, so that a resume, and
+    anyone reading `runs.config` with SQL, sees which model produced its scores.
 
     A value a key does not take (an unknown policy, a negative budget, a `max_spend` that is neither tokens nor
     dollars, ...) is a one-line ConfigError naming the key and what it takes, raised when the config is built:
@@ -62,6 +65,7 @@ class RunConfig:
     primitives: bool = False
     primitive_k: int = 3
     primitive_generation: int = 5
+    model_aliases: Mapping[str, str] = field(default_factory=dict)  # Cortex model name -> the local stand-in
 
     def __post_init__(self) -> None:
         if self.budget < 0:
@@ -90,6 +94,7 @@ class RunConfig:
             self, "mutator_settings", mutator_spec(self.mutator).settings(self.mutator_settings)
         )
         object.__setattr__(self, "prices", normalise_prices(self.prices))
+        object.__setattr__(self, "model_aliases", normalise_aliases(self.model_aliases))
         if self.max_spend is not None:
             SpendLimit.parse(self.max_spend)
         if self.max_cost is not None:
@@ -112,6 +117,18 @@ class RunConfig:
             for key, value in self.mutator_settings.items()
             if (key == "model" or key.endswith("_model")) and isinstance(value, str) and value
         )
+
+    def with_model_aliases(self, given: Mapping[str, str], *, recorded: bool) -> RunConfig:
+        """This config with `given` aliases (an AiConfig's) added to its own. A new run (`recorded=False`) also
+        takes the built-in aliases, so that what it records is the whole mapping in effect; a resumed one keeps
+        its recorded mapping, and a given alias may add to it but not change it (ConfigError): one run's scores
+        come from one model per name."""
+        if recorded:
+            return replace(
+                self, model_aliases=merge_aliases(self.model_aliases, given, "recorded with the run")
+            )
+        merged = merge_aliases(self.model_aliases, given, "in the run's options")
+        return replace(self, model_aliases={**DEFAULT_ALIASES, **merged})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
@@ -136,6 +153,7 @@ class RunConfig:
         stored = {k: v for k, v in asdict(self).items() if k != "budget"}
         stored["mutator_settings"] = dict(self.mutator_settings)
         stored["prices"] = {model: list(pair) for model, pair in self.prices.items()}
+        stored["model_aliases"] = dict(self.model_aliases)
         return stored
 
 

@@ -6,7 +6,8 @@ dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are
     coco_resume(run_id, budget)          continue a run (to a larger budget)
     coco_status(run_id)                  one row per run (or the one run)
     coco_export(run_id, form, max_cost)  the champion (or the best program within a deploy cost per 1,000 rows):
-                                         sql (as written), duckdb_view, snowflake_view or dbt
+                                         sql (as written), duckdb_view, snowflake_view or dbt; a form
+                                         that runs in Snowflake also lists why it would not (`findings`)
     coco_eval(task, program, split)      score one program on one split
     coco_report(run_id)                  the run's report (the latest run's by default): one HTML document
 """
@@ -57,6 +58,10 @@ COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("val_score", "DOUBLE"),
         ("form", "VARCHAR"),
         ("code", "VARCHAR"),
+        (
+            "findings",
+            "VARCHAR",
+        ),  # why it would not run in Snowflake, one per line; NULL when none or not Snowflake
     ),
     "coco_eval": (
         ("task", "VARCHAR"),
@@ -119,6 +124,7 @@ def coco_export(
     deploy cost per 1,000 rows is within it."""
     form = form or "sql"
     champion = api.export(run_id, db=store, form=form, max_cost=max_cost)
+    findings = api.export_findings(champion, form, db=store)
     return [
         {
             "run_id": champion.run_id,
@@ -126,6 +132,7 @@ def coco_export(
             "val_score": champion.val_score,
             "form": form,
             "code": champion.code,
+            "findings": "\n".join(f.line() for f in findings) or None,
         }
     ]
 

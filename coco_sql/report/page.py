@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coco_sql.errors import StoreError
+from coco_sql.languages.sql_deploy_check import check_program
 from coco_sql.report import analysis, read_models
 from coco_sql.report.highlight import diff, highlight
 from coco_sql.store import Warehouse
@@ -71,6 +72,8 @@ def build(store: Warehouse, run_id: int) -> Page:
             else f"The champion {champion['program_id']} has no test score (the run's test scores were written "
             "for another program)."
         )
+    if champion is not None:
+        page.notes += _deploy_notes(champion)
     page.summary = _summary(programs, seed, champion)
     page.data["trajectory"] = _trajectory(programs, seed, champion)
     if champion is not None:
@@ -107,6 +110,20 @@ def _unfinished(store: Warehouse, run: dict[str, Any]) -> str:
         f"Run {run['run_id']} is not finished: {committed} of {run['budget']} iterations are committed and "
         f"{why}. This report shows what is committed so far."
     )
+
+
+def _deploy_notes(champion: dict[str, Any]) -> list[str]:
+    """A line when a Snowflake-dialect champion would not run in Snowflake (`coco-sql check-deploy` lists why)."""
+    if champion["language"] != "sql" or champion["dialect"] != "snowflake":
+        return []
+    findings = check_program(champion["code"], "snowflake", where=f"champion {champion['program_id']}")
+    if not findings:
+        return []
+    return [
+        f"Not deployable: the champion {champion['program_id']} would not run in Snowflake "
+        f"({len(findings)} finding(s), see `coco-sql check-deploy`): "
+        + "; ".join(f.what for f in findings[:3])
+    ]
 
 
 def _summary(

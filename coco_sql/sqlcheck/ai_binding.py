@@ -6,7 +6,8 @@ optional trailing arguments. A DuckDB Python UDF has one fixed signature. So, on
 
 - each AI call gets its full parameter list (missing optional ones are NULL) and every argument is passed as
   JSON (`to_json(arg)`), which keeps strings, lists and structs apart without guessing types;
-- `PROMPT('... {0} ...', a, b)` becomes the object Snowflake's PROMPT returns: {"template": ..., "args": [...]};
+- `PROMPT('... {0} ...', a, b)` becomes the object Snowflake's PROMPT returns: {"template": ..., "args": [...]}
+  (a literal template with a placeholder that has no argument is refused, as in Snowflake);
 - the aggregates AI_AGG and AI_SUMMARIZE_AGG become a scalar UDF over `list(expr)`, so GROUP BY works;
 - the Cortex spellings SNOWFLAKE.CORTEX.COMPLETE / CLASSIFY_TEXT / SENTIMENT map to their own UDFs (their
   return shapes differ from the AI_* ones).
@@ -22,7 +23,8 @@ from types import MappingProxyType
 
 from sqlglot import exp
 
-from coco_sql.aifuncs.catalogue import BY_NAME, AiFunction
+from coco_sql.aifuncs.catalogue import BY_NAME, AiFunction, unfilled_placeholder
+from coco_sql.errors import CandidateRejected
 from coco_sql.sqlcheck.snowflake import function_name, positional_arguments, rewrite_named_arguments
 
 UDFS: Mapping[str, AiFunction] = MappingProxyType(
@@ -39,7 +41,13 @@ def _dotted(node: exp.Dot) -> str | None:
 
 
 def _prompt_object(call: exp.Expression) -> exp.Expression:
+    """PROMPT's object; a literal template with a placeholder beyond its arguments is refused here, as Snowflake
+    refuses it (the UDFs check templates that are not literals)."""
     template, *args = positional_arguments(call)  # type: ignore[arg-type]
+    if isinstance(template, exp.Literal) and template.is_string:
+        error = unfilled_placeholder(template.this, len(args))
+        if error is not None:
+            raise CandidateRejected(error)
     return exp.Anonymous(
         this="json_object",
         expressions=[

