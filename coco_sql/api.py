@@ -19,12 +19,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import Language, language_for
 from coco_sql.languages.sql import SqlLanguage
+from coco_sql.languages.sql_deploy_check import Finding, check_program
 from coco_sql.languages.sql_export import export_form
+from coco_sql.languages.sql_reference_export import reads_table
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
@@ -35,6 +39,7 @@ from coco_sql.search import ParentPolicy
 from coco_sql.store import DuckDBStore, Warehouse
 from coco_sql.tasks import TaskPack, list_tasks, load_task
 from coco_sql.tasks.from_rows import check_options, task_from_rows
+from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
 
 Store = str | Path | Warehouse
 Task = str | Path | TaskPack
@@ -46,11 +51,14 @@ __all__ = [
     "Evaluation",
     "RunReport",
     "RunSummary",
+    "champion_deploy_findings",
     "champion_warnings",
+    "check_deploy",
     "cost",
     "evaluate",
     "evolve",
     "export",
+    "export_findings",
     "register_task",
     "report",
     "resume",
@@ -226,13 +234,16 @@ def export(
     form: str = "sql",
     source: str | None = None,
     max_cost: int | float | str | None = None,
+    task: Task | None = None,
 ) -> Champion:
     """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
     sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
     instead of `input`: by default the table a registered task came from, else `input`. A Snowflake function's
     output column gets the task's contract type when the task is still there. With `max_cost` ('500 calls',
     '20000 tokens', '$0.05' per 1,000 rows), the best program within that deploy cost instead: one lookup on
-    the run's score/cost frontier (`read_models.best_within`)."""
+    the run's score/cost frontier (`read_models.best_within`). A program that reads the training rows as
+    `examples` ships them: the other forms create that table first, from the run's task pack (by its name, or
+    `task`), which must be the pack the run evolved on."""
     columns: dict[str, str] | None = None
     with _open(db, read_only=True) as store:
         run_id = resolve_run(store, run_id, db)
@@ -241,14 +252,16 @@ def export(
             if max_cost is None
             else read_models.best_within(store, run_id, max_cost)
         )
-        task = store.get_run(run_id).task
+        run = store.get_run(run_id)
+        name = run.task
         if form != "sql" and source is None:
-            registered = store.registered_task(task)
+            registered = store.registered_task(name)
             source = registered[0] if registered is not None and _is_table_name(registered[0]) else "input"
         if form == "snowflake_function":
             with contextlib.suppress(TaskError):
-                contract = _task(task, store).contract
+                contract = _task(task or name, store).contract
                 columns = {contract.output: contract.type}
+        references = _references(champion, form, task or name, run.task_fingerprint, store)
     if form == "sql":
         return champion
     if champion.language != "sql":
@@ -257,11 +270,33 @@ def export(
         champion.code,
         champion.dialect,
         form,
-        name=f"coco_{task}_champion",
+        name=f"coco_{name}_champion",
         source=source or "input",
         columns=columns,
+        references=references,
     )
     return replace(champion, code=code)
+
+
+def _references(
+    champion: Champion, form: str, task: Task, fingerprint: str, store: Warehouse
+) -> dict[str, tuple[pd.DataFrame, dict[str, str]]]:
+    """The task's reference tables (`tasks.references`), with their rows, when the exported program reads one:
+    the export creates them next to it. A one-line TaskError when the pack is gone or is not the run's."""
+    if (
+        form == "sql"
+        or champion.language != "sql"
+        or not reads_table(champion.code, champion.dialect, EXAMPLES)
+    ):
+        return {}
+    pack = _task(task, store)
+    if pack.fingerprint() != fingerprint:
+        raise TaskError(
+            f"task pack {pack.name!r} at {pack.root} is not the one run {champion.run_id} evolved on (its files "
+            "differ), and the program reads its training rows as `examples`: pass that pack's directory as the task"
+        )
+    tables, columns = reference_tables(pack), reference_columns(pack)
+    return {name: (rows, columns[name]) for name, rows in tables.items()}
 
 
 #: A champion's SQL past this many bytes gets a warning (issue 15: a program stays readable; examples belong in a
@@ -283,6 +318,67 @@ def champion_warnings(run_id: int | None = None, *, db: Store) -> list[str]:
         f"{CHAMPION_SQL_WARN_BYTES // 1024} KB): hard to review and, on a real model, costly per row; check "
         "for inline few-shot examples"
     ]
+
+
+SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt"})
+"""Export forms that run in Snowflake: each export in one of them is checked (`export_findings`)."""
+
+
+def check_deploy(
+    run_id: int | None = None, *, db: Store, code: str | None = None, task: Task | None = None
+) -> list[Finding]:
+    """Why a program would not run in Snowflake: every function, argument name and type it uses that Snowflake
+    does not have (`languages.sql_deploy_check`); empty when it would. The program is `code`, written for `task` (its
+    dialect, columns and AI functions), or else the champion of run `run_id` (default: the latest run)."""
+    if code is not None:
+        if task is None:
+            raise ConfigError("check_deploy(code=...) needs the task the program is written for")
+        return _check_deploy(code, _task(task), "program")
+    with _open(db, read_only=True) as store:
+        champion = read_models.champion(store, resolve_run(store, run_id, db))
+    return export_findings(champion, db=db)
+
+
+def export_findings(program: Champion, form: str = "snowflake_view", *, db: Store) -> list[Finding]:
+    """`check_deploy`'s findings for an exported `program` (a champion, or the best within a cost) when `form`
+    runs in Snowflake (or is its SQL as written, in Snowflake dialect); empty for other forms and for Python.
+    An export is never refused for them: the caller shows them next to the code."""
+    targets_snowflake = form in SNOWFLAKE_FORMS or (form == "sql" and program.dialect == "snowflake")
+    if program.language != "sql" or not targets_snowflake:
+        return []
+    with _open(db, read_only=True) as store:
+        try:
+            pack: TaskPack | None = _task(store.get_run(program.run_id).task, store)
+        except TaskError:
+            pack = None  # the task is gone: functions, names and types are still checked
+    where = f"program {program.program_id} of run {program.run_id}"
+    if pack is None:
+        return check_program(program.code, program.dialect, where=where)
+    return _check_deploy(program.code, pack, where, program.dialect)
+
+
+def champion_deploy_findings(run_id: int, *, db: Store) -> list[Finding]:
+    """`export_findings` of run `run_id`'s champion as written, for `coco-sql status`: a Snowflake-dialect
+    champion that would not run in Snowflake is flagged there. Empty when the run has no champion yet."""
+    try:
+        champion = export(run_id, db=db)
+    except StoreError:
+        return []
+    return export_findings(champion, "sql", db=db)
+
+
+def _check_deploy(code: str, pack: TaskPack, where: str, dialect: str | None = None) -> list[Finding]:
+    if pack.language != "sql":
+        raise ConfigError(f"check-deploy checks SQL programs; task {pack.name!r} evolves {pack.language}")
+    return check_program(
+        code,
+        dialect or pack.dialect,
+        where=where,
+        input_columns=dict(pack.input_columns),
+        output_column=pack.contract.output,
+        allowed_functions=frozenset(pack.allowed_functions),
+        references=reference_columns(pack),
+    )
 
 
 def resolve_run(store: Warehouse, run_id: int | None, db: Store = "the store") -> int:

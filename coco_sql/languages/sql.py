@@ -20,6 +20,7 @@ from coco_sql.primitives.sql_macros import expand_program, has_macro_word
 from coco_sql.sandbox.database import Sandbox
 from coco_sql.search.features import cell_of_counts
 from coco_sql.sqlcheck import ValidationSpec, validate_candidate
+from coco_sql.tasks.references import reference_columns, reference_tables
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
@@ -40,6 +41,7 @@ class SqlLanguage:
             output_column=task.contract.output,
             allowed_functions=frozenset(task.allowed_functions),
             dialect=task.dialect,
+            references=reference_columns(task),
         )
 
     def validate(self, code: str) -> Program:
@@ -66,8 +68,12 @@ class SqlLanguage:
 
     def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner | WarehouseSqlRunner:
         if self.engine is not None:
-            return WarehouseSqlRunner(self.engine, split, self.spec, self.task.contract.type)
-        return SqlRunner(Sandbox(split.inputs, ai=ai), self.task.contract.output)
+            return WarehouseSqlRunner(
+                self.engine, split, self.spec, self.task.contract.type, reference_tables(self.task)
+            )
+        return SqlRunner(
+            Sandbox(split.inputs, ai=ai, tables=reference_tables(self.task)), self.task.contract.output
+        )
 
 
 class SqlRunner:

@@ -30,13 +30,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+import pandas as pd
 import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.scope import traverse_scope
 
 from coco_sql.errors import ConfigError
+from coco_sql.languages.sql_reference_export import create_table, reads_table
 from coco_sql.primitives.sql_macros import expand_program
+from coco_sql.sqlcheck.snowflake import snowflake_to_duckdb
 
 FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt")
 _DBT_PLACEHOLDER = "coco_dbt_source"
@@ -68,9 +71,12 @@ def export_form(
     name: str,
     source: str = "input",
     columns: Mapping[str, str] | None = None,
+    references: Mapping[str, tuple[pd.DataFrame, Mapping[str, str]]] | None = None,
 ) -> str:
     """The program `code` (written in `dialect`) as `form`, reading `source` instead of `input`. `columns` gives
-    known output column types (DuckDB or contract spelling, e.g. the task's contract) for `snowflake_function`."""
+    known output column types (DuckDB or contract spelling, e.g. the task's contract) for `snowflake_function`.
+    `references`: the task's reference tables (name -> rows and column types); each one the program reads is
+    created first as `<name>_<table>` (`sql_reference_export`) and read under that name."""
     if form not in FORMS:
         raise ConfigError(f"unknown export form {form!r} (known: {', '.join(FORMS)})")
     if form == "sql" and dialect == "duckdb":
@@ -80,16 +86,28 @@ def export_form(
         return code
     target = _TARGETS[form]
     program = sqlglot.parse_one(code, read=dialect)
+    if (
+        dialect == "snowflake" and target == "duckdb"
+    ):  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
+        program = snowflake_to_duckdb(program)
     relation = _DBT_PLACEHOLDER if form == "dbt" else source
+    tables = ""
+    for table, (rows, types) in (references or {}).items():
+        if not reads_table(code, dialect, table):
+            continue
+        if form == "dbt":
+            raise ConfigError(f"form 'dbt' cannot ship the table {table!r} the program reads: export a view")
+        program = over_source(program, f"{name}_{table}", table)
+        tables += create_table(f"{name}_{table}", rows, types, target) + "\n"
     body = over_source(program, relation).sql(dialect=target, pretty=True)
     if form == "dbt":
         return _dbt(body, source)
     identifier = exp.to_identifier(name).sql(dialect=target)
     if form == "snowflake_function":
-        return _udtf(identifier, program, dialect, body, columns)
+        return tables + _udtf(identifier, program, dialect, body, columns)
     if form == "duckdb_macro":
-        return _checked(f"CREATE OR REPLACE MACRO {identifier}() AS TABLE\n{body}", target, body)
-    return _checked(f"CREATE OR REPLACE VIEW {identifier} AS\n{body}", target, body)
+        return tables + _checked(f"CREATE OR REPLACE MACRO {identifier}() AS TABLE\n{body}", target, body)
+    return tables + _checked(f"CREATE OR REPLACE VIEW {identifier} AS\n{body}", target, body)
 
 
 def _udtf(
@@ -144,15 +162,15 @@ def _udtf_type(kind: exp.DataType | None) -> str:
     return "VARIANT" if kind is None else _UDTF_TYPES.get(kind.this, "VARIANT")
 
 
-def over_source(query: exp.Expression, source: str) -> exp.Expression:
-    """`query` with every reference to the relation `input` (not a CTE of that name) replaced by `source`."""
+def over_source(query: exp.Expression, source: str, relation: str = "input") -> exp.Expression:
+    """`query` with every reference to the table `relation` (not a CTE of that name) replaced by `source`."""
     query = query.copy()
     for scope in traverse_scope(query):
         for table in scope.tables:
-            if table.name.lower() == "input" and not table.db and table.name not in scope.cte_sources:
+            if table.name.lower() == relation and not table.db and table.name not in scope.cte_sources:
                 replacement = exp.to_table(source)
                 replacement.set(
-                    "alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier("input"))
+                    "alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(relation))
                 )
                 table.replace(replacement)
     return query

@@ -3,8 +3,9 @@ candidates itself (`Warehouse.candidate_engine()`), so that AI functions are the
 
 The candidate has passed the same validator as on DuckDB (one read-only query of `input`, allowed functions only).
 It is written in the task's dialect and goes to Snowflake from that text, not from the DuckDB tree the validator
-made: only `input` is renamed to the split's staged table, on the sqlglot tree. The staged table holds the split's
-rows and nothing else, so a program can reach no other split. The warehouse enforces the deadline (the
+made: only `input` is renamed to the split's staged table, on the sqlglot tree (and a reference table such as
+`examples` to its own staged copy of the training rows). The staged table holds the split's rows and nothing else,
+so a program can reach no other split. The warehouse enforces the deadline (the
 statement timeout) and the memory bound.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -25,6 +26,8 @@ from coco_sql.sqlcheck.validator import as_query, parse_statement, rewrite_named
 from coco_sql.store.base import CandidateEngine
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from coco_sql.sqlcheck import ValidationSpec
     from coco_sql.tasks import Split
 
@@ -34,11 +37,22 @@ class WarehouseSqlRunner:
 
     probe_sandbox = None  # the mutator's data probes keep their DuckDB sandbox over the same rows
 
-    def __init__(self, engine: CandidateEngine, split: Split, spec: ValidationSpec, output_type: str) -> None:
+    def __init__(
+        self,
+        engine: CandidateEngine,
+        split: Split,
+        spec: ValidationSpec,
+        output_type: str,
+        references: Mapping[str, pd.DataFrame] | None = None,
+    ) -> None:
+        """`references`: the task's reference tables (`tasks.references`), staged beside the split's rows."""
         self._engine = engine
         self._spec = spec
         self._list_output = output_type.endswith("[]") or output_type.upper() in ("JSON", "VARIANT")
         self._table = engine.stage_rows(split.name, split.inputs)
+        self._references = {
+            name: engine.stage_rows(f"{split.name}_{name}", rows) for name, rows in (references or {}).items()
+        }
 
     def run(
         self, program: Program, deadline_s: float, on_timeout: Callable[[], None] | None = None
@@ -61,6 +75,8 @@ class WarehouseSqlRunner:
         tree = rewrite_named_arguments(parse_statement(source, self._spec.dialect))
         query, _ = as_query(tree, self._spec)
         staged = over_source(query, self._table)
+        for name, table in self._references.items():
+            staged = over_source(staged, table, name)
         wrapped = exp.select(
             exp.cast(exp.column("id"), "VARCHAR").as_("id"),
             exp.column(self._spec.output_column).as_("output"),  # unquoted: Snowflake folds the alias too
@@ -79,4 +95,5 @@ class WarehouseSqlRunner:
         return value
 
     def close(self) -> None:
-        self._engine.drop_staged(self._table)
+        for table in (self._table, *self._references.values()):
+            self._engine.drop_staged(table)

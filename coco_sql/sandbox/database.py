@@ -25,7 +25,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,11 +70,14 @@ class Sandbox(SupervisedSandbox):
         relation: str = "input",
         limits: SandboxLimits | None = None,
         ai: AiFunctions | None = None,
+        tables: Mapping[str, pd.DataFrame] | None = None,
     ) -> None:
+        """`tables`: read-only reference tables beside `relation` (name -> rows), e.g. the training rows as
+        `examples` (`tasks.references`)."""
         self.relation = relation
         self.limits = limits or SandboxLimits()
         self._init = pickle.dumps(
-            ("init", inputs, relation, self.limits.duckdb_memory_limit, ai is not None),
+            ("init", inputs, relation, self.limits.duckdb_memory_limit, ai is not None, dict(tables or {})),
             protocol=pickle.HIGHEST_PROTOCOL,
         )
         self._answer_ai = _ai_answerer(ai) if ai is not None else None

@@ -1,7 +1,9 @@
 """A locked-down in-memory DuckDB that holds one split's rows: what runs inside a sandbox worker process.
 
 The database holds exactly one split's rows as the table `input`: the rows of other splits are not in it, so no
-query, however it slips past the validator, can reach them. It is only ever used inside the worker process of
+query, however it slips past the validator, can reach them. It may hold reference tables beside it (`tables`):
+for AI tasks, the training rows with their labels as `examples` (`tasks.references`), which every split's
+programs may read; the validation and test rows are never among them. It is only ever used inside the worker process of
 `sandbox.Sandbox`, which adds the limits DuckDB itself cannot enforce (memory, hard deadline).
 
 Lock-down (see STACK-FACTS): `read_only` alone still lets a query read and write files and read Python variables,
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,13 +63,15 @@ class LockedDuckDB:
         relation: str = "input",
         memory_limit: str = "1GB",
         register_udfs: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        tables: Mapping[str, pd.DataFrame] | None = None,
     ) -> None:
         self.relation = relation
         self._lock = threading.Lock()
         self._con = duckdb.connect(":memory:")
-        self._con.register("_rows", inputs)
-        self._con.execute(f'CREATE TABLE "{relation}" AS SELECT * FROM _rows')
-        self._con.unregister("_rows")
+        for name, rows in {relation: inputs, **dict(tables or {})}.items():
+            self._con.register("_rows", rows)
+            self._con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _rows')
+            self._con.unregister("_rows")
         if register_udfs is not None:
             register_udfs(self._con)
         for statement in _LOCKDOWN:

@@ -12,7 +12,7 @@ candidate it lowers its own kernel limits, which it cannot raise again:
 
 Messages are pickled tuples over two pipes (`multiprocessing.connection.Connection`):
 
-    parent -> worker   ("init", inputs: DataFrame, relation, duckdb_memory_limit, with_ai: bool)
+    parent -> worker   ("init", inputs: DataFrame, relation, duckdb_memory_limit, with_ai: bool, tables: {name: DataFrame})
                        ("run", sql, deadline_s) | ("types", sql) | ("ai_result", values) | ("ai_error", message)
     worker -> parent   ("ready",) | ("result", columns, rows, elapsed_ms) | ("types", kinds)
                        ("error", kind, message) with kind in {"error", "timeout", "memory"}
@@ -64,7 +64,7 @@ def serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_CORE, 0)
 
-    _, inputs, relation, duckdb_memory_limit, with_ai = inbox.recv()
+    _, inputs, relation, duckdb_memory_limit, with_ai, tables = inbox.recv()
 
     def ask_parent(udf: str, columns: list[list[Any]]) -> list[Any]:
         outbox.send(("ai", udf, [pack_column(column) for column in columns]))
@@ -78,8 +78,9 @@ def serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
         relation=relation,
         memory_limit=duckdb_memory_limit,
         register_udfs=(lambda con: register_udfs(con, ask_parent)) if with_ai else None,
+        tables=tables,
     )
-    del inputs
+    del inputs, tables
     outbox.send(("ready",))
     while True:
         try:

@@ -9,7 +9,8 @@ what is allowed, because that message is the mutator's only feedback:
 2. read-only: the root is a query and no DDL/DML/command node hides anywhere (e.g. DML inside a CTE);
 3. functions: only the allow-list (plus the task's extras, e.g. AI functions), with arity checks, since
    sqlglot happily parses ``IFF(a, b)`` or ``random()``;
-4. tables: only ``input`` (unqualified) and the query's own CTEs; no table functions, no file paths;
+4. tables: only ``input`` (unqualified), the task's reference tables (``examples``) and the query's own CTEs; no
+   table functions, no file paths;
 5. output contract: every column resolves against ``input``'s schema, and ``id`` and the output column are
    returned.
 
@@ -36,6 +37,9 @@ from coco_sql.sqlcheck.ai_binding import bind_ai_calls
 from coco_sql.sqlcheck.allowlist import (
     AI_SIGNATURES,
     BASE_FUNCTIONS,
+    EXTERNAL_ACCESS,
+    NON_DETERMINISTIC,
+    TRANSPILED_FUNCTIONS,
     TYPED_ARITY_CHECKED,
     Arity,
     rejection_reason,
@@ -47,6 +51,7 @@ from coco_sql.sqlcheck.snowflake import (
     rewrite_named_arguments,
     snowflake_to_duckdb,
 )
+from coco_sql.sqlcheck.snowflake_functions import EMBED_MODELS, SNOWFLAKE_FUNCTIONS, WrittenCalls, rejection
 
 SUPPORTED_DIALECTS = frozenset({"duckdb", "snowflake"})
 MAX_MESSAGE_CHARS = 400
@@ -114,10 +119,15 @@ class ValidationSpec:
     allowed_functions: frozenset[str] = frozenset()
     relation: str = "input"
     dialect: str = "duckdb"
+    # read-only tables beside the input relation, name -> columns (`tasks.references`: the training rows as
+    # `examples` for AI tasks)
+    references: Mapping[str, Mapping[str, str]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         # Freeze the mapping so a spec shared between threads cannot change under a running validation.
         object.__setattr__(self, "input_columns", MappingProxyType(dict(self.input_columns)))
+        frozen = {name.lower(): MappingProxyType(dict(columns)) for name, columns in self.references.items()}
+        object.__setattr__(self, "references", MappingProxyType(frozen))
         object.__setattr__(self, "allowed_functions", frozenset(f.upper() for f in self.allowed_functions))
         if self.dialect not in SUPPORTED_DIALECTS:
             raise ValueError(
@@ -125,9 +135,17 @@ class ValidationSpec:
             )
 
     @property
+    def json_columns(self) -> frozenset[str]:
+        """Input columns holding JSON (a Snowflake VARIANT, OBJECT or ARRAY), lower case."""
+        kinds = ("JSON", "VARIANT", "OBJECT", "ARRAY")
+        return frozenset(name.lower() for name, kind in self.input_columns.items() if kind.upper() in kinds)
+
+    @property
     def schema(self) -> dict[str, dict[str, str]]:
-        """The sqlglot schema of the one readable relation: ``id`` (VARCHAR) plus the input columns."""
-        return {self.relation: {"id": "VARCHAR", **self.input_columns}}
+        """The sqlglot schema of the readable relations: the input relation (``id`` (VARCHAR) plus the input
+        columns) and the reference tables."""
+        tables = {name: dict(columns) for name, columns in self.references.items()}
+        return {self.relation: {"id": "VARCHAR", **self.input_columns}, **tables}
 
 
 @dataclass(frozen=True)
@@ -237,7 +255,7 @@ def parse_program(source: str, spec: ValidationSpec) -> exp.Query:
     tree = rewrite_named_arguments(tree)
     query, _ = as_query(tree, spec)
     if spec.dialect == "snowflake":
-        transpiled = snowflake_to_duckdb(query)
+        transpiled = snowflake_to_duckdb(query, spec.json_columns)
         if not isinstance(transpiled, exp.Query):
             raise reject(f"expected {_ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
         return transpiled
@@ -306,12 +324,16 @@ def check_functions(
     *,
     check_arity: bool,
     snowflake_flatten: bool = False,
+    snowflake_names: bool = False,
+    transpiled: bool = False,
 ) -> None:
     """Every call must be on the allow-list (base + ``spec.allowed_functions``), with a valid arity (check 4).
 
     Calls in table position (``FROM f(...)``) are left to :func:`check_tables`. ``snowflake_flatten`` allows
     Snowflake's FLATTEN (an ``Explode`` node) directly under LATERAL / TABLE(), the only place it is valid;
-    its arguments are still checked as they are walked like any other expression.
+    its arguments are still checked as they are walked like any other expression. With ``snowflake_names`` plain
+    calls are left to :func:`check_snowflake_functions` (a Snowflake tree is checked against Snowflake's names);
+    ``transpiled`` (the DuckDB tree of a Snowflake program) also allows ``TRANSPILED_FUNCTIONS``.
     """
     extras = spec.allowed_functions
     for node, dotted in iter_calls(tree):
@@ -334,8 +356,11 @@ def check_functions(
             raise reject("FLATTEN is allowed only as a FROM source: LATERAL FLATTEN(INPUT => expr) AS f")
         if isinstance(node.parent, exp.Table) and node.arg_key == "this":
             continue  # a table function in FROM: check_tables rejects it (or accepts our json_each)
+        if snowflake_names:
+            continue
         names = _candidate_names(node)
-        allowed = next((n for n in names if n in extras or n in BASE_FUNCTIONS), None)
+        known = BASE_FUNCTIONS.keys() | TRANSPILED_FUNCTIONS if transpiled else BASE_FUNCTIONS.keys()
+        allowed = next((n for n in names if n in extras or n in known), None)
         display = function_name(node)
         if allowed is None:
             hint = f" (task extras: {', '.join(sorted(extras))})" if extras else ""
@@ -346,6 +371,51 @@ def check_functions(
             arity = _arity_for(allowed, extras)
             if arity is not None:
                 _check_arity(display, node, len(positional_arguments(node)), arity, spec.dialect)
+
+
+def check_snowflake_functions(tree: exp.Expression, spec: ValidationSpec, source: str) -> None:
+    """Snowflake dialect: every call is a Snowflake function (:mod:`~coco_sql.sqlcheck.snowflake_functions`) or an
+    AI function the task enables, under the name written, with an argument count Snowflake accepts. A local name
+    is refused with its Snowflake alternative, so the program runs unchanged when deployed."""
+    extras = spec.allowed_functions
+    written = WrittenCalls(source)
+    for name in written.local_names():
+        raise reject(rejection(name))
+    for node, dotted in iter_calls(tree):
+        if dotted is not None:
+            continue  # schema-qualified Cortex calls: check_functions rules on them
+        if not isinstance(node, exp.Func) or _is_case_branch(node):
+            continue
+        if isinstance(node, exp.Explode) or (isinstance(node.parent, exp.Table) and node.arg_key == "this"):
+            continue  # FLATTEN and table functions: check_functions and check_tables rule on them
+        name = written.name(node)
+        count = written.arity(node)
+        if name in NON_DETERMINISTIC or name in EXTERNAL_ACCESS:
+            raise reject(f"function {name} is not allowed: {rejection_reason([name])}")
+        if name in AI_SIGNATURES:
+            if name not in extras:
+                raise reject(f"function {name} is not allowed: {rejection_reason([name])}")
+            _check_arity(name, node, count, AI_SIGNATURES[name].arity, spec.dialect)
+            _check_embed_model(name, node)
+            continue
+        function = SNOWFLAKE_FUNCTIONS.get(name)
+        if function is None:
+            raise reject(rejection(name))
+        _check_arity(name, node, count, function.arity, spec.dialect)
+
+
+def _check_embed_model(name: str, call: exp.Func) -> None:
+    """AI_EMBED names one of Snowflake's embedding models (a literal; a computed name is left to the run)."""
+    if name != "AI_EMBED":
+        return
+    args = positional_arguments(call)
+    named = [a.expression for a in args if isinstance(a, exp.Kwarg) and a.this.name.lower() == "model"]
+    model = named[0] if named else (args[0] if args and not isinstance(args[0], exp.Kwarg) else None)
+    if isinstance(model, exp.Literal) and model.is_string and model.this not in EMBED_MODELS:
+        raise reject(
+            f"AI_EMBED model {model.this!r} is not a Snowflake embedding model; use one of "
+            f"{', '.join(sorted(EMBED_MODELS))} (a run maps it to a local model)"
+        )
 
 
 def check_scalar_expression(query: exp.Query) -> None:
@@ -371,8 +441,11 @@ def check_tables(tree: exp.Query, spec: ValidationSpec, table_functions: Iterabl
     rejected rather than silently skipped.
     """
     allowed_functions = {name.upper() for name in table_functions}
-    relation = spec.relation.lower()
-    only = f"only the relation {spec.relation!r} and the query's own CTEs may be read"
+    relations = {spec.relation.lower(), *spec.references}
+    readable = " and ".join(repr(name) for name in (spec.relation, *spec.references))
+    only = (
+        f"only the relation{'s' if spec.references else ''} {readable} and the query's own CTEs may be read"
+    )
     try:
         scopes = traverse_scope(tree)
     except OptimizeError as error:
@@ -381,13 +454,13 @@ def check_tables(tree: exp.Query, spec: ValidationSpec, table_functions: Iterabl
     for scope in scopes:
         for table in scope.tables:
             seen.add(id(table))
-            _check_table(table, scope, relation, allowed_functions, only)
+            _check_table(table, scope, relations, allowed_functions, only)
     for table in tree.find_all(exp.Table):
         if id(table) not in seen:
             raise reject(f"table reference {table.sql('duckdb')!r} in an unsupported position; {only}")
 
 
-def _check_table(table: exp.Table, scope: Scope, relation: str, functions: set[str], only: str) -> None:
+def _check_table(table: exp.Table, scope: Scope, relations: set[str], functions: set[str], only: str) -> None:
     """One FROM/JOIN source: a CTE reference, the input relation, or a generated json_each."""
     if isinstance(table.this, exp.Func):
         name = function_name(table.this)
@@ -403,7 +476,7 @@ def _check_table(table: exp.Table, scope: Scope, relation: str, functions: set[s
         return  # a reference to one of the query's CTEs
     if table.this.quoted and any(ch in name for ch in "./\\:*?"):
         raise reject(f"reading a file ({name!r}) is not allowed: {only}")
-    if name.lower() != relation:
+    if name.lower() not in relations:
         raise reject(f"table {name!r} is not allowed: {only}")
 
 
@@ -459,8 +532,10 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
     snowflake = spec.dialect == "snowflake"
     # In Snowflake FLATTEN is a table function (parsed as Explode under Lateral/TableFromRows); it is allowed
     # only there, and it disappears in the rewrite to json_each.
-    check_functions(tree, spec, check_arity=True, snowflake_flatten=snowflake)
-    tree = rewrite_named_arguments(tree)
+    check_functions(tree, spec, check_arity=True, snowflake_flatten=snowflake, snowflake_names=snowflake)
+    if snowflake:
+        check_snowflake_functions(tree, spec, source)
+    tree = rewrite_named_arguments(tree, spec.dialect)  # Snowflake refuses names only we accepted
     query, wrapped = as_query(tree, spec)
     if wrapped:
         check_scalar_expression(query)
@@ -469,13 +544,13 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
         # Tables are checked on the Snowflake tree too, so stages (@stage/file) and qualified names get a
         # precise message instead of a transpilation failure.
         check_tables(query, spec)
-        transpiled = snowflake_to_duckdb(query)
+        transpiled = snowflake_to_duckdb(query, spec.json_columns)
         if not isinstance(transpiled, exp.Query):
             raise reject(f"expected {_ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
         query = transpiled
         table_functions = (JSON_EACH,)
         check_read_only(query)
-        check_functions(query, spec, check_arity=False)
+        check_functions(query, spec, check_arity=False, transpiled=True)
     check_tables(query, spec, table_functions)
     check_output(query, spec)
     # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The

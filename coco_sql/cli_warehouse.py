@@ -1,0 +1,239 @@
+"""The `coco-sql` commands that move a program or a run between stores: export, sql, deploy, mirror, check-deploy.
+
+Split from `cli.py` so that each module stays small; `cli.py` adds these parsers in its own command order. Thin like
+the rest of the command: parse, call the library, print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from coco_sql import api
+from coco_sql.errors import ConfigError, StoreError
+from coco_sql.progress import Progress, terminal_progress
+from coco_sql.store import DuckDBStore
+from coco_sql.stored_procs import deploy as snowflake  # light: Snowpark is imported when a deploy runs
+
+
+def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
+    """export, sql, deploy, mirror and check-deploy, in the order `coco-sql --help` lists them."""
+    export = commands.add_parser("export", help="print a run's champion SQL")
+    export.add_argument("--db", default=default_db)
+    export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    export.add_argument(
+        "--form",
+        default="sql",
+        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model)",
+    )
+    export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
+    export.add_argument(
+        "--max-cost",
+        default=None,
+        help="the best program whose deploy cost per 1,000 rows is within this ('500 calls', '20000 tokens', "
+        "'$0.05') instead of the champion",
+    )
+    export.add_argument(
+        "--task",
+        default=None,
+        help="the run's task pack directory, when the program reads the training rows as `examples` and the "
+        "pack is not found by its name",
+    )
+    export.set_defaults(handler=cmd_export)
+
+    sql = commands.add_parser(
+        "sql", help="run one SQL statement on a store with the procedures installed (CALL coco_evolve(...))"
+    )
+    sql.add_argument("statement", help="e.g. \"CALL coco_evolve('lockpicking6', 30, {'seed': 1})\"")
+    sql.add_argument("--db", default=default_db)
+    sql.add_argument("--json", action="store_true", help="print the rows as a JSON list of objects")
+    sql.set_defaults(handler=cmd_sql)
+
+    _deploy_parser(commands)
+    mirror = commands.add_parser(
+        "mirror", help="pull a run from Snowflake into a DuckDB file (programs, evaluations, ledger, ...)"
+    )
+    mirror.add_argument("--from", dest="source", choices=("snowflake",), default="snowflake")
+    mirror.add_argument("--connection", required=True, help="the connection of connections.toml to read from")
+    mirror.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    mirror.add_argument("--db", default=default_db, help="the DuckDB file to copy the run into")
+    mirror.add_argument("--quiet", action="store_true", help="no progress line")
+    mirror.set_defaults(handler=cmd_mirror)
+    _check_deploy_parser(commands, default_db)
+
+
+def _deploy_parser(commands: argparse._SubParsersAction) -> None:
+    deploy = commands.add_parser(
+        "deploy",
+        help="set coco-sql up in a Snowflake schema: stage, tables, views, procedures (and a task run)",
+    )
+    how = deploy.add_mutually_exclusive_group()
+    how.add_argument("--print", dest="print_script", action="store_true", help="print the SQL script")
+    how.add_argument("--connection", help="run it on this connection of connections.toml")
+    deploy.add_argument("--zip", type=Path, help="write the package zip the procedures import to this file")
+    deploy.add_argument(
+        "--stage", default=snowflake.STAGE, help=f"stage for the zip (default {snowflake.STAGE})"
+    )
+    deploy.add_argument("--schema", help="DB.SCHEMA to deploy into (default: the connection's)")
+    deploy.add_argument("--quiet", action="store_true", help="no progress line")
+    deploy.add_argument(
+        "--task-run",
+        nargs=2,
+        metavar=("TASK", "BUDGET"),
+        help="also start coco_evolve(TASK, BUDGET) as a TASK",
+    )
+    deploy.add_argument("--warehouse", help="with --task-run: the warehouse the task runs on")
+    deploy.add_argument(
+        "--task-options", help="with --task-run: coco_evolve options as JSON, e.g. '{\"seed\": 1}'"
+    )
+    deploy.set_defaults(handler=cmd_deploy)
+
+
+def _check_deploy_parser(commands: argparse._SubParsersAction, default_db: str) -> None:
+    check = commands.add_parser(
+        "check-deploy",
+        help="check that a run's champion (or a program file) runs on Snowflake: functions, argument names, "
+        "types; exit 1 on findings",
+    )
+    check.add_argument("--db", default=default_db)
+    check.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    check.add_argument("--program", type=Path, default=None, help="a SQL file to check instead of a champion")
+    check.add_argument(
+        "--task", default=None, help="with --program: the task pack whose dialect it is written in"
+    )
+    check.add_argument("--json", action="store_true", help="print the findings as a JSON list")
+    check.set_defaults(handler=cmd_check_deploy)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    champion = api.export(
+        args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task
+    )
+    if args.form != "dbt":  # a dbt model starts with its config block
+        what = "champion" if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
+        print(
+            f"-- coco-sql {what} {champion.program_id} of run {champion.run_id} "
+            f"(validation score {champion.val_score:.4f})"
+        )
+    print(champion.code.rstrip())
+    for finding in api.export_findings(champion, args.form, db=args.db):  # warned, never refused
+        print(f"coco-sql: warning: would not run in Snowflake: {finding.line()}", file=sys.stderr)
+    return 0
+
+
+def cmd_check_deploy(args: argparse.Namespace) -> int:
+    if (args.program is None) != (args.task is None):
+        raise ConfigError("check-deploy takes --program FILE and --task TASK together (or neither: a run)")
+    if args.program is not None and args.run is not None:
+        raise ConfigError("check-deploy checks either --run ID or --program FILE, not both")
+    code = None if args.program is None else _read_program(args.program)
+    findings = api.check_deploy(args.run, db=args.db, code=code, task=args.task)
+    if args.json:
+        print(json.dumps([finding.as_dict() for finding in findings]))
+    elif not findings:
+        print("no findings")
+    for finding in [] if args.json else findings:
+        print(finding.line())
+    return 1 if findings else 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    if not (args.print_script or args.connection or args.zip):
+        raise ConfigError("deploy needs --print (the script), --connection NAME (run it) or --zip FILE")
+    options = {"stage": args.stage, "schema": args.schema, "task_run": _task_run(args)}
+    script = snowflake.deploy_script(**options) if args.print_script else None  # checks the names first
+    if args.zip:
+        print(f"wrote {snowflake.build_package_zip(args.zip)}", file=sys.stderr)
+    if script is not None:
+        print(script, end="")
+    elif args.connection:
+        plan = snowflake.deploy(args.connection, **options, progress=_progress(args))
+        print(
+            f"deployed coco-sql with {len(plan.setup) + len(plan.objects)} statements; package on @{plan.stage}"
+        )
+    return 0
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.stored_procs.connection import open_session, snowflake_errors
+    from coco_sql.stored_procs.mirror import mirror_run
+
+    session = open_session(args.connection, "mirror")
+    try:
+        with snowflake_errors():
+            source = SnowparkStore(session, read_only=True)
+            run_id = api.resolve_run(source, args.run, f"connection {args.connection}")
+            with DuckDBStore(args.db) as target:
+                copied = mirror_run(source, target, run_id, _progress(args))
+    finally:
+        session.close()
+    print(f"mirrored run {copied.run_id} ({copied.task}) into {args.db}: {sum(copied.rows.values()):,} rows")
+    return 0
+
+
+def _task_run(args: argparse.Namespace) -> snowflake.TaskRun | None:
+    if args.task_run is None:
+        if args.warehouse or args.task_options:
+            raise ConfigError("--warehouse and --task-options only make sense with --task-run TASK BUDGET")
+        return None
+    task, budget = args.task_run
+    if not budget.isdigit():
+        raise ConfigError(f"--task-run BUDGET must be a whole number of iterations, got {budget!r}")
+    if not args.warehouse:
+        raise ConfigError("--task-run needs --warehouse: the warehouse the Snowflake task runs on")
+    try:
+        options = json.loads(args.task_options) if args.task_options else None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--task-options is not JSON: {error}") from None
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError("--task-options must be a JSON object such as '{\"seed\": 1}'")
+    return snowflake.TaskRun(task, int(budget), args.warehouse, options)
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from coco_sql import connect
+
+    con = connect(args.db)
+    try:
+        cursor = con.execute(args.statement)
+        columns = [d[0] for d in cursor.description or ()]
+        rows = cursor.fetchall() if columns else []
+    except duckdb.Error as error:
+        raise StoreError(_procedure_message(error)) from None
+    finally:
+        con.close()
+    if args.json:
+        print(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], default=str))
+    elif columns:
+        print("\t".join(columns))
+        for row in rows:
+            print("\t".join("" if v is None else str(v) for v in row))
+    return 0
+
+
+def _procedure_message(error: Exception) -> str:
+    """DuckDB's message without its wrapping: a procedure's own error is the coco-sql error inside it."""
+    text = " ".join(str(error).split())
+    marker = "Python exception occurred while executing the UDF: "
+    if marker in text:
+        text = text.split(marker, 1)[1]
+        kind, _, rest = text.partition(": ")
+        return rest if kind.isidentifier() and rest else text
+    return text
+
+
+def _progress(args: argparse.Namespace) -> Progress | None:
+    """The terminal's progress line for long operations, unless --quiet or stderr is not a terminal."""
+    return None if getattr(args, "quiet", False) else terminal_progress(sys.stderr)
+
+
+def _read_program(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read program file {path}: {error.strerror}") from None

@@ -1,0 +1,127 @@
+"""Reference tables and the learned proxy (issue 15, parts 2 and 3): programs read the training rows as
+`examples`, and the offline mutator's nearest-neighbour proxy answers confident rows before the AI call. Real
+embedded model, real DuckDB sandbox, real validator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+import sqlglot
+from pack_copies import small_pack
+
+from coco_sql import api
+from coco_sql.errors import CandidateRejected, TaskError
+from coco_sql.evaluate import Evaluator
+from coco_sql.mutate.ai_edits import TrainingRow, TrainingView
+from coco_sql.mutate.proxy_edits import plan, predictions, proxy_ctes, proxy_edits, thresholds, with_proxy
+from coco_sql.reflect import DraftEnvironment
+from coco_sql.tasks import load_task
+
+SHOTS = ", ".join(f"{{'input': 'Who is older, A{i} or B?', 'labels': ['comparison']}}" for i in range(20))
+SEED = (
+    f"SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison'], {{'examples': [{SHOTS}]}}):labels[0]::string "
+    "AS label FROM input"
+)
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory):
+    root = small_pack(tmp_path_factory.mktemp("packs"), "hotpotqa_type", pool_rows=90)
+    return load_task(root)
+
+
+def test_programs_read_the_training_rows_as_examples_and_nothing_else(pack) -> None:
+    evaluator = Evaluator(pack)
+    try:
+        train, val = pack.split("train"), pack.split("val")
+        # every split's program sees the same examples: the training rows with their labels
+        reads = "SELECT i.id, (SELECT LISTAGG(id || '=' || label, ',') WITHIN GROUP (ORDER BY id) FROM examples) AS label FROM input AS i"
+        for split in ("train", "val"):
+            seen = evaluator.evaluate(reads, split)
+            assert seen.ok, seen.error
+            pairs = dict(p.split("=") for p in seen.row(seen.ids[0]).output.strip('"').split(","))
+            assert pairs == {i: train.expected[i] for i in train.ids}
+            assert not set(pairs) & set(val.ids)
+        with pytest.raises(CandidateRejected, match="'input' and 'examples'"):
+            evaluator.check("SELECT id, label FROM labels")
+    finally:
+        evaluator.close()
+
+
+def test_thresholds_trade_rows_answered_for_score() -> None:
+    rows = [TrainingRow(f"r{i}", f"t{i}", ("a",), ("b",) if i < 2 else ("a",)) for i in range(4)]
+    proxy = {"r0": (("a",), 0.9), "r1": (("b",), 0.8), "r2": (("a",), 0.7), "r3": (("b",), 0.6)}
+    found = thresholds(rows, proxy)
+    # parent: r0, r1 wrong (0.5); proxy right on r0 and r2, wrong on r1 and r3
+    assert found == [(0.9, 0.75, 0.25), (0.8, 0.75, 0.5), (0.7, 0.75, 0.75), (0.6, 0.5, 1.0)]
+
+
+def test_the_proxy_edit_guards_the_call_and_predicts_training_rows_out_of_fold(pack) -> None:
+    evaluator = Evaluator(pack)
+    env = DraftEnvironment(evaluator)
+    try:
+        query = sqlglot.parse_one(SEED, read="snowflake")
+        few = sqlglot.parse_one(SEED.replace(SHOTS, SHOTS.rsplit(", {", 1)[0]), read="snowflake")
+        assert plan(few, 0, "snowflake") is None  # 19 examples: too few for the proxy to save anything
+        where = plan(query, 0, "snowflake")
+        assert where is not None and where.input_sql == "question"
+        ctes = proxy_ctes(where, "label", multi=False, model="snowflake-arctic-embed-m-v1.5")
+        honest = predictions(env, where, ctes)
+        leaky = predictions(env, where, ctes.replace("proxy_e.id <> proxy_q.id", "TRUE"))
+        assert honest and leaky and set(honest) == set(pack.split("train").ids)
+        gold = pack.split("train").expected
+
+        def accuracy(found):
+            return sum(found[i][0] == (gold[i],) for i in found) / len(found)
+
+        # with the row itself among its neighbours, its own label wins nearly always: not what is stored
+        assert accuracy(leaky) > 0.97 > accuracy(honest)
+
+        own = env.test_draft(SEED)
+        rows = tuple(TrainingRow(i, "", (gold[i],), ((own.row(i).output or "").strip('"'),)) for i in own.ids)
+        edits = proxy_edits(query, {0: TrainingView(rows, "question")}, env, multi_label=False)
+        assert edits and all(e.operator == "knn_proxy" for e in edits)
+        # a threshold in the middle of the proxy's confidences: it answers about half the rows
+        middle = sorted(confidence for _, confidence in honest.values())[len(honest) // 2]
+        child = with_proxy(where, ctes, middle, "snowflake")(query).sql(dialect="snowflake", pretty=True)
+        assert "FROM examples" in child and "'bridge'" in child
+        for split in ("train", "val"):
+            outcome = evaluator.evaluate(child, split)
+            assert outcome.ok, outcome.error
+            classify = sum(
+                line.calls for (function, _), line in outcome.usage.lines.items() if "CLASSIFY" in function
+            )
+            assert 0 < classify < len(outcome.ids)  # the proxy answered the other rows: no AI call for them
+    finally:
+        evaluator.close()
+
+
+def test_an_exported_program_that_reads_examples_ships_them_as_a_table(pack, tmp_path: Path) -> None:
+    query = sqlglot.parse_one(SEED, read="snowflake")
+    where = plan(query, 0, "snowflake")
+    assert where is not None
+    ctes = proxy_ctes(where, "label", multi=False, model="snowflake-arctic-embed-m-v1.5")
+    program = with_proxy(where, ctes, 0.9, "snowflake")(query).sql(dialect="snowflake", pretty=True)
+    (pack.root / "seed.sql").write_text(program, encoding="utf-8")
+    db = tmp_path / "runs.duckdb"
+    summary = api.evolve(pack.root, db=db, budget=0, options={"seed": 1})
+    train = pack.split("train")
+
+    with pytest.raises(TaskError, match="is not the one run 1 evolved on"):  # by name: the shipped pack
+        api.export(summary.run_id, db=db, form="duckdb_view")
+    view = api.export(summary.run_id, db=db, form="duckdb_view", task=pack.root).code
+    table = "coco_hotpotqa_type_champion_examples"
+    assert view.startswith(f"CREATE OR REPLACE TABLE {table} AS") and f"FROM {table} AS" in view
+    with duckdb.connect() as con:  # the table statement runs in real DuckDB and holds the training rows
+        con.execute(view.split(";\n", 1)[0])
+        rows = dict(con.execute(f"SELECT id, label FROM {table}").fetchall())
+    assert rows == {i: train.expected[i] for i in train.ids}
+
+    snowflake = api.export(summary.run_id, db=db, form="snowflake_view", task=pack.root).code
+    statements = [s for s in snowflake.split(";\n") if s.strip()]
+    assert len(statements) == 2 and "PARSE_JSON(column1)" in statements[0]
+    assert f"FROM {table} AS proxy_e_rows" in statements[1] and "FROM examples" not in statements[1]
+    assert api.check_deploy(summary.run_id, db=db) == []  # the proxy is Snowflake SQL: nothing to fix
+    assert api.export(summary.run_id, db=db).code == program  # the program itself still reads `examples`
