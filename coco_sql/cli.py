@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coco_sql import api, cli_warehouse
+from coco_sql.cli_common import progress_line, read_program
 from coco_sql.engine import IterationReport, RunConfig, RunSummary
 from coco_sql.engine.spend import price_option
 from coco_sql.errors import CocoError, ConfigError
 from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig
-from coco_sql.progress import Progress, terminal_progress
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 from coco_sql.store import DuckDBStore
@@ -335,7 +335,7 @@ def _print_summary(summary: RunSummary, args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    result = api.evaluate(args.task, _read_program(args.program), args.split, ai=_ai_config(args))
+    result = api.evaluate(args.task, read_program(args.program), args.split, ai=_ai_config(args))
     if args.json:
         print(json.dumps(result.as_dict()))
     if result.error is not None:  # the program as a whole failed: one line, like every user error
@@ -361,7 +361,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         else:
             if args.program is None:
                 raise ConfigError(f"env {args.tool} needs --program")
-            code = _read_program(args.program)
+            code = read_program(args.program)
             if args.tool == "check":
                 message = environment.check(code)
                 result = {"ok": message is None, "error": message}
@@ -409,19 +409,7 @@ def _ai_config(args: argparse.Namespace) -> AiConfig:
     }
     aliases = aliases_from_file(args.model_aliases) if args.model_aliases is not None else {}
     aliases.update(alias_option(text) for text in args.model_alias)
-    return AiConfig.from_environment(**overrides, model_aliases=aliases, progress=_progress(args))
-
-
-def _progress(args: argparse.Namespace) -> Progress | None:
-    """The terminal's progress line for long operations, unless --quiet or stderr is not a terminal."""
-    return None if getattr(args, "quiet", False) else terminal_progress(sys.stderr)
-
-
-def _read_program(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError as error:
-        raise ConfigError(f"cannot read program file {path}: {error.strerror}") from None
+    return AiConfig.from_environment(**overrides, model_aliases=aliases, progress=progress_line(args))
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from coco_sql import api
+from coco_sql.cli_common import progress_line, read_program
 from coco_sql.errors import ConfigError, StoreError
-from coco_sql.progress import Progress, terminal_progress
 from coco_sql.store import DuckDBStore
 from coco_sql.stored_procs import deploy as snowflake  # light: Snowpark is imported when a deploy runs
 
@@ -128,7 +128,7 @@ def cmd_check_deploy(args: argparse.Namespace) -> int:
         raise ConfigError("check-deploy takes --program FILE and --task TASK together (or neither: a run)")
     if args.program is not None and args.run is not None:
         raise ConfigError("check-deploy checks either --run ID or --program FILE, not both")
-    code = None if args.program is None else _read_program(args.program)
+    code = None if args.program is None else read_program(args.program)
     findings = api.check_deploy(args.run, db=args.db, code=code, task=args.task)
     if args.json:
         print(json.dumps([finding.as_dict() for finding in findings]))
@@ -149,7 +149,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if script is not None:
         print(script, end="")
     elif args.connection:
-        plan = snowflake.deploy(args.connection, **options, progress=_progress(args))
+        plan = snowflake.deploy(args.connection, **options, progress=progress_line(args))
         print(
             f"deployed coco-sql with {len(plan.setup) + len(plan.objects)} statements; package on @{plan.stage}"
         )
@@ -167,7 +167,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
             source = SnowparkStore(session, read_only=True)
             run_id = api.resolve_run(source, args.run, f"connection {args.connection}")
             with DuckDBStore(args.db) as target:
-                copied = mirror_run(source, target, run_id, _progress(args))
+                copied = mirror_run(source, target, run_id, progress_line(args))
     finally:
         session.close()
     print(f"mirrored run {copied.run_id} ({copied.task}) into {args.db}: {sum(copied.rows.values()):,} rows")
@@ -225,15 +225,3 @@ def _procedure_message(error: Exception) -> str:
         kind, _, rest = text.partition(": ")
         return rest if kind.isidentifier() and rest else text
     return text
-
-
-def _progress(args: argparse.Namespace) -> Progress | None:
-    """The terminal's progress line for long operations, unless --quiet or stderr is not a terminal."""
-    return None if getattr(args, "quiet", False) else terminal_progress(sys.stderr)
-
-
-def _read_program(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError as error:
-        raise ConfigError(f"cannot read program file {path}: {error.strerror}") from None

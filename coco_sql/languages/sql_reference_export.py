@@ -56,7 +56,7 @@ def create_table(name: str, rows: pd.DataFrame, columns: Mapping[str, str], targ
         )
     else:
         tuples = ",\n  ".join(
-            "(" + ", ".join(_literal(r[c]).sql("duckdb") for c in columns) + ")" for r in records
+            "(" + ", ".join(exp.convert(r[c]).sql("duckdb") for c in columns) + ")" for r in records
         )
         names = ", ".join(exp.to_identifier(c).sql("duckdb") for c in columns)
         statement = (
@@ -71,18 +71,6 @@ def _plain(value: object) -> object:
     if hasattr(value, "tolist"):
         return value.tolist()
     return value
-
-
-def _literal(value: object) -> exp.Expression:
-    if isinstance(value, list):
-        return exp.Array(expressions=[_literal(v) for v in value])
-    if value is None:
-        return exp.null()
-    if isinstance(value, bool):
-        return exp.Boolean(this=value)
-    if isinstance(value, int | float):
-        return exp.Literal.number(value)
-    return exp.Literal.string(str(value))
 
 
 __all__ = ["create_table", "reads_table"]
