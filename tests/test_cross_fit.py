@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 import duckdb
+import sqlglot
 from pack_copies import small_pack
 
 from coco_sql import api
 from coco_sql.evaluate import Evaluator
+from coco_sql.mutate.proxy_edits import plan, proxy_ctes, with_proxy
 from coco_sql.tasks import load_task
 
 
@@ -70,3 +72,29 @@ def test_a_program_without_examples_keeps_its_own_training_outcome(tmp_path: Pat
             "SELECT score FROM program_scores WHERE run_id = ? AND split = 'train'", [summary.run_id]
         ).fetchone()[0]
     assert stored == own.score
+
+
+def test_a_proxy_program_with_examples_is_cross_fitted_too(tmp_path: Path) -> None:
+    """The proxy's CTEs do not survive the mutator's DuckDB round trip; the variants keep them as written."""
+    pack_dir = small_pack(tmp_path, "hotpotqa_type", pool_rows=150)
+    query = sqlglot.parse_one(all_examples_program(pack_dir), read="snowflake")
+    where = plan(query, 0, "snowflake")
+    assert where is not None
+    ctes = proxy_ctes(where, "label", multi=False, model="snowflake-arctic-embed-m-v1.5")
+    code = with_proxy(where, ctes, 0.99, "snowflake")(query).sql(dialect="snowflake", pretty=True)
+    (pack_dir / "seed.sql").write_text(code, encoding="utf-8")
+    pack = load_task(pack_dir)
+    own = Evaluator(pack).evaluate(code, "train")
+    assert own.ok and own.score > 0.95
+    db = tmp_path / "runs.duckdb"
+    summary = api.evolve(pack, db=db, budget=0, options={"seed": 1})
+    with duckdb.connect(str(db), read_only=True) as con:
+        stored = con.execute(
+            "SELECT score FROM program_scores WHERE run_id = ? AND split = 'train'", [summary.run_id]
+        ).fetchone()[0]
+        errors = con.execute(
+            "SELECT count(*) FROM evaluations WHERE run_id = ? AND split = 'train' AND error IS NOT NULL",
+            [summary.run_id],
+        ).fetchone()[0]
+    assert stored < own.score - 0.05
+    assert errors == 0  # each example row answered by a variant that runs, not by a failed one

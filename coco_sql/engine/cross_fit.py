@@ -24,6 +24,7 @@ from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
 from coco_sql.mutate.ai_edits import classify_calls, read_spec
 from coco_sql.mutate.ai_pipeline import cross_fitted, training_views
+from coco_sql.mutate.proxy_edits import written_proxy
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sqlcheck import ValidationSpec, parse_program
 
@@ -55,7 +56,7 @@ def cross_fitted_train(env: DraftEnvironment, code: str, outcome: Outcome) -> Ou
         return outcome
     views = training_views(query, env, outcome)
     texts = {row.instance_id: row.text for view in views.values() for row in view.rows}
-    return cross_fitted(query, env, texts, full=outcome)
+    return cross_fitted(query, env, texts, full=outcome, proxy=written_proxy(code, env.dialect))
 
 
 def with_honest_train(

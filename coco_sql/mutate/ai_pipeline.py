@@ -100,7 +100,7 @@ class AiPipelineSearch:
             + proxy_edits(parent_query, views, env, is_multi_label(env.output_type))
             if e.approach not in context.tried
         ]
-        tested: dict[str, tuple[Edit, Outcome, float]] = {}
+        tested: dict[str, tuple[Edit, Outcome, float, float]] = {}  # edit, outcome, gain, worth
         for edit in edits[: self.max_drafts]:
             child = edit.apply(parent_query)
             kept = proxy if edit.operator != "knn_proxy" else None  # a proxy edit writes its own CTEs
