@@ -13,6 +13,7 @@ either by name/path or as a loaded `TaskPack`, and run options as a plain mappin
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
+from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import Language, language_for
@@ -310,13 +312,40 @@ def champion_warnings(run_id: int | None = None, *, db: Store) -> list[str]:
     Why here and not in the loop: the size is a property of the exported program, checked once at the end of
     `evolve`/`resume` by their callers (the CLI prints these lines and puts them in its JSON summary)."""
     champion = export(run_id, db=db)
+    warnings = _cheaper_twin(champion, db)
     size = len(champion.code.encode("utf-8"))
-    if size <= CHAMPION_SQL_WARN_BYTES:
+    if size > CHAMPION_SQL_WARN_BYTES:
+        warnings.append(
+            f"champion {champion.program_id} of run {champion.run_id} is {size / 1024:.1f} KB of SQL (over "
+            f"{CHAMPION_SQL_WARN_BYTES // 1024} KB): hard to review and, on a real model, costly per row; check "
+            "for inline few-shot examples"
+        )
+    return warnings
+
+
+def _cheaper_twin(champion: Champion, db: Store) -> list[str]:
+    """A warning when a program scores as well as the champion on validation and costs less to deploy (the
+    champion is the earliest of equals, whatever they cost): the user would ship that one instead."""
+    with _open(db, read_only=True) as store:
+        try:
+            frontier = read_models.cost_frontier(store, champion.run_id)
+        except (ConfigError, StoreError):
+            return []
+    best = next((p for p in frontier.points if p["champion"]), None)
+    twins = [
+        p
+        for p in frontier.points
+        if best and p["val_score"] >= best["val_score"] and p["cost"] < best["cost"]
+    ]
+    if best is None or not twins:
         return []
+    twin = twins[0]  # cheapest first
+    places = 6 if frontier.measure == "usd" else 1  # as `show_cost` writes it, rounded up: the limit holds it
+    limit = show_cost(math.ceil(twin["cost"] * 10**places) / 10**places, frontier.measure)
     return [
-        f"champion {champion.program_id} of run {champion.run_id} is {size / 1024:.1f} KB of SQL (over "
-        f"{CHAMPION_SQL_WARN_BYTES // 1024} KB): hard to review and, on a real model, costly per row; check "
-        "for inline few-shot examples"
+        f"program {twin['program_id']} scores as well as champion {champion.program_id} on validation "
+        f"({twin['val_score']:.4f}) at {twin['cost'] / best['cost']:.0%} of its deploy cost ({limit} against "
+        f"{show_cost(best['cost'], frontier.measure)} per 1,000 rows): export it with --max-cost '{limit}'"
     ]
 
 

@@ -4,6 +4,7 @@ embedded model, real DuckDB sandbox, real validator."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
@@ -14,6 +15,7 @@ from pack_copies import small_pack
 from coco_sql import api
 from coco_sql.errors import CandidateRejected, TaskError
 from coco_sql.evaluate import Evaluator
+from coco_sql.mutate import Proposal
 from coco_sql.mutate.ai_edits import TrainingRow, TrainingView
 from coco_sql.mutate.proxy_edits import plan, predictions, proxy_ctes, proxy_edits, thresholds, with_proxy
 from coco_sql.reflect import DraftEnvironment
@@ -125,3 +127,35 @@ def test_an_exported_program_that_reads_examples_ships_them_as_a_table(pack, tmp
     assert f"FROM {table} AS proxy_e_rows" in statements[1] and "FROM examples" not in statements[1]
     assert api.check_deploy(summary.run_id, db=db) == []  # the proxy is Snowflake SQL: nothing to fix
     assert api.export(summary.run_id, db=db).code == program  # the program itself still reads `examples`
+
+
+class Cheaper:
+    """Proposes one child: the seed with the rows where it gives its most common answer answered by a guard on
+    their ids, so every output is the same and fewer rows reach the AI call."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def propose(self, request, rng) -> Proposal:
+        return Proposal(self.code, "answer the seed's most common answer's rows without the AI call")
+
+
+def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pack, tmp_path: Path) -> None:
+    evaluator = Evaluator(pack, ("train", "val", "test"))
+    try:
+        outcomes = [evaluator.evaluate(SEED, split) for split in ("train", "val", "test")]
+    finally:
+        evaluator.close()
+    answers = {i: json.loads(out) for o in outcomes for i, out in zip(o.ids, o.outputs, strict=True)}
+    label = max(set(answers.values()), key=list(answers.values()).count)  # the seed's most common answer
+    listed = ", ".join(f"'{i}'" for i, answer in answers.items() if answer == label)
+    guard = f"""CASE WHEN id IN ({listed}) THEN PARSE_JSON('{{"labels": ["{label}"]}}') ELSE """
+    child = SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
+    (pack.root / "seed.sql").write_text(SEED, encoding="utf-8")
+    db = tmp_path / "runs.duckdb"
+    summary = api.evolve(pack.root, db=db, budget=1, options={"seed": 1}, mutator=Cheaper(child))
+    assert summary.champion_id == "1-0"  # equal validation scores: the earlier program is the champion
+    warnings = api.champion_warnings(summary.run_id, db=db)
+    assert len(warnings) == 1 and warnings[0].startswith("program 1-1 scores as well as champion 1-0")
+    limit = warnings[0].split("--max-cost '")[1].rstrip("'")
+    assert api.export(summary.run_id, db=db, max_cost=limit).program_id == "1-1"
