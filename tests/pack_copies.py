@@ -20,3 +20,65 @@ def small_pack(root: Path, name: str, pool_rows: int, test_rows: int = 10) -> Pa
     for file in ("task.toml", "seed.sql"):
         (pack / file).write_text((source / file).read_text(encoding="utf-8"), encoding="utf-8")
     return pack
+
+
+def text_pack(
+    root: Path,
+    name: str,
+    description: str,
+    rows: list[tuple[str, str]],
+    seed: str,
+    allowed_functions: list[str],
+    timeout_seconds: float,
+) -> Path:
+    """A Snowflake-dialect pack `name` under `root`: a `text` column labelled by `label` (exact match), the
+    (text, label) `rows` as pool and test alike (ids p0.. and t0..), half of the pool for training."""
+    pack = root / name
+    (pack / "data").mkdir(parents=True)
+    for file, prefix in (("pool.csv", "p"), ("test.csv", "t")):
+        with (pack / "data" / file).open("w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(["id", "text", "label"])
+            writer.writerows((f"{prefix}{i}", text, label) for i, (text, label) in enumerate(rows))
+    (pack / "seed.sql").write_text(seed, encoding="utf-8")
+    functions = ", ".join(f'"{f}"' for f in allowed_functions)
+    (pack / "task.toml").write_text(
+        f"""name = "{name}"
+description = "{description}"
+dialect = "snowflake"
+
+[data]
+pool = "data/pool.csv"
+test = "data/test.csv"
+id_column = "id"
+expected_column = "label"
+
+[data.input_columns]
+text = "VARCHAR"
+
+[splits]
+seed = 1
+mode = "partition"
+train_fraction = 0.5
+test_fraction = 0.0
+
+[contract]
+output = "label"
+type = "VARCHAR"
+
+[scorer]
+kind = "exact"
+
+[program]
+seed = "seed.sql"
+allowed_functions = [{functions}]
+timeout_seconds = {timeout_seconds}
+
+[source]
+name = "generated for tests"
+url = "tests/pack_copies.py"
+license = "Apache-2.0"
+""",
+        encoding="utf-8",
+    )
+    return pack

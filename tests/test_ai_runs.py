@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 from llm_double import FakeEndpoint
-from pack_copies import small_pack
+from pack_copies import small_pack, text_pack
 
 from coco_sql.engine import EvolutionLoop, RunConfig
 from coco_sql.llm import AiConfig, EndpointConfig
@@ -29,54 +29,11 @@ def small_goemotions(root: Path, pool_rows: int = 45, test_rows: int = 20) -> Pa
 
 def completion_pack(root: Path) -> Path:
     """A tiny pack whose seed calls AI_COMPLETE on the 'local' endpoint (COCO_LOCAL_LLM_URL)."""
-    pack = root / "echo"
-    (pack / "data").mkdir(parents=True)
-    for name, prefix in (("pool.csv", "p"), ("test.csv", "t")):
-        rows = "".join(f"{prefix}{i},text {i},reply to: text {i}\n" for i in range(12))
-        (pack / "data" / name).write_text("id,text,label\n" + rows, encoding="utf-8")
-    (pack / "seed.sql").write_text(
-        "SELECT id, AI_COMPLETE('local/m', text) AS label FROM input\n", encoding="utf-8"
+    rows = [(f"text {i}", f"reply to: text {i}") for i in range(12)]
+    seed = "SELECT id, AI_COMPLETE('local/m', text) AS label FROM input\n"
+    return text_pack(
+        root, "echo", "Echo through a completion endpoint (fault tests).", rows, seed, ["AI_COMPLETE"], 30.0
     )
-    (pack / "task.toml").write_text(
-        """name = "echo"
-description = "Echo through a completion endpoint (fault tests)."
-dialect = "snowflake"
-
-[data]
-pool = "data/pool.csv"
-test = "data/test.csv"
-id_column = "id"
-expected_column = "label"
-
-[data.input_columns]
-text = "VARCHAR"
-
-[splits]
-seed = 1
-mode = "partition"
-train_fraction = 0.5
-test_fraction = 0.0
-
-[contract]
-output = "label"
-type = "VARCHAR"
-
-[scorer]
-kind = "exact"
-
-[program]
-seed = "seed.sql"
-allowed_functions = ["AI_COMPLETE"]
-timeout_seconds = 30.0
-
-[source]
-name = "generated for tests"
-url = "tests/test_ai_runs.py"
-license = "Apache-2.0"
-""",
-        encoding="utf-8",
-    )
-    return pack
 
 
 def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(tmp_path: Path) -> None:

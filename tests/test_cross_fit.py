@@ -30,6 +30,13 @@ def all_examples_program(pack_dir: Path) -> str:
     )
 
 
+def stored_train_score(con: duckdb.DuckDBPyConnection, run_id: int) -> float:
+    """The seed's training score as the run stored it (`program_scores`)."""
+    return con.execute(
+        "SELECT score FROM program_scores WHERE run_id = ? AND split = 'train'", [run_id]
+    ).fetchone()[0]
+
+
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -45,9 +52,7 @@ def test_an_all_examples_program_is_not_scored_on_its_own_examples(tmp_path: Pat
     db = tmp_path / "runs.duckdb"
     summary = api.evolve(pack, db=db, budget=0, options={"seed": 1})
     with duckdb.connect(str(db), read_only=True) as con:
-        stored = con.execute(
-            "SELECT score FROM program_scores WHERE run_id = ? AND split = 'train'", [summary.run_id]
-        ).fetchone()[0]
+        stored = stored_train_score(con, summary.run_id)
         rows = con.execute(
             "SELECT instance_id, score, output FROM evaluations WHERE run_id = ? AND split = 'train'",
             [summary.run_id],
@@ -68,9 +73,7 @@ def test_a_program_without_examples_keeps_its_own_training_outcome(tmp_path: Pat
     db = tmp_path / "runs.duckdb"
     summary = api.evolve(pack, db=db, budget=0, options={"seed": 1})
     with duckdb.connect(str(db), read_only=True) as con:
-        stored = con.execute(
-            "SELECT score FROM program_scores WHERE run_id = ? AND split = 'train'", [summary.run_id]
-        ).fetchone()[0]
+        stored = stored_train_score(con, summary.run_id)
     assert stored == own.score
 
 
@@ -89,9 +92,7 @@ def test_a_proxy_program_with_examples_is_cross_fitted_too(tmp_path: Path) -> No
     db = tmp_path / "runs.duckdb"
     summary = api.evolve(pack, db=db, budget=0, options={"seed": 1})
     with duckdb.connect(str(db), read_only=True) as con:
-        stored = con.execute(
-            "SELECT score FROM program_scores WHERE run_id = ? AND split = 'train'", [summary.run_id]
-        ).fetchone()[0]
+        stored = stored_train_score(con, summary.run_id)
         errors = con.execute(
             "SELECT count(*) FROM evaluations WHERE run_id = ? AND split = 'train' AND error IS NOT NULL",
             [summary.run_id],

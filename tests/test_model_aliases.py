@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from llm_double import FakeEndpoint
+from pack_copies import text_pack
 
 import coco_sql
 from coco_sql import api
@@ -48,53 +49,11 @@ FROM input
 
 def cortex_pack(root: Path, seed: str) -> Path:
     """A tiny Snowflake-dialect polarity pack whose seed is `seed`."""
-    pack = root / "cortexnames"
-    (pack / "data").mkdir(parents=True)
-    rows = [(t, "pos") for t in POSITIVE] + [(t, "neg") for t in NEGATIVE]
-    for name, prefix in (("pool.csv", "p"), ("test.csv", "t")):
-        lines = "".join(f'{prefix}{i},"{text}",{label}\n' for i, (text, label) in enumerate(rows * 2))
-        (pack / "data" / name).write_text("id,text,label\n" + lines, encoding="utf-8")
-    (pack / "seed.sql").write_text(seed, encoding="utf-8")
-    (pack / "task.toml").write_text(
-        """name = "cortexnames"
-description = "Review polarity written with Cortex model names (model alias tests)."
-dialect = "snowflake"
-
-[data]
-pool = "data/pool.csv"
-test = "data/test.csv"
-id_column = "id"
-expected_column = "label"
-
-[data.input_columns]
-text = "VARCHAR"
-
-[splits]
-seed = 1
-mode = "partition"
-train_fraction = 0.5
-test_fraction = 0.0
-
-[contract]
-output = "label"
-type = "VARCHAR"
-
-[scorer]
-kind = "exact"
-
-[program]
-seed = "seed.sql"
-allowed_functions = ["AI_EMBED", "AI_SIMILARITY", "AI_COMPLETE"]
-timeout_seconds = 60.0
-
-[source]
-name = "generated for tests"
-url = "tests/test_model_aliases.py"
-license = "Apache-2.0"
-""",
-        encoding="utf-8",
+    rows = ([(t, "pos") for t in POSITIVE] + [(t, "neg") for t in NEGATIVE]) * 2
+    description = "Review polarity written with Cortex model names (model alias tests)."
+    return text_pack(
+        root, "cortexnames", description, rows, seed, ["AI_EMBED", "AI_SIMILARITY", "AI_COMPLETE"], 60.0
     )
-    return pack
 
 
 def offline_env(**extra: str) -> dict[str, str]:

@@ -27,11 +27,10 @@ from coco_sql.primitives.sql_macros import expand_program
 from coco_sql.sqlcheck.snowflake import positional_arguments
 from coco_sql.sqlcheck.snowflake_functions import (
     ALTERNATIVES,
-    EMBED_MODELS,
     SNOWFLAKE_FUNCTIONS,
     WrittenCalls,
 )
-from coco_sql.sqlcheck.validator import ValidationSpec, iter_calls, validate_candidate
+from coco_sql.sqlcheck.validator import ValidationSpec, iter_calls, unserved_embed_model, validate_candidate
 
 T = exp.DataType.Type
 SNOWFLAKE_TYPES: frozenset[exp.DataType.Type] = frozenset(
@@ -175,17 +174,15 @@ def _ai_call(name: str, call: exp.Expression, label: str, where: str) -> list[Fi
             refused = check_named_argument(name, arg.this.name, "snowflake")
             if refused is not None:
                 findings.append(Finding(f"{where}: {label}", refused))
-    if name == "AI_EMBED":
-        named = [a.expression for a in args if isinstance(a, exp.Kwarg) and a.this.name.lower() == "model"]
-        model = named[0] if named else (args[0] if args and not isinstance(args[0], exp.Kwarg) else None)
-        if isinstance(model, exp.Literal) and model.is_string and model.this not in EMBED_MODELS:
-            findings.append(
-                Finding(
-                    f"{where}: AI_EMBED",
-                    f"embedding model {model.this!r} is not served by Snowflake",
-                    "use one of Snowflake's, e.g. 'snowflake-arctic-embed-l-v2.0'; a run maps it to a local model",
-                )
+    model = unserved_embed_model(call) if name == "AI_EMBED" and isinstance(call, exp.Func) else None
+    if model is not None:
+        findings.append(
+            Finding(
+                f"{where}: AI_EMBED",
+                f"embedding model {model!r} is not served by Snowflake",
+                "use one of Snowflake's, e.g. 'snowflake-arctic-embed-l-v2.0'; a run maps it to a local model",
             )
+        )
     return findings
 
 

@@ -33,6 +33,8 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
+from coco_sql.llm.routing import CORTEX_EMBEDDING_MODELS
+
 Arity = tuple[int, int | None]
 Rewrite = Callable[[exp.Expression], exp.Expression]
 
@@ -327,21 +329,10 @@ REWRITES: Mapping[type[exp.Expression], Rewrite] = MappingProxyType(
 )
 """sqlglot node -> its DuckDB translation, for the calls sqlglot transpiles wrongly."""
 
-EMBED_MODELS: frozenset[str] = frozenset(
-    {
-        "snowflake-arctic-embed-m-v1.5",
-        "snowflake-arctic-embed-m",
-        "e5-base-v2",
-        "snowflake-arctic-embed-l-v2.0",
-        "snowflake-arctic-embed-l-v2.0-8k",
-        "nv-embed-qa-4",
-        "multilingual-e5-large",
-        "voyage-multilingual-2",
-        "voyage-multimodal-3",
-    }
-)
+EMBED_MODELS: frozenset[str] = frozenset(CORTEX_EMBEDDING_MODELS) | {"voyage-multimodal-3"}
 """The models Snowflake documents for AI_EMBED (EMBED_TEXT_768 / EMBED_TEXT_1024 and AI_EMBED reference pages).
-A Snowflake-dialect program names one of these; which local model stands in for it is the run's configuration."""
+A Snowflake-dialect program names one of these; which local model stands in for it is the run's configuration
+(`llm.routing.DEFAULT_ALIASES` maps the text models; the image model voyage-multimodal-3 has no stand-in)."""
 
 
 def rejection(name: str) -> str:

@@ -405,17 +405,24 @@ def check_snowflake_functions(tree: exp.Expression, spec: ValidationSpec, source
 
 
 def _check_embed_model(name: str, call: exp.Func) -> None:
-    """AI_EMBED names one of Snowflake's embedding models (a literal; a computed name is left to the run)."""
-    if name != "AI_EMBED":
-        return
+    """AI_EMBED names one of Snowflake's embedding models."""
+    model = unserved_embed_model(call) if name == "AI_EMBED" else None
+    if model is not None:
+        raise reject(
+            f"AI_EMBED model {model!r} is not a Snowflake embedding model; use one of "
+            f"{', '.join(sorted(EMBED_MODELS))} (a run maps it to a local model)"
+        )
+
+
+def unserved_embed_model(call: exp.Func) -> str | None:
+    """The model an AI_EMBED call names as a literal when Snowflake does not serve it; None otherwise (a computed
+    name is left to the run)."""
     args = positional_arguments(call)
     named = [a.expression for a in args if isinstance(a, exp.Kwarg) and a.this.name.lower() == "model"]
     model = named[0] if named else (args[0] if args and not isinstance(args[0], exp.Kwarg) else None)
     if isinstance(model, exp.Literal) and model.is_string and model.this not in EMBED_MODELS:
-        raise reject(
-            f"AI_EMBED model {model.this!r} is not a Snowflake embedding model; use one of "
-            f"{', '.join(sorted(EMBED_MODELS))} (a run maps it to a local model)"
-        )
+        return model.this
+    return None
 
 
 def check_scalar_expression(query: exp.Query) -> None:
