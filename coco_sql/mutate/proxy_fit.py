@@ -1,0 +1,111 @@
+"""The learned proxy's genes and their fit on the training rows (issue 15, part 2).
+
+The proxy (`proxy_edits`) is a classifier written in SQL over embeddings: each row's label probabilities are
+
+    p(c | x) = (1 - w) softmax_c( cos(x, e_c) / tau_label )                      e_c: the call's category text
+             + w sum_{i in kNN_k(x), i != x} softmax_i( cos(x, x_i) / tau ) [c in labels_i]
+
+over the training rows in the `examples` table (the row itself left out), and it answers every label with
+p >= ratio * max p. This is the embedded backend's AI_CLASSIFY (`aifuncs.semantic`) with its constants made
+genes: k, tau, the examples' weight w and the multi-label ratio are fitted per program here, where the AI
+call's constants are fixed. Measured with numpy on the embedded model (leave-one-out on the training rows
+picks the genes; validation and test rows untouched by the choice): goemotions 0.411 test example F1 at the
+AI call's constants (k 20, tau 0.05, w 0.75, ratio 0.7), 0.418-0.424 at the fitted ones.
+
+The fit scores every point of `GRID` leave-one-out on the training rows in numpy, from the same vectors the
+SQL reads (the run's embedding model); the mutator then tests the SQL it writes from the chosen genes like any
+other draft, so the numpy copy only has to rank the grid, not to be the truth.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from coco_sql.mutate.ai_edits import TrainingRow, set_f1
+
+
+@dataclass(frozen=True)
+class ProxyGenes:
+    """The proxy's parameters (module docstring), written into its SQL as the one-row CTE `proxy_params`."""
+
+    k: int = 20
+    tau: float = 0.05
+    tau_label: float = 0.01
+    example_weight: float = 0.75
+    ratio: float = 1.0  # 1.0: the top label only (single-label contracts)
+
+
+K_GRID = (10, 20, 40, 80)
+TAU_GRID = (0.02, 0.05)
+WEIGHT_GRID = (0.5, 0.75, 0.9)
+RATIO_GRID = (0.5, 0.6, 0.7, 0.8)  # multi-label only
+
+
+def grid(multi_label: bool, examples: int) -> list[ProxyGenes]:
+    """Every point the fit scores; k at most the examples a row can have as neighbours."""
+    ks = sorted({min(k, max(examples - 1, 1)) for k in K_GRID})
+    ratios = RATIO_GRID if multi_label else (1.0,)
+    return [
+        ProxyGenes(k=k, tau=tau, example_weight=w, ratio=r)
+        for k, tau, w, r in itertools.product(ks, TAU_GRID, WEIGHT_GRID, ratios)
+    ]
+
+
+def probabilities(
+    similarity: np.ndarray, label_similarity: np.ndarray, example_labels: np.ndarray, genes: ProxyGenes
+) -> np.ndarray:
+    """p(c | x) for each row: `similarity` (n, m) to the examples, a row's own example already at -inf;
+    `label_similarity` (n, C) to the categories; `example_labels` (m, C) multi-hot."""
+    z = label_similarity / genes.tau_label
+    by_label = np.exp(z - z.max(axis=1, keepdims=True))
+    by_label /= by_label.sum(axis=1, keepdims=True)
+    k = min(genes.k, similarity.shape[1])
+    nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
+    near = np.take_along_axis(similarity, nearest, axis=1)
+    weights = np.where(np.isfinite(near), np.exp((near - 1.0) / genes.tau), 0.0)
+    weights /= np.maximum(weights.sum(axis=1, keepdims=True), 1e-300)
+    by_example = np.einsum("nk,nkc->nc", weights, example_labels[nearest])
+    return (1.0 - genes.example_weight) * by_label + genes.example_weight * by_example
+
+
+def answers(p: np.ndarray, labels: Sequence[str], ratio: float) -> list[tuple[str, ...]]:
+    """The labels each row gets: every one with p >= ratio * max p."""
+    chosen = p >= ratio * p.max(axis=1, keepdims=True)
+    return [tuple(labels[c] for c in np.flatnonzero(row)) for row in chosen]
+
+
+def fit(
+    rows: Sequence[TrainingRow],
+    vectors: Mapping[str, np.ndarray],
+    prototypes: np.ndarray,
+    labels: Sequence[str],
+    multi_label: bool,
+) -> list[tuple[ProxyGenes, float]]:
+    """Every grid point with its leave-one-out mean score on `rows` (the training rows: the `examples` table),
+    best first (ties: the grid's order). Empty without a vector for every row."""
+    if not rows or any(r.text not in vectors for r in rows):
+        return []
+    x = np.stack([vectors[r.text] for r in rows])
+    similarity = x @ x.T
+    np.fill_diagonal(similarity, -np.inf)
+    index = {label: c for c, label in enumerate(labels)}
+    example_labels = np.zeros((len(rows), len(labels)))
+    for i, row in enumerate(rows):
+        for label in row.gold:
+            if label in index:
+                example_labels[i, index[label]] = 1.0
+    label_similarity = x @ prototypes.T
+    scored = []
+    for genes in grid(multi_label, len(rows)):
+        p = probabilities(similarity, label_similarity, example_labels, genes)
+        found = answers(p, labels, genes.ratio)
+        scored.append((genes, float(np.mean([set_f1(a, r.gold) for a, r in zip(found, rows, strict=True)]))))
+    order = sorted(range(len(scored)), key=lambda i: (-scored[i][1], i))
+    return [scored[i] for i in order]
+
+
+__all__ = ["ProxyGenes", "answers", "fit", "grid", "probabilities"]

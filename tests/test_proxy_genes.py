@@ -1,0 +1,124 @@
+"""The proxy's genes (issue 15, part 2): fitted in numpy on the training rows, written as SQL that computes the same
+answers, and a proxy that answers every row so that the call's examples leave the program. Real embedded model,
+real DuckDB sandbox, real validator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sqlglot
+from pack_copies import small_pack
+
+from coco_sql.evaluate import Evaluator
+from coco_sql.mutate.ai_edits import TrainingRow, TrainingView, ai_edits, answer_of, classify_calls
+from coco_sql.mutate.ai_pipeline import embeddings, training_views
+from coco_sql.mutate.proxy_edits import (
+    EMBED_MODELS,
+    fitted_genes,
+    plan,
+    predictions,
+    prototype_vectors,
+    proxy_ctes,
+    proxy_edits,
+)
+from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities
+from coco_sql.reflect import DraftEnvironment
+from coco_sql.tasks import load_task
+
+SHOTS = ", ".join(f"{{'input': 'Who is older, A{i} or B?', 'labels': ['comparison']}}" for i in range(20))
+SEED = (
+    f"SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison'], {{'examples': [{SHOTS}]}}):labels[0]::string "
+    "AS label FROM input"
+)
+MODEL = EMBED_MODELS["snowflake"]
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory: pytest.TempPathFactory):
+    pack = load_task(small_pack(tmp_path_factory.mktemp("packs"), "hotpotqa_type", pool_rows=120))
+    evaluator = Evaluator(pack)
+    env = DraftEnvironment(evaluator)
+    query = sqlglot.parse_one(SEED, read="snowflake")
+    views = training_views(query, env, env.test_draft(SEED))
+    vectors = embeddings(env, views)
+    view = TrainingView(views[0].rows, views[0].input_sql, views[0].scope_sql, vectors=vectors)
+    yield pack, evaluator, env, query, view
+    evaluator.close()
+
+
+def test_the_fit_ranks_the_grid_and_the_sql_computes_what_numpy_does(setting) -> None:
+    pack, _, env, query, view = setting
+    where = plan(query, 0, "snowflake")
+    assert where is not None and [label for label, _ in where.categories] == ["bridge", "comparison"]
+    prototypes = prototype_vectors(env, [text for _, text in where.categories])
+    assert prototypes is not None and np.allclose(np.linalg.norm(prototypes, axis=1), 1.0)
+    scored = fit(view.rows, view.vectors, prototypes, ["bridge", "comparison"], multi_label=False)
+    scores = [score for _, score in scored]
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]  # the genes matter
+    genes = fitted_genes(where, view, env, multi_label=False)
+    assert genes == scored[0][0] and genes.ratio == 1.0
+
+    # numpy's leave-one-out answers of the fitted genes, row by row, against the SQL's on the same rows
+    x = np.stack([view.vectors[r.text] for r in view.rows])
+    similarity = x @ x.T
+    np.fill_diagonal(similarity, -np.inf)
+    example_labels = np.array([[r.gold == ("bridge",), r.gold == ("comparison",)] for r in view.rows], float)
+    p = probabilities(similarity, x @ prototypes.T, example_labels, genes)
+    expected = dict(
+        zip((r.instance_id for r in view.rows), answers(p, ["bridge", "comparison"], 1.0), strict=True)
+    )
+    found = predictions(env, where, proxy_ctes(where, "label", False, MODEL, genes))
+    assert found is not None and set(found) == set(expected) == set(pack.split("train").ids)
+    assert sum(found[i][0] == expected[i] for i in found) >= len(found) - 1  # a float tie at most
+    for i in found:  # the confidence is the top label's probability
+        assert found[i][1] == pytest.approx(p[list(expected).index(i)].max(), abs=1e-4)  # float32 vectors
+    honest = np.mean([found[r.instance_id][0] == r.gold for r in view.rows])
+    assert honest == pytest.approx(scored[0][1], abs=1.5 / len(view.rows))
+
+
+def test_genes_change_the_sql_proxy_answers(setting) -> None:
+    _, _, env, query, _ = setting
+    where = plan(query, 0, "snowflake")
+    assert where is not None
+    near = predictions(
+        env, where, proxy_ctes(where, "label", False, MODEL, ProxyGenes(k=1, example_weight=1.0))
+    )
+    prior = predictions(env, where, proxy_ctes(where, "label", False, MODEL, ProxyGenes(example_weight=0.0)))
+    assert near and prior and set(near) == set(prior)
+    assert any(near[i][0] != prior[i][0] for i in near)  # the examples against the categories alone
+    assert all(confidence == pytest.approx(1.0) for _, confidence in near.values())  # one neighbour: certain
+
+
+def test_a_proxy_that_answers_every_row_takes_the_examples_out_of_the_program(setting) -> None:
+    pack, evaluator, env, query, view = setting
+    edits = proxy_edits(query, {0: view}, env, multi_label=False)
+    alone = next(e for e in edits if "answer every row" in e.approach)
+    assert "without its 20 examples" in alone.approach
+    child = alone.apply(query).sql(dialect="snowflake", pretty=True)
+    assert "Who is older, A1" not in child and "'examples'" not in child
+    assert len(child.encode()) < 8 * 1024 and "FROM examples AS proxy_e_rows" in child
+    outcome = evaluator.evaluate(child, "val")
+    assert outcome.ok, outcome.error
+    functions = {function for (function, _), line in outcome.usage.lines.items() if line.calls}
+    assert not any("CLASSIFY" in f for f in functions) and any("EMBED" in f for f in functions)
+    assert outcome.score > 0.5
+
+    # a keyword guard mined afterwards overrides the proxy's answers, not only the call's
+    tree = sqlglot.parse_one(child, read="snowflake")
+    call = classify_calls(tree)[0]
+    assert isinstance(answer_of(call), sqlglot.exp.Case) and answer_of(call).find(sqlglot.exp.Column)
+    rows = tuple(
+        TrainingRow(str(i), f"Is X{i} or Y{i} older?", ("comparison",), ("bridge",)) for i in range(4)
+    )
+    guard = next(
+        e
+        for e in ai_edits(tree, {0: TrainingView(rows, "question")}, [], multi_label=False)
+        if e.operator == "keyword_guard" and "' or '" in e.approach
+    )
+    guarded = guard.apply(tree).sql(dialect="snowflake", pretty=True)
+    result = evaluator.evaluate(guarded, "val")
+    assert result.ok, result.error
+    val = pack.split("val")
+    questions = dict(zip(val.inputs["id"].astype(str), val.inputs["question"], strict=True))
+    matched = [i for i in result.ids if " or " in questions[i].lower()]
+    assert matched and all(result.row(i).output == '"comparison"' for i in matched)
