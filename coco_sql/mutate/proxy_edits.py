@@ -21,8 +21,9 @@ constants turned into genes the mutator fits on the training rows (`proxy_fit`).
 vote has no training step, so the same SQL runs in Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY and the
 examples table the export creates from the same training rows, with no UDF, and no weights fitted on the
 embedded model's vectors have to be carried to the warehouse's embedding model (they would not transfer). The
-genes do carry over as numbers, but they were fitted to the embedded model's cosines: `check-deploy` users
-should re-tune t on the warehouse (the report shows the proxy's share of rows).
+genes and t do carry over, but as numbers fitted to the embedded model's cosines (e5's are anisotropic, so
+tau_label and t especially): on Cortex's embedding model they are a starting point, and re-fitting them on the
+warehouse's vectors is not built yet.
 
 What a proxy saves deployed: one embedding per row instead of every example in every row's prompt. The
 threshold t is tuned on the training rows: the proxy's leave-one-out predictions against the parent's
