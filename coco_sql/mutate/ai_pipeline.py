@@ -97,7 +97,7 @@ class AiPipelineSearch:
                 multi_label=is_multi_label(env.output_type),
                 max_examples=self.max_examples,
             )
-            + proxy_edits(parent_query, views, env, is_multi_label(env.output_type))
+            + proxy_edits(parent_query, views, env, is_multi_label(env.output_type), rng)
             if e.approach not in context.tried
         ]
         tested: dict[str, tuple[Edit, Outcome, float, float]] = {}  # edit, outcome, gain, worth

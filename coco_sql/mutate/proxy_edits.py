@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sqlglot
@@ -54,6 +55,7 @@ from coco_sql.mutate.ai_edits import (
     set_f1,
     set_spec,
 )
+from coco_sql.mutate.examples import MAX_EXAMPLES, capped
 from coco_sql.mutate.proxy_fit import ProxyGenes, fit
 from coco_sql.mutate.sql_edits import Edit
 from coco_sql.reflect.environment import DraftEnvironment
@@ -179,18 +181,24 @@ WITH proxy_params AS (
 
 
 def with_proxy(
-    plan: ProxyPlan, ctes: str, threshold: float, dialect: str, drop_examples: bool = False
+    plan: ProxyPlan, ctes: str, threshold: float, dialect: str, examples: Sequence[Any] | None = None
 ) -> Callable[[exp.Expression], exp.Expression]:
-    """The edit: the proxy's CTEs, `LEFT JOIN proxy`, and the call guarded by the proxy's confidence;
-    `drop_examples`: the call keeps none of its few-shot examples (the proxy reads them from the table)."""
+    """The edit: the proxy's CTEs, `LEFT JOIN proxy`, and the call guarded by the proxy's confidence.
+    `examples`: the few-shot examples the call keeps for the rows the proxy leaves to it (None: all of them;
+    empty: none, the proxy reads them from the table)."""
 
     def apply(query: exp.Expression) -> exp.Expression:
         child = query.copy()
         call = classify_calls(child)[plan.index]
         spec = read_spec(call)
-        if drop_examples and spec is not None:
+        if examples is not None and spec is not None:
             config = {key: value for key, value in spec.config.items() if key != "examples"}
-            set_spec(call, ClassifySpec(spec.categories, config))
+            set_spec(
+                call,
+                ClassifySpec(
+                    spec.categories, {**config, **({"examples": list(examples)} if examples else {})}
+                ),
+            )
         answer = exp.Anonymous(
             this="OBJECT_CONSTRUCT",
             expressions=[exp.Literal.string("labels"), exp.column("proxy_labels", table=PROXY)],
@@ -289,11 +297,19 @@ def fitted_genes(plan: ProxyPlan, view: TrainingView, env: DraftEnvironment, mul
 
 
 def proxy_edits(
-    query: exp.Expression, views: Mapping[int, TrainingView], env: DraftEnvironment, multi_label: bool
+    query: exp.Expression,
+    views: Mapping[int, TrainingView],
+    env: DraftEnvironment,
+    multi_label: bool,
+    rng: np.random.Generator | None = None,
+    fallback_examples: int = MAX_EXAMPLES,
 ) -> list[Edit]:
-    """The proxy edits for each AI_CLASSIFY call the parent's shape allows (module docstring)."""
+    """The proxy edits for each AI_CLASSIFY call the parent's shape allows (module docstring). Where the proxy
+    leaves rows to the call, the call keeps a diverse `fallback_examples` of its examples (drawn with `rng`;
+    None: a fixed generator): the rest are in the table the proxy reads."""
     if "AI_EMBED" not in env.allowed_functions or not views:
         return []
+    generator = rng if rng is not None else np.random.default_rng(0)
     model = EMBED_MODELS.get(env.dialect, EMBED_MODELS["duckdb"])
     edits: list[Edit] = []
     for index, view in views.items():
@@ -309,6 +325,8 @@ def proxy_edits(
         best = max(options, key=lambda o: (o[1], -o[0]))
         cheap = min((o for o in options if o[1] >= best[1] - 1.0 / len(view.rows)), key=lambda o: o[0])
         knobs = f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}"
+        carried = list(read_spec(classify_calls(query)[index]).config.get("examples") or [])  # plan() read it
+        kept, _ = capped(carried, [], generator, view.vectors, fallback_examples)
         for t, score, share in dict.fromkeys((best, cheap)):
             if share >= 1.0:
                 continue  # the proxy answers every training row: the call's examples are dead weight (below)
@@ -317,19 +335,18 @@ def proxy_edits(
                     "knn_proxy",
                     f"AI_CLASSIFY #{index + 1}: answer from the training rows ({EXAMPLES}; {knobs}) where "
                     f"the proxy's confidence >= {t:.3f} ({share:.0%} of training rows, train score "
-                    f"{score:.3f}), else the AI call",
-                    with_proxy(where, ctes, t, env.dialect),
+                    f"{score:.3f}), else the AI call with {len(kept)} of its {len(carried)} examples",
+                    with_proxy(where, ctes, t, env.dialect, kept),
                 )
             )
         alone = options[-1]  # the lowest t: every row the proxy can answer
-        carried = len(read_spec(classify_calls(query)[index]).example_inputs)  # plan() read the spec
         edits.append(
             Edit(
                 "knn_proxy",
                 f"AI_CLASSIFY #{index + 1}: answer every row from the training rows ({EXAMPLES}; {knobs}; "
-                f"train score {alone[1]:.3f}); the call, without its {carried} examples, only where the proxy "
-                "has no answer",
-                with_proxy(where, ctes, 0.0, env.dialect, drop_examples=True),
+                f"train score {alone[1]:.3f}); the call, without its {len(carried)} examples, only where the "
+                "proxy has no answer",
+                with_proxy(where, ctes, 0.0, env.dialect, []),
             )
         )
     return edits
