@@ -20,6 +20,7 @@ from coco_sql.mutate.proxy_edits import (
     prototype_vectors,
     proxy_ctes,
     proxy_edits,
+    with_proxy,
 )
 from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities
 from coco_sql.reflect import DraftEnvironment
@@ -94,10 +95,17 @@ def test_a_proxy_that_answers_every_row_takes_the_examples_out_of_the_program(se
     edits = proxy_edits(query, {0: view}, env, multi_label=False)
     alone = next(e for e in edits if "answer every row" in e.approach)
     assert "without its 20 examples" in alone.approach
-    assert len(edits) >= 2  # the best t leaves some rows to the call here
-    for cascade in (e for e in edits if e is not alone):  # the call keeps a diverse 16 for the rows left to it
+    for cascade in (
+        e for e in edits if e is not alone
+    ):  # the call keeps a diverse 16 for the rows left to it
         assert "else the AI call with 16 of its 20 examples" in cascade.approach
         assert cascade.apply(query).sql(dialect="snowflake").count("'Who is older, A") == 16
+    where = plan(query, 0, "snowflake")
+    assert where is not None
+    ctes = proxy_ctes(where, "label", False, MODEL)
+    shots = [{"input": "Who is older, A1 or B?", "labels": ["comparison"]}]
+    cascade = with_proxy(where, ctes, 0.9, "snowflake", shots)(query).sql(dialect="snowflake")
+    assert cascade.count("'Who is older, A") == 1 and "proxy.proxy_confidence >= 0.9" in cascade
     child = alone.apply(query).sql(dialect="snowflake", pretty=True)
     assert "Who is older, A1" not in child and "'examples'" not in child
     assert len(child.encode()) < 8 * 1024 and "FROM examples AS proxy_e_rows" in child
