@@ -11,16 +11,19 @@ from pack_copies import small_pack
 
 from coco_sql.evaluate import Evaluator
 from coco_sql.mutate.ai_edits import TrainingRow, TrainingView, ai_edits, answer_of, classify_calls
-from coco_sql.mutate.ai_pipeline import embeddings, training_views
+from coco_sql.mutate.ai_pipeline import answered_by_call, embeddings, training_views
 from coco_sql.mutate.proxy_edits import (
     EMBED_MODELS,
     fitted_genes,
+    gene_edits,
     plan,
     predictions,
     prototype_vectors,
     proxy_ctes,
     proxy_edits,
     with_proxy,
+    written_genes,
+    written_proxy,
 )
 from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities
 from coco_sql.reflect import DraftEnvironment
@@ -134,3 +137,37 @@ def test_a_proxy_that_answers_every_row_takes_the_examples_out_of_the_program(se
     questions = dict(zip(val.inputs["id"].astype(str), val.inputs["question"], strict=True))
     matched = [i for i in result.ids if " or " in questions[i].lower()]
     assert matched and all(result.row(i).output == '"comparison"' for i in matched)
+
+
+def test_genes_read_back_from_the_sql_and_step_to_valid_neighbours() -> None:
+    genes = ProxyGenes(k=40, tau=0.02, example_weight=0.9, ratio=0.6)
+    assert ProxyGenes.read(sqlglot.parse_one(genes.sql(), read="snowflake")) == genes
+    assert ProxyGenes.read(sqlglot.parse_one("SELECT 40 AS k, 0.02 AS tau", read="snowflake")) is None
+    steps = genes.neighbours(multi_label=True, examples=60)
+    assert ProxyGenes(k=20, tau=0.02, example_weight=0.9, ratio=0.6) in steps
+    assert ProxyGenes(k=40, tau=0.02, example_weight=0.9, ratio=0.5) in steps
+    assert all(s.k < 60 and 0 < s.example_weight <= 1 and 0 < s.ratio <= 1 for s in steps)
+    assert not any(s.k == 80 for s in steps) and not any(s.example_weight > 1 for s in steps)
+    single = ProxyGenes(k=10).neighbours(multi_label=False, examples=60)
+    assert all(s.ratio == 1.0 for s in single) and len(single) == 8
+
+
+def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting) -> None:
+    _, evaluator, env, query, view = setting
+    alone = next(e for e in proxy_edits(query, {0: view}, env, False) if "answer every row" in e.approach)
+    child = alone.apply(query).sql(dialect="snowflake", pretty=True)
+    proxy = written_proxy(child, "snowflake")
+    assert proxy is not None and written_genes(proxy) is not None
+    parent = evaluator.evaluate(child, "train")
+    assert parent.ok and answered_by_call(parent) == 0 < answered_by_call(evaluator.evaluate(SEED, "train"))
+    edits = gene_edits(proxy, len(view.rows), "snowflake", multi_label=False)
+    assert len(edits) == 8 and all(e.operator == "tune_proxy" for e in edits)
+    outputs = set()
+    for edit in edits:
+        code = edit.apply(sqlglot.parse_one(child, read="snowflake")).sql(dialect="snowflake", pretty=True)
+        before, after = child.split("), proxy_q AS", 1), code.split("), proxy_q AS", 1)
+        assert before[1] == after[1] and before[0] != after[0]  # proxy_params changed, nothing else
+        outcome = evaluator.evaluate(code, "train")
+        assert outcome.ok, outcome.error
+        outputs.add(tuple(outcome.outputs))
+    assert len(outputs) > 1  # the steps change answers

