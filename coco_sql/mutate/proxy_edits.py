@@ -29,8 +29,10 @@ What a proxy saves deployed: one embedding per row instead of every example in e
 threshold t is tuned on the training rows: the proxy's leave-one-out predictions against the parent's
 cross-fitted ones. Three edits are offered: the t that scores best, the lowest t within one training row of it
 (the proxy answers more rows: cheaper), and t = 0 with the call's examples dropped (the proxy answers every row:
-the examples move from the call's prompt to the table, and the program shrinks to a few KB). The mutator then
-tests them like any other edit.
+the examples move from the call's prompt to the table, and the program shrinks to a few KB); where the proxy
+leaves rows to the call, the call keeps a diverse 16 of its examples. The mutator then tests them like any other
+edit. Once a program has a proxy, its genes evolve by single steps (`gene_edits`: `tune_proxy`), each scored
+by the draft test on the whole program, guards included.
 """
 
 from __future__ import annotations
