@@ -1,4 +1,5 @@
-"""The offline mutator's proposal for programs that call AI_CLASSIFY: `ai_edits`, each tested on the training rows.
+"""The offline mutator's proposal for programs that call AI_CLASSIFY: `ai_edits` and the learned proxy's
+(`proxy_edits`: put one in front of the call, step its genes), each tested on the training rows.
 
 1. read each call's input text on the training rows (`training_views`) and, for choosing diverse few-shot
    examples, their embeddings (one probe, cached by the run's embedding store);
