@@ -94,7 +94,9 @@ MASK_PATTERN = " [A-Z0-9][^ ,?]*"
 """What `mask_names` replaces by ' X': every word after the first that starts with a capital or a digit. A
 question's kind is in its wording, not in the entities it names, and e5's vectors are dominated by the entities
 (hotpotqa_type, the proxy alone, fitted leave-one-out: 0.82 test accuracy on the text, 0.89 on the masked text;
-goemotions has its names masked as [NAME] already). The fit tries both (`fit` per text, in `proxy_edits`)."""
+goemotions has its names masked as [NAME] already). Only `tune_proxy` turns it on, scored on the whole program:
+a masked proxy fitted first wins the fit (0.93 against 0.84 leave-one-out) and leaves the keyword guards that
+carry hotpotqa_type little to add (seed 1, budget 30: 0.916 test, against 0.922 with the text as it is)."""
 
 K_GRID = (10, 20, 40, 80)
 TAU_GRID = (0.02, 0.05)
