@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -299,8 +299,33 @@ def fitted_genes(plan: ProxyPlan, view: TrainingView, env: DraftEnvironment, mul
     prototypes = prototype_vectors(env, [text for _, text in plan.categories])
     if prototypes is None:
         return default
-    scored = fit(view.rows, view.vectors, prototypes, labels, multi_label)
-    return scored[0][0] if scored else default
+    best: tuple[ProxyGenes, float] | None = None
+    for mask, vectors in ((0, view.vectors), (1, masked_vectors(env, view))):
+        scored = fit(view.rows, vectors, prototypes, labels, multi_label)
+        if scored and (best is None or scored[0][1] > best[1]):  # ties: the text as it is
+            best = (replace(scored[0][0], mask_names=mask), scored[0][1])
+    return best[0] if best is not None else default
+
+
+def masked_vectors(env: DraftEnvironment, view: TrainingView) -> dict[str, np.ndarray]:
+    """Each training input's embedding with its names masked (`proxy_fit.MASK_PATTERN`), keyed by the input as
+    it is; empty when the engine cannot embed it."""
+    if not view.scope_sql:
+        return {}
+    text = f"CAST(({view.input_sql}) AS VARCHAR)"
+    try:
+        result = env.probe(
+            f"SELECT {text}, AI_EMBED(to_json(''), to_json(regexp_replace({text}, '{MASK_PATTERN}', ' X', 'g'))) "
+            f"FROM ({view.scope_sql}) AS s"
+        )
+    except EvaluationError:
+        return {}
+    vectors = {}
+    for original, vector in result.rows:
+        if original is not None and vector:
+            v = np.asarray(vector, dtype=np.float64)
+            vectors[str(original)] = v / max(float(np.linalg.norm(v)), 1e-12)
+    return vectors
 
 
 def written_genes(proxy: exp.With) -> ProxyGenes | None:
