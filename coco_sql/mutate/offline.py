@@ -112,7 +112,7 @@ class OfflineMutator:
         joint_fit: bool = True,
         joint_fit_time_limit_s: float = 20.0,
         max_fit_hypotheses: int = 2000,
-        max_examples: int = 0,  # 0: no cap (a cap of MAX_EXAMPLES costs goemotions ~0.03 today)
+        max_examples: int = 0,  # 0: no cap (the learned proxy takes over a call with 20+ examples)
         cost_weight: float = AI_COST_WEIGHT,  # AI drafts: score worth a 100% cut in deploy cost (0: ignore cost)
         sql_near_best: NearBest | None = None,
     ) -> None:
