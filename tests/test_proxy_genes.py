@@ -4,8 +4,6 @@ real DuckDB sandbox, real validator."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import sqlglot
@@ -18,7 +16,6 @@ from coco_sql.mutate.proxy_edits import (
     EMBED_MODELS,
     fitted_genes,
     gene_edits,
-    masked_vectors,
     plan,
     predictions,
     prototype_vectors,
@@ -63,15 +60,10 @@ def test_the_fit_ranks_the_grid_and_the_sql_computes_what_numpy_does(setting) ->
     scores = [score for _, score in scored]
     assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]  # the genes matter
     genes = fitted_genes(where, view, env, multi_label=False)
-    masked = fit(
-        view.rows, masked_vectors(env, view), prototypes, ["bridge", "comparison"], multi_label=False
-    )
-    assert masked[0][1] > scored[0][1]  # question types: the wording tells them apart, not the names
-    assert genes == replace(masked[0][0], mask_names=1) and genes.ratio == 1.0
+    assert genes == scored[0][0] and genes.ratio == 1.0
 
     # numpy's leave-one-out answers of the fitted genes, row by row, against the SQL's on the same rows
-    vectors = masked_vectors(env, view) if genes.mask_names else view.vectors
-    x = np.stack([vectors[r.text] for r in view.rows])
+    x = np.stack([view.vectors[r.text] for r in view.rows])
     similarity = x @ x.T
     np.fill_diagonal(similarity, -np.inf)
     example_labels = np.array([[r.gold == ("bridge",), r.gold == ("comparison",)] for r in view.rows], float)
@@ -85,7 +77,7 @@ def test_the_fit_ranks_the_grid_and_the_sql_computes_what_numpy_does(setting) ->
     for i in found:  # the confidence is the top label's probability
         assert found[i][1] == pytest.approx(p[list(expected).index(i)].max(), abs=1e-4)  # float32 vectors
     honest = np.mean([found[r.instance_id][0] == r.gold for r in view.rows])
-    assert honest == pytest.approx(masked[0][1], abs=1.5 / len(view.rows))
+    assert honest == pytest.approx(scored[0][1], abs=1.5 / len(view.rows))
 
 
 def test_genes_change_the_sql_proxy_answers(setting) -> None:
@@ -157,8 +149,7 @@ def test_genes_read_back_from_the_sql_and_step_to_valid_neighbours() -> None:
     assert all(s.k < 60 and 0 < s.example_weight <= 1 and 0 < s.ratio <= 1 for s in steps)
     assert not any(s.k == 80 for s in steps) and not any(s.example_weight > 1 for s in steps)
     single = ProxyGenes(k=10).neighbours(multi_label=False, examples=60)
-    assert all(s.ratio == 1.0 for s in single) and len(single) == 9
-    assert ProxyGenes(k=10, mask_names=1) in single
+    assert all(s.ratio == 1.0 for s in single) and len(single) == 8
 
 
 def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting) -> None:
@@ -170,9 +161,7 @@ def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting
     parent = evaluator.evaluate(child, "train")
     assert parent.ok and answered_by_call(parent) == 0 < answered_by_call(evaluator.evaluate(SEED, "train"))
     edits = gene_edits(proxy, len(view.rows), "snowflake", multi_label=False)
-    steps = written_genes(proxy).neighbours(False, len(view.rows))
-    assert len(edits) == len(steps) >= 7 and all(e.operator == "tune_proxy" for e in edits)
-    assert any("mask_names 1 -> 0" in e.approach for e in edits)
+    assert len(edits) == 8 and all(e.operator == "tune_proxy" for e in edits)
     outputs = set()
     for edit in edits:
         code = edit.apply(sqlglot.parse_one(child, read="snowflake")).sql(dialect="snowflake", pretty=True)

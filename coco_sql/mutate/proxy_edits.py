@@ -3,10 +3,8 @@ where it is confident, and the AI call runs only on the others.
 
 The proxy is plain SQL, written into the program as CTEs:
 
-    proxy_params  its genes (`proxy_fit.ProxyGenes`), one row: k, tau, tau_label, example_weight, ratio,
-                  mask_names
-    proxy_q       each input row's embedding                  AI_EMBED(<model>, <the call's input>), its names
-                                                              masked when mask_names = 1
+    proxy_params  its genes (`proxy_fit.ProxyGenes`), one row: k, tau, tau_label, example_weight, ratio
+    proxy_q       each input row's embedding                  AI_EMBED(<model>, <the call's input>)
     proxy_e       each training row's embedding and labels    from `examples` (`tasks.references`): by reference,
                                                               never inline
     proxy_c       each category's embedding                   the call's categories ('label: description')
@@ -41,7 +39,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,7 +58,7 @@ from coco_sql.mutate.ai_edits import (
     set_spec,
 )
 from coco_sql.mutate.examples import MAX_EXAMPLES, capped
-from coco_sql.mutate.proxy_fit import MASK_PATTERN, ProxyGenes, fit
+from coco_sql.mutate.proxy_fit import ProxyGenes, fit
 from coco_sql.mutate.sql_edits import Edit
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.tasks.references import EXAMPLES
@@ -135,8 +133,6 @@ def proxy_ctes(
     Without `genes`, the embedded AI_CLASSIFY's constants."""
     genes = genes or ProxyGenes(ratio=MULTI_RATIO if multi else 1.0)
     labels = f"proxy_e_rows.{label_column}" if multi else f"ARRAY_CONSTRUCT(proxy_e_rows.{label_column})"
-    text = plan.input_sql
-    embedded = f"IFF({PARAMS}.mask_names = 1, REGEXP_REPLACE({text}, '{MASK_PATTERN}', ' X'), {text})"
     values = ",\n    ".join(
         f"({exp.Literal.string(label).sql('snowflake')}, {exp.Literal.string(text).sql('snowflake')})"
         for label, text in plan.categories
@@ -145,10 +141,9 @@ def proxy_ctes(
 WITH {PARAMS} AS (
   {genes.sql()}
 ), proxy_q AS (
-  SELECT id, AI_EMBED('{model}', {embedded}) AS v FROM input CROSS JOIN {PARAMS}
+  SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
 ), proxy_e AS (
-  SELECT id, {labels} AS labels, AI_EMBED('{model}', {embedded}) AS v
-  FROM {EXAMPLES} AS proxy_e_rows CROSS JOIN {PARAMS}
+  SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
 ), proxy_c AS (
   SELECT label, AI_EMBED('{model}', prototype) AS v
   FROM (VALUES
@@ -299,33 +294,8 @@ def fitted_genes(plan: ProxyPlan, view: TrainingView, env: DraftEnvironment, mul
     prototypes = prototype_vectors(env, [text for _, text in plan.categories])
     if prototypes is None:
         return default
-    best: tuple[ProxyGenes, float] | None = None
-    for mask, vectors in ((0, view.vectors), (1, masked_vectors(env, view))):
-        scored = fit(view.rows, vectors, prototypes, labels, multi_label)
-        if scored and (best is None or scored[0][1] > best[1]):  # ties: the text as it is
-            best = (replace(scored[0][0], mask_names=mask), scored[0][1])
-    return best[0] if best is not None else default
-
-
-def masked_vectors(env: DraftEnvironment, view: TrainingView) -> dict[str, np.ndarray]:
-    """Each training input's embedding with its names masked (`proxy_fit.MASK_PATTERN`), keyed by the input as
-    it is; empty when the engine cannot embed it."""
-    if not view.scope_sql:
-        return {}
-    text = f"CAST(({view.input_sql}) AS VARCHAR)"
-    try:
-        result = env.probe(
-            f"SELECT {text}, AI_EMBED(to_json(''), to_json(regexp_replace({text}, '{MASK_PATTERN}', ' X', 'g'))) "
-            f"FROM ({view.scope_sql}) AS s"
-        )
-    except EvaluationError:
-        return {}
-    vectors = {}
-    for original, vector in result.rows:
-        if original is not None and vector:
-            v = np.asarray(vector, dtype=np.float64)
-            vectors[str(original)] = v / max(float(np.linalg.norm(v)), 1e-12)
-    return vectors
+    scored = fit(view.rows, view.vectors, prototypes, labels, multi_label)
+    return scored[0][0] if scored else default
 
 
 def written_genes(proxy: exp.With) -> ProxyGenes | None:
@@ -360,9 +330,9 @@ def gene_edits(proxy: exp.With | None, rows: int, dialect: str, multi_label: boo
     edits = []
     for step in genes.neighbours(multi_label, rows):
         changed = ", ".join(
-            f"{f.name} {getattr(genes, f.name)} -> {getattr(step, f.name)}"
-            for f in fields(ProxyGenes)
-            if getattr(step, f.name) != getattr(genes, f.name)
+            f"{name} {getattr(genes, name)} -> {getattr(step, name)}"
+            for name in ("k", "tau", "tau_label", "example_weight", "ratio")
+            if getattr(step, name) != getattr(genes, name)
         )
         edits.append(Edit("tune_proxy", f"the proxy's {changed}", with_genes(proxy, step, dialect)))
     return edits

@@ -43,7 +43,6 @@ class ProxyGenes:
     tau_label: float = 0.01
     example_weight: float = 0.75
     ratio: float = 1.0  # 1.0: the top label only (single-label contracts)
-    mask_names: int = 0  # 1: embed the text with its names masked (`MASK_PATTERN`), 0: as it is
 
     def sql(self) -> str:
         """The `proxy_params` CTE's query."""
@@ -59,19 +58,11 @@ class ProxyGenes:
                 found[projection.alias] = float(value.this)
         if {f.name for f in fields(cls)} - set(found):
             return None
-        return cls(
-            int(found["k"]),
-            found["tau"],
-            found["tau_label"],
-            found["example_weight"],
-            found["ratio"],
-            int(found["mask_names"]),
-        )
+        return cls(int(found["k"]), found["tau"], found["tau_label"], found["example_weight"], found["ratio"])
 
     def neighbours(self, multi_label: bool, examples: int) -> list[ProxyGenes]:
         """The genes one step away: k and each temperature halved and doubled, the examples' weight and (for a
-        multi-label task) the ratio moved by 0.1, the names masked or not; only valid ones (k < examples,
-        weights and ratios in (0, 1])."""
+        multi-label task) the ratio moved by 0.1; only valid ones (k < examples, weights and ratios in (0, 1])."""
         steps = [
             replace(self, k=self.k // 2),
             replace(self, k=self.k * 2),
@@ -81,7 +72,6 @@ class ProxyGenes:
             replace(self, tau_label=round(self.tau_label * 2, 6)),
             replace(self, example_weight=round(self.example_weight - 0.1, 6)),
             replace(self, example_weight=round(self.example_weight + 0.1, 6)),
-            replace(self, mask_names=1 - self.mask_names),
         ]
         if multi_label:
             steps += [
@@ -94,12 +84,6 @@ class ProxyGenes:
             if g != self and 1 <= g.k < max(examples, 2) and 0 < g.example_weight <= 1 and 0 < g.ratio <= 1
         ]
 
-
-MASK_PATTERN = " [A-Z0-9][^ ,?]*"
-"""What `mask_names` replaces by ' X': every word after the first that starts with a capital or a digit. A
-question's kind is in its wording, not in the entities it names, and e5's vectors are dominated by the entities
-(hotpotqa_type, the proxy alone, fitted leave-one-out: 0.82 test accuracy on the text, 0.89 on the masked text;
-goemotions has its names masked as [NAME] already). The fit tries both (`fit` per text, in `proxy_edits`)."""
 
 K_GRID = (10, 20, 40, 80)
 TAU_GRID = (0.02, 0.05)
