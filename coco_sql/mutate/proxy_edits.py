@@ -279,10 +279,10 @@ def prototype_vectors(env: DraftEnvironment, texts: Sequence[str]) -> np.ndarray
         )
     except EvaluationError:
         return None
-    vectors = [np.asarray(v, dtype=np.float64) for _, v in result.rows]
-    if len(vectors) != len(texts) or any(v is None or not len(v) for v in vectors):
+    vectors = [v for _, v in result.rows]
+    if len(vectors) != len(texts) or any(not v for v in vectors):
         return None
-    matrix = np.stack(vectors)
+    matrix = np.asarray(vectors, dtype=np.float64)
     return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
 
 

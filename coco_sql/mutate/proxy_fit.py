@@ -31,6 +31,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 from sqlglot import exp
 
+from coco_sql.aifuncs.semantic import softmax
 from coco_sql.mutate.ai_edits import TrainingRow, set_f1
 
 
@@ -106,9 +107,7 @@ def probabilities(
 ) -> np.ndarray:
     """p(c | x) for each row: `similarity` (n, m) to the examples, a row's own example already at -inf;
     `label_similarity` (n, C) to the categories; `example_labels` (m, C) multi-hot."""
-    z = label_similarity / genes.tau_label
-    by_label = np.exp(z - z.max(axis=1, keepdims=True))
-    by_label /= by_label.sum(axis=1, keepdims=True)
+    by_label = softmax(label_similarity / genes.tau_label, axis=1)
     k = min(genes.k, similarity.shape[1])
     nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
     near = np.take_along_axis(similarity, nearest, axis=1)
