@@ -25,7 +25,7 @@ from coco_sql.mutate.proxy_edits import (
     written_genes,
     written_proxy,
 )
-from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities
+from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities, word_probabilities
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import load_task
 
@@ -67,7 +67,8 @@ def test_the_fit_ranks_the_grid_and_the_sql_computes_what_numpy_does(setting) ->
     similarity = x @ x.T
     np.fill_diagonal(similarity, -np.inf)
     example_labels = np.array([[r.gold == ("bridge",), r.gold == ("comparison",)] for r in view.rows], float)
-    p = probabilities(similarity, x @ prototypes.T, example_labels, genes)
+    by_words = word_probabilities([r.text for r in view.rows], example_labels, genes.alpha)
+    p = probabilities(similarity, x @ prototypes.T, example_labels, genes, by_words)
     expected = dict(
         zip((r.instance_id for r in view.rows), answers(p, ["bridge", "comparison"], 1.0), strict=True)
     )
@@ -149,7 +150,10 @@ def test_genes_read_back_from_the_sql_and_step_to_valid_neighbours() -> None:
     assert all(s.k < 60 and 0 < s.example_weight <= 1 and 0 < s.ratio <= 1 for s in steps)
     assert not any(s.k == 80 for s in steps) and not any(s.example_weight > 1 for s in steps)
     single = ProxyGenes(k=10).neighbours(multi_label=False, examples=60)
-    assert all(s.ratio == 1.0 for s in single) and len(single) == 8
+    assert all(s.ratio == 1.0 for s in single) and len(single) == 9  # 8 steps of the vote, words on
+    assert ProxyGenes(k=10, word_weight=0.25) in single and all(s.alpha == 0.3 for s in single)
+    worded = ProxyGenes(word_weight=1.0, alpha=0.3).neighbours(multi_label=False, examples=60)
+    assert {s.word_weight for s in worded} == {1.0, 0.75} and {s.alpha for s in worded} == {0.3, 0.15, 0.6}
 
 
 def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting) -> None:
@@ -161,7 +165,8 @@ def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting
     parent = evaluator.evaluate(child, "train")
     assert parent.ok and answered_by_call(parent) == 0 < answered_by_call(evaluator.evaluate(SEED, "train"))
     edits = gene_edits(proxy, len(view.rows), "snowflake", multi_label=False)
-    assert len(edits) == 8 and all(e.operator == "tune_proxy" for e in edits)
+    steps = written_genes(proxy).neighbours(False, len(view.rows))  # type: ignore[union-attr]
+    assert len(edits) == len(steps) >= 8 and all(e.operator == "tune_proxy" for e in edits)
     outputs = set()
     for edit in edits:
         code = edit.apply(sqlglot.parse_one(child, read="snowflake")).sql(dialect="snowflake", pretty=True)
@@ -171,3 +176,31 @@ def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting
         assert outcome.ok, outcome.error
         outputs.add(tuple(outcome.outputs))
     assert len(outputs) > 1  # the steps change answers
+
+
+@pytest.mark.parametrize("word_weight", [1.0, 0.5])
+def test_the_sql_words_naive_bayes_computes_what_numpy_does_leaving_each_row_out(
+    setting, word_weight
+) -> None:
+    _, _, env, query, view = setting
+    where = plan(query, 0, "snowflake")
+    assert where is not None
+    labels = ["bridge", "comparison"]
+    genes = ProxyGenes(k=10, tau=0.02, example_weight=0.75, word_weight=word_weight, alpha=0.3)
+    x = np.stack([view.vectors[r.text] for r in view.rows])
+    similarity = x @ x.T
+    np.fill_diagonal(similarity, -np.inf)
+    example_labels = np.array([[label in r.gold for label in labels] for r in view.rows], float)
+    by_words = word_probabilities([r.text for r in view.rows], example_labels, genes.alpha)
+    prototypes = prototype_vectors(env, [text for _, text in where.categories])
+    assert prototypes is not None
+    p = probabilities(similarity, x @ prototypes.T, example_labels, genes, by_words)
+    found = predictions(env, where, proxy_ctes(where, "label", False, MODEL, genes))
+    assert found is not None and set(found) == {r.instance_id for r in view.rows}
+    expected = dict(zip((r.instance_id for r in view.rows), answers(p, labels, 1.0), strict=True))
+    assert sum(found[i][0] == expected[i] for i in found) >= len(found) - 1  # a float tie at most
+    for row, top in zip(view.rows, p.max(axis=1), strict=True):
+        assert found[row.instance_id][1] == pytest.approx(top, abs=1e-4)
+    # leave-one-out, so the words do not grade the rows they came from: under 1.0 on the training rows
+    honest = np.mean([found[r.instance_id][0] == r.gold for r in view.rows])
+    assert 0.6 < honest < 1.0

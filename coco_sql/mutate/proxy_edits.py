@@ -3,27 +3,33 @@ where it is confident, and the AI call runs only on the others.
 
 The proxy is plain SQL, written into the program as CTEs:
 
-    proxy_params  its genes (`proxy_fit.ProxyGenes`), one row: k, tau, tau_label, example_weight, ratio
+    proxy_params  its genes (`proxy_fit.ProxyGenes`), one row: k, tau, tau_label, example_weight, ratio,
+                  word_weight, alpha
     proxy_q       each input row's embedding                  AI_EMBED(<model>, <the call's input>)
     proxy_e       each training row's embedding and labels    from `examples` (`tasks.references`): by reference,
                                                               never inline
     proxy_c       each category's embedding                   the call's categories ('label: description')
     proxy_nn      the row's k nearest training rows by cosine (VECTOR_COSINE_SIMILARITY), the row itself left
                   out (`proxy_e.id <> proxy_q.id`), so its predictions on training rows are out of fold
-    proxy_p       p(label) = (1 - w) softmax over the categories of cos / tau_label
-                             + w (the neighbours' exp(cos / tau) that hold the label) / (all neighbours')
+    proxy_qw ..   the words' naive Bayes: each row's distinct words (REGEXP_SUBSTR_ALL), the training rows'
+    proxy_words   words and labels, their counts per label, and each row's label probabilities, the row's own
+                  counts taken out when it is a training row (`proxy_fit.word_probabilities`)
+    proxy_p       p(label) = (1 - v) [ (1 - w) softmax over the categories of cos / tau_label
+                                       + w (the neighbours' exp(cos / tau) that hold the label) / (all neighbours') ]
+                             + v (the words' probability)
     proxy         the labels with p >= ratio * the top p, and the confidence, the top p
 
     CASE WHEN proxy.proxy_confidence >= t THEN OBJECT_CONSTRUCT('labels', proxy.proxy_labels) ELSE <AI call> END
 
-This is the embedded backend's AI_CLASSIFY with examples (`aifuncs.semantic`) written in SQL, with its
-constants turned into genes the mutator fits on the training rows (`proxy_fit`). Why not a logistic head: the
-vote has no training step, so the same SQL runs in Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY and the
-examples table the export creates from the same training rows, with no UDF, and no weights fitted on the
-embedded model's vectors have to be carried to the warehouse's embedding model (they would not transfer). The
-genes and t do carry over, but as numbers fitted to the embedded model's cosines (e5's are anisotropic, so
-tau_label and t especially): on Cortex's embedding model they are a starting point, and re-fitting them on the
-warehouse's vectors is not built yet.
+The vote is the embedded backend's AI_CLASSIFY with examples (`aifuncs.semantic`) written in SQL, with its
+constants turned into genes the mutator fits on the training rows (`proxy_fit`); the words read what the
+embeddings blur. Why not a logistic head: the vote and the counts have no training step, so the same SQL
+runs in Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY, REGEXP_SUBSTR_ALL and the examples table the export
+creates from the same training rows, with no UDF, and no weights fitted on the embedded model's vectors have to
+be carried to the warehouse's embedding model (they would not transfer). The words' part is the same on either
+engine. The vote's genes and t do carry over, but as numbers fitted to the embedded model's cosines (e5's are
+anisotropic, so tau_label and t especially): on Cortex's embedding model they are a starting point, and
+re-fitting them on the warehouse's vectors is not built yet.
 
 What a proxy saves deployed: one embedding per row instead of every example in every row's prompt. The
 threshold t is tuned on the training rows: the proxy's leave-one-out predictions against the parent's
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -58,7 +64,7 @@ from coco_sql.mutate.ai_edits import (
     set_spec,
 )
 from coco_sql.mutate.examples import MAX_EXAMPLES, capped
-from coco_sql.mutate.proxy_fit import ProxyGenes, fit
+from coco_sql.mutate.proxy_fit import WORD_PATTERN, ProxyGenes, fit
 from coco_sql.mutate.sql_edits import Edit
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.tasks.references import EXAMPLES
@@ -132,7 +138,12 @@ def proxy_ctes(
     """The proxy's CTEs (module docstring), as the WITH clause of a query (Snowflake SQL; DuckDB reads it too).
     Without `genes`, the embedded AI_CLASSIFY's constants."""
     genes = genes or ProxyGenes(ratio=MULTI_RATIO if multi else 1.0)
-    labels = f"proxy_e_rows.{label_column}" if multi else f"ARRAY_CONSTRUCT(proxy_e_rows.{label_column})"
+
+    def labels_of(rows: str) -> str:
+        return f"{rows}.{label_column}" if multi else f"ARRAY_CONSTRUCT({rows}.{label_column})"
+
+    words = f"REGEXP_SUBSTR_ALL(LOWER({plan.input_sql}), {exp.Literal.string(WORD_PATTERN).sql('snowflake')})"
+
     values = ",\n    ".join(
         f"({exp.Literal.string(label).sql('snowflake')}, {exp.Literal.string(text).sql('snowflake')})"
         for label, text in plan.categories
@@ -143,7 +154,7 @@ WITH {PARAMS} AS (
 ), proxy_q AS (
   SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
 ), proxy_e AS (
-  SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
+  SELECT id, {labels_of("proxy_e_rows")} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
 ), proxy_c AS (
   SELECT label, AI_EMBED('{model}', prototype) AS v
   FROM (VALUES
@@ -166,13 +177,59 @@ WITH {PARAMS} AS (
   SELECT proxy_q.id, proxy_c.label,
     EXP((VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_c.v) - 1) / proxy_params.tau_label) AS weight
   FROM proxy_q CROSS JOIN proxy_c CROSS JOIN proxy_params
+), proxy_qw AS (
+  SELECT DISTINCT proxy_qw_rows.id, w.value::string AS word
+  FROM input AS proxy_qw_rows, LATERAL FLATTEN(input => {words}) AS w
+), proxy_ew AS (
+  SELECT DISTINCT proxy_ew_rows.id, w.value::string AS word
+  FROM {EXAMPLES} AS proxy_ew_rows, LATERAL FLATTEN(input => {words}) AS w
+), proxy_el AS (
+  SELECT proxy_el_rows.id, f.value::string AS label
+  FROM {EXAMPLES} AS proxy_el_rows, LATERAL FLATTEN(input => {labels_of("proxy_el_rows")}) AS f
+), proxy_rw AS (
+  SELECT id, COUNT(*) AS t FROM proxy_ew GROUP BY id
+), proxy_df AS (
+  SELECT word, COUNT(*) AS n, COUNT(*) OVER () AS vocabulary FROM proxy_ew GROUP BY word
+), proxy_wc AS (
+  SELECT proxy_el.label, proxy_ew.word, COUNT(*) AS n
+  FROM proxy_el JOIN proxy_ew ON proxy_ew.id = proxy_el.id
+  GROUP BY proxy_el.label, proxy_ew.word
+), proxy_lc AS (
+  SELECT proxy_el.label, COUNT(*) AS n, SUM(COALESCE(proxy_rw.t, 0)) AS t
+  FROM proxy_el LEFT JOIN proxy_rw ON proxy_rw.id = proxy_el.id
+  GROUP BY proxy_el.label
+), proxy_ws AS (
+  SELECT proxy_qw.id, proxy_lc.label,
+    SUM(LN(
+      (COALESCE(proxy_wc.n, 0) - IFF(proxy_own.id IS NULL, 0, 1) + proxy_params.alpha)
+      / (proxy_lc.t - IFF(proxy_own.id IS NULL, 0, proxy_self.t) + proxy_params.alpha * proxy_df.vocabulary)
+    )) AS s
+  FROM proxy_qw JOIN proxy_df ON proxy_df.word = proxy_qw.word
+  LEFT JOIN proxy_rw AS proxy_self ON proxy_self.id = proxy_qw.id
+  CROSS JOIN proxy_lc CROSS JOIN proxy_params
+  LEFT JOIN proxy_wc ON proxy_wc.label = proxy_lc.label AND proxy_wc.word = proxy_qw.word
+  LEFT JOIN proxy_el AS proxy_own ON proxy_own.id = proxy_qw.id AND proxy_own.label = proxy_lc.label
+  WHERE proxy_df.n > IFF(proxy_self.id IS NULL, 0, 1)
+  GROUP BY proxy_qw.id, proxy_lc.label
+), proxy_nb AS (
+  SELECT proxy_nb_rows.id, proxy_lc.label,
+    LN(GREATEST(proxy_lc.n - IFF(proxy_own.id IS NULL, 0, 1), 0.5)) + COALESCE(proxy_ws.s, 0) AS s
+  FROM input AS proxy_nb_rows CROSS JOIN proxy_lc
+  LEFT JOIN proxy_el AS proxy_own ON proxy_own.id = proxy_nb_rows.id AND proxy_own.label = proxy_lc.label
+  LEFT JOIN proxy_ws ON proxy_ws.id = proxy_nb_rows.id AND proxy_ws.label = proxy_lc.label
+), proxy_words AS (
+  SELECT id, label, EXP(s - MAX(s) OVER (PARTITION BY id)) AS weight FROM proxy_nb
 ), proxy_p AS (
   SELECT proxy_lab.id, proxy_lab.label,
-    (1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
-      + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0) AS p
+    (1 - proxy_params.word_weight) * (
+      (1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
+      + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0)
+    ) + proxy_params.word_weight
+      * COALESCE(proxy_words.weight / SUM(proxy_words.weight) OVER (PARTITION BY proxy_lab.id), 0) AS p
   FROM proxy_lab CROSS JOIN proxy_params
   LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
   LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id
+  LEFT JOIN proxy_words ON proxy_words.id = proxy_lab.id AND proxy_words.label = proxy_lab.label
 ), {PROXY} AS (
   SELECT proxy_p.id, ARRAY_AGG(proxy_p.label) WITHIN GROUP (ORDER BY proxy_p.p DESC, proxy_p.label) AS proxy_labels,
     MAX(proxy_p.p) AS proxy_confidence
@@ -331,7 +388,7 @@ def gene_edits(proxy: exp.With | None, rows: int, dialect: str, multi_label: boo
     for step in genes.neighbours(multi_label, rows):
         changed = ", ".join(
             f"{name} {getattr(genes, name)} -> {getattr(step, name)}"
-            for name in ("k", "tau", "tau_label", "example_weight", "ratio")
+            for name in (f.name for f in fields(ProxyGenes))
             if getattr(step, name) != getattr(genes, name)
         )
         edits.append(Edit("tune_proxy", f"the proxy's {changed}", with_genes(proxy, step, dialect)))
@@ -366,7 +423,10 @@ def proxy_edits(
             continue
         best = max(options, key=lambda o: (o[1], -o[0]))
         cheap = min((o for o in options if o[1] >= best[1] - 1.0 / len(view.rows)), key=lambda o: o[0])
-        knobs = f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}"
+        knobs = (
+            f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}, "
+            f"words' weight {genes.word_weight}, alpha {genes.alpha}"
+        )
         carried = list(read_spec(classify_calls(query)[index]).config.get("examples") or [])  # plan() read it
         kept, _ = capped(carried, [], generator, view.vectors, fallback_examples)
         for t, score, share in dict.fromkeys((best, cheap)):

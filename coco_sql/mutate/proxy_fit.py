@@ -2,13 +2,18 @@
 
 The proxy (`proxy_edits`) is a classifier written in SQL over embeddings: each row's label probabilities are
 
-    p(c | x) = (1 - w) softmax_c( cos(x, e_c) / tau_label )                      e_c: the call's category text
-             + w sum_{i in kNN_k(x), i != x} softmax_i( cos(x, x_i) / tau ) [c in labels_i]
+    p(c | x) = (1 - v) [ (1 - w) softmax_c( cos(x, e_c) / tau_label )            e_c: the call's category text
+                       + w sum_{i in kNN_k(x), i != x} softmax_i( cos(x, x_i) / tau ) [c in labels_i] ]
+             + v softmax_c( ln n_c + sum_{u in words(x), seen} ln((n_cu + alpha) / (t_c + alpha V)) )
 
 over the training rows in the `examples` table (the row itself left out), and it answers every label with
-p >= ratio * max p. This is the embedded backend's AI_CLASSIFY (`aifuncs.semantic`) with its constants made
-genes: k, tau, the examples' weight w and the multi-label ratio are fitted per program here, where the AI
-call's constants are fixed. Measured with numpy on the embedded model (leave-one-out on the training rows
+p >= ratio * max p. The first part is the embedded backend's AI_CLASSIFY (`aifuncs.semantic`) with its
+constants made genes: k, tau, the examples' weight w and the multi-label ratio are fitted per program here,
+where the AI call's constants are fixed. The second is a naive Bayes over the rows' words (`word_probabilities`:
+n_c training rows hold label c, n_cu of them the word u, t_c words in all; V the examples' vocabulary; only
+words another training row has count), with weight v and smoothing alpha as genes. It reads what embeddings
+blur: on hotpotqa_type a question's type is in words like "or", "both" and "same", and the words alone score
+0.90 on held-out rows where the embeddings' vote scores 0.78 (204 training rows, five random splits). Measured with numpy on the embedded model (leave-one-out on the training rows
 picks the genes; validation and test rows untouched by the choice): goemotions 0.411 test example F1 at the
 AI call's constants (k 20, tau 0.05, w 0.75, ratio 0.7), 0.418-0.424 at the fitted ones.
 
@@ -25,6 +30,7 @@ other draft, so the numpy copy only has to rank the grid, not to be the truth.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
@@ -44,6 +50,8 @@ class ProxyGenes:
     tau_label: float = 0.01
     example_weight: float = 0.75
     ratio: float = 1.0  # 1.0: the top label only (single-label contracts)
+    word_weight: float = 0.0  # v: the words' naive Bayes' share of p
+    alpha: float = 0.3  # its additive smoothing
 
     def sql(self) -> str:
         """The `proxy_params` CTE's query."""
@@ -59,7 +67,7 @@ class ProxyGenes:
                 found[projection.alias] = float(value.this)
         if {f.name for f in fields(cls)} - set(found):
             return None
-        return cls(int(found["k"]), found["tau"], found["tau_label"], found["example_weight"], found["ratio"])
+        return cls(**{f.name: int(found[f.name]) if f.name == "k" else found[f.name] for f in fields(cls)})
 
     def neighbours(self, multi_label: bool, examples: int) -> list[ProxyGenes]:
         """The genes one step away: k and each temperature halved and doubled, the examples' weight and (for a
@@ -79,10 +87,23 @@ class ProxyGenes:
                 replace(self, ratio=round(self.ratio - 0.1, 6)),
                 replace(self, ratio=round(self.ratio + 0.1, 6)),
             ]
+        steps += [
+            replace(self, word_weight=round(self.word_weight - 0.25, 6)),
+            replace(self, word_weight=round(self.word_weight + 0.25, 6)),
+        ]
+        if self.word_weight > 0:
+            steps += [
+                replace(self, alpha=round(self.alpha / 2, 6)),
+                replace(self, alpha=round(self.alpha * 2, 6)),
+            ]
         return [
             g
             for g in dict.fromkeys(steps)
-            if g != self and 1 <= g.k < max(examples, 2) and 0 < g.example_weight <= 1 and 0 < g.ratio <= 1
+            if g != self
+            and 1 <= g.k < max(examples, 2)
+            and 0 < g.example_weight <= 1
+            and 0 < g.ratio <= 1
+            and 0 <= g.word_weight <= 1
         ]
 
 
@@ -90,23 +111,63 @@ K_GRID = (10, 20, 40, 80)
 TAU_GRID = (0.02, 0.05)
 WEIGHT_GRID = (0.5, 0.75, 0.9)
 RATIO_GRID = (0.5, 0.6, 0.7, 0.8)  # multi-label only
+WORD_GRID = (0.0, 0.25, 0.5, 1.0)
+ALPHA_GRID = (0.1, 0.3, 1.0)
+WORD_PATTERN = r"[a-z0-9']+"  # a word: what the SQL's REGEXP_SUBSTR_ALL(LOWER(text), '[a-z0-9'']+') returns
 
 
 def grid(multi_label: bool, examples: int) -> list[ProxyGenes]:
-    """Every point the fit scores; k at most the examples a row can have as neighbours."""
+    """Every point the fit scores, without words first; k at most the examples a row can have as neighbours.
+    Without words alpha is moot, and with words alone (v = 1) the embeddings' genes are."""
     ks = sorted({min(k, max(examples - 1, 1)) for k in K_GRID})
     ratios = RATIO_GRID if multi_label else (1.0,)
-    return [
-        ProxyGenes(k=k, tau=tau, example_weight=w, ratio=r)
-        for k, tau, w, r in itertools.product(ks, TAU_GRID, WEIGHT_GRID, ratios)
-    ]
+    votes = list(itertools.product(ks, TAU_GRID, WEIGHT_GRID))
+    found = []
+    for v in WORD_GRID:
+        for alpha in ALPHA_GRID if v > 0 else (ProxyGenes.alpha,):
+            for (k, tau, w), r in itertools.product(votes if v < 1 else votes[:1], ratios):
+                found.append(ProxyGenes(k=k, tau=tau, example_weight=w, ratio=r, word_weight=v, alpha=alpha))
+    return found
+
+
+def words(text: str) -> set[str]:
+    """A text's distinct words, as the proxy's SQL splits it."""
+    return set(re.findall(WORD_PATTERN, text.lower()))
+
+
+def word_probabilities(texts: Sequence[str], example_labels: np.ndarray, alpha: float) -> np.ndarray:
+    """The words' naive Bayes p(c | x) (module docstring) for each training row, leave-one-out: `texts` are the
+    training rows, `example_labels` (n, C) their labels multi-hot. A label no training row holds gets 0."""
+    vocabulary = sorted(set().union(*map(words, texts)))
+    column = {word: j for j, word in enumerate(vocabulary)}
+    held = np.zeros((len(texts), len(vocabulary)))
+    for i, text in enumerate(texts):
+        held[i, [column[w] for w in words(text)]] = 1.0
+    y = example_labels
+    counts = y.T @ held  # (C, V): training rows with the label and the word
+    seen = held * (held.sum(axis=0) >= 2)  # a row's words that another training row has too
+    # ln(n_cu + alpha) with the row's own count taken out where it holds the label (then n_cu >= 1)
+    without = seen @ np.log(np.maximum(counts - 1 + alpha, 1e-300)).T
+    score = np.where(y > 0, without, seen @ np.log(counts + alpha).T)
+    totals = y.T @ held.sum(axis=1)  # t_c
+    own = y * held.sum(axis=1, keepdims=True)
+    score -= seen.sum(axis=1, keepdims=True) * np.log(totals[None, :] - own + alpha * len(vocabulary))
+    score += np.log(np.maximum(y.sum(axis=0)[None, :] - y, 0.5))
+    present = y.sum(axis=0) > 0
+    score = np.where(present[None, :], score, -np.inf)
+    return softmax(score, axis=1)
 
 
 def probabilities(
-    similarity: np.ndarray, label_similarity: np.ndarray, example_labels: np.ndarray, genes: ProxyGenes
+    similarity: np.ndarray,
+    label_similarity: np.ndarray,
+    example_labels: np.ndarray,
+    genes: ProxyGenes,
+    by_words: np.ndarray | None = None,
 ) -> np.ndarray:
     """p(c | x) for each row: `similarity` (n, m) to the examples, a row's own example already at -inf;
-    `label_similarity` (n, C) to the categories; `example_labels` (m, C) multi-hot."""
+    `label_similarity` (n, C) to the categories; `example_labels` (m, C) multi-hot; `by_words` (n, C) the
+    words' probabilities at the genes' alpha (`word_probabilities`; needed when word_weight > 0)."""
     by_label = softmax(label_similarity / genes.tau_label, axis=1)
     k = min(genes.k, similarity.shape[1])
     nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
@@ -114,7 +175,12 @@ def probabilities(
     weights = np.where(np.isfinite(near), np.exp((near - 1.0) / genes.tau), 0.0)
     weights /= np.maximum(weights.sum(axis=1, keepdims=True), 1e-300)
     by_example = np.einsum("nk,nkc->nc", weights, example_labels[nearest])
-    return (1.0 - genes.example_weight) * by_label + genes.example_weight * by_example
+    vote = (1.0 - genes.example_weight) * by_label + genes.example_weight * by_example
+    if genes.word_weight == 0:
+        return vote
+    if by_words is None:
+        raise ValueError("word_weight > 0 needs the words' probabilities")
+    return (1.0 - genes.word_weight) * vote + genes.word_weight * by_words
 
 
 def answers(p: np.ndarray, labels: Sequence[str], ratio: float) -> list[tuple[str, ...]]:
@@ -144,13 +210,15 @@ def fit(
             if label in index:
                 example_labels[i, index[label]] = 1.0
     label_similarity = x @ prototypes.T
+    texts = [r.text for r in rows]
+    by_words = {alpha: word_probabilities(texts, example_labels, alpha) for alpha in ALPHA_GRID}
     scored = []
     for genes in grid(multi_label, len(rows)):
-        p = probabilities(similarity, label_similarity, example_labels, genes)
+        p = probabilities(similarity, label_similarity, example_labels, genes, by_words.get(genes.alpha))
         found = answers(p, labels, genes.ratio)
         scored.append((genes, float(np.mean([set_f1(a, r.gold) for a, r in zip(found, rows, strict=True)]))))
     order = sorted(range(len(scored)), key=lambda i: (-scored[i][1], i))
     return [scored[i] for i in order]
 
 
-__all__ = ["ProxyGenes", "answers", "fit", "grid", "probabilities"]
+__all__ = ["ProxyGenes", "answers", "fit", "grid", "probabilities", "word_probabilities", "words"]
