@@ -150,10 +150,12 @@ def test_genes_read_back_from_the_sql_and_step_to_valid_neighbours() -> None:
     assert all(s.k < 60 and 0 < s.example_weight <= 1 and 0 < s.ratio <= 1 for s in steps)
     assert not any(s.k == 80 for s in steps) and not any(s.example_weight > 1 for s in steps)
     single = ProxyGenes(k=10).neighbours(multi_label=False, examples=60)
-    assert all(s.ratio == 1.0 for s in single) and len(single) == 9  # 8 steps of the vote, words on
-    assert ProxyGenes(k=10, word_weight=0.25) in single and all(s.alpha == 0.3 for s in single)
-    worded = ProxyGenes(word_weight=1.0, alpha=0.3).neighbours(multi_label=False, examples=60)
-    assert {s.word_weight for s in worded} == {1.0, 0.75} and {s.alpha for s in worded} == {0.3, 0.15, 0.6}
+    assert all(s.ratio == 1.0 and s.word_weight == 0 for s in single) and len(single) == 8
+    # a step never adds or drops a part of the proxy: words stay off, alone, or mixed in
+    alone = ProxyGenes(word_weight=1.0, alpha=0.3).neighbours(multi_label=False, examples=60)
+    assert alone == [ProxyGenes(word_weight=1.0, alpha=0.15), ProxyGenes(word_weight=1.0, alpha=0.6)]
+    mixed = ProxyGenes(word_weight=0.25).neighbours(multi_label=False, examples=60)
+    assert {s.word_weight for s in mixed} == {0.25, 0.5} and {s.alpha for s in mixed} == {0.15, 0.3, 0.6}
 
 
 def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting) -> None:
@@ -195,7 +197,11 @@ def test_the_sql_words_naive_bayes_computes_what_numpy_does_leaving_each_row_out
     prototypes = prototype_vectors(env, [text for _, text in where.categories])
     assert prototypes is not None
     p = probabilities(similarity, x @ prototypes.T, example_labels, genes, by_words)
-    found = predictions(env, where, proxy_ctes(where, "label", False, MODEL, genes))
+    ctes = proxy_ctes(where, "label", False, MODEL, genes)
+    assert ("AI_EMBED" in ctes) == (
+        word_weight < 1
+    ) and "REGEXP_SUBSTR_ALL" in ctes  # only the parts it weighs
+    found = predictions(env, where, ctes)
     assert found is not None and set(found) == {r.instance_id for r in view.rows}
     expected = dict(zip((r.instance_id for r in view.rows), answers(p, labels, 1.0), strict=True))
     assert sum(found[i][0] == expected[i] for i in found) >= len(found) - 1  # a float tie at most

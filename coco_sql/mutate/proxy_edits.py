@@ -136,25 +136,62 @@ def proxy_ctes(
     plan: ProxyPlan, label_column: str, multi: bool, model: str, genes: ProxyGenes | None = None
 ) -> str:
     """The proxy's CTEs (module docstring), as the WITH clause of a query (Snowflake SQL; DuckDB reads it too).
-    Without `genes`, the embedded AI_CLASSIFY's constants."""
+    Without `genes`, the embedded AI_CLASSIFY's constants. Only the parts the genes weigh are written: no words
+    at word_weight 0, and no vote (no embeddings at all) at word_weight 1."""
     genes = genes or ProxyGenes(ratio=MULTI_RATIO if multi else 1.0)
 
     def labels_of(rows: str) -> str:
         return f"{rows}.{label_column}" if multi else f"ARRAY_CONSTRUCT({rows}.{label_column})"
 
-    words = f"REGEXP_SUBSTR_ALL(LOWER({plan.input_sql}), {exp.Literal.string(WORD_PATTERN).sql('snowflake')})"
+    parts = [f"WITH {PARAMS} AS (\n  {genes.sql()}\n)"]
+    if genes.word_weight < 1:
+        parts.append(_vote_ctes(plan, model, labels_of("proxy_e_rows")))
+    if genes.word_weight > 0:
+        parts.append(_word_ctes(plan, labels_of("proxy_el_rows")))
+    if genes.word_weight == 0:
+        p = f"""SELECT proxy_lab.id, proxy_lab.label, {_VOTE} AS p
+  FROM proxy_lab CROSS JOIN proxy_params
+  LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
+  LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id"""
+    elif genes.word_weight == 1:
+        p = f"SELECT id, label, {_WORDS.replace('proxy_lab.id', 'id')} AS p FROM proxy_words"
+    else:
+        p = f"""SELECT proxy_lab.id, proxy_lab.label,
+    (1 - proxy_params.word_weight) * ({_VOTE}) + proxy_params.word_weight * COALESCE({_WORDS}, 0) AS p
+  FROM proxy_lab CROSS JOIN proxy_params
+  LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
+  LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id
+  LEFT JOIN proxy_words ON proxy_words.id = proxy_lab.id AND proxy_words.label = proxy_lab.label"""
+    parts.append(f"""proxy_p AS (
+  {p}
+), {PROXY} AS (
+  SELECT proxy_p.id, ARRAY_AGG(proxy_p.label) WITHIN GROUP (ORDER BY proxy_p.p DESC, proxy_p.label) AS proxy_labels,
+    MAX(proxy_p.p) AS proxy_confidence
+  FROM (SELECT id, label, p, MAX(p) OVER (PARTITION BY id) AS top FROM proxy_p) AS proxy_p CROSS JOIN proxy_params
+  WHERE proxy_p.p >= proxy_params.ratio * proxy_p.top
+  GROUP BY proxy_p.id
+)""")
+    return "\n" + ", ".join(parts)
 
+
+_VOTE = """(1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
+      + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0)"""
+"""The vote's p(label): the categories' softmax and the neighbours' share, mixed by the examples' weight."""
+_WORDS = "proxy_words.weight / SUM(proxy_words.weight) OVER (PARTITION BY proxy_lab.id)"
+"""The words' p(label): proxy_words' exp(s - max s), normalised over the row's labels."""
+
+
+def _vote_ctes(plan: ProxyPlan, model: str, labels: str) -> str:
+    """The vote's CTEs, proxy_q to proxy_lab: embeddings of the rows, the examples and the categories; each
+    row's k nearest examples (itself left out) and their weight per label; each category's weight."""
     values = ",\n    ".join(
         f"({exp.Literal.string(label).sql('snowflake')}, {exp.Literal.string(text).sql('snowflake')})"
         for label, text in plan.categories
     )
-    return f"""
-WITH {PARAMS} AS (
-  {genes.sql()}
-), proxy_q AS (
+    return f"""proxy_q AS (
   SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
 ), proxy_e AS (
-  SELECT id, {labels_of("proxy_e_rows")} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
+  SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
 ), proxy_c AS (
   SELECT label, AI_EMBED('{model}', prototype) AS v
   FROM (VALUES
@@ -177,7 +214,17 @@ WITH {PARAMS} AS (
   SELECT proxy_q.id, proxy_c.label,
     EXP((VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_c.v) - 1) / proxy_params.tau_label) AS weight
   FROM proxy_q CROSS JOIN proxy_c CROSS JOIN proxy_params
-), proxy_qw AS (
+)"""
+
+
+def _word_ctes(plan: ProxyPlan, labels: str) -> str:
+    """The words' naive Bayes, proxy_qw to proxy_words (`proxy_fit.word_probabilities`): the rows' and the
+    examples' distinct words, the examples' labels, counts per label and word, and each row's score per label,
+    its own example's counts taken out and its words no other example has left out. Only the call's categories
+    count, as in the vote."""
+    words = f"REGEXP_SUBSTR_ALL(LOWER({plan.input_sql}), {exp.Literal.string(WORD_PATTERN).sql('snowflake')})"
+    categories = ", ".join(exp.Literal.string(label).sql("snowflake") for label, _ in plan.categories)
+    return f"""proxy_qw AS (
   SELECT DISTINCT proxy_qw_rows.id, w.value::string AS word
   FROM input AS proxy_qw_rows, LATERAL FLATTEN(input => {words}) AS w
 ), proxy_ew AS (
@@ -185,7 +232,8 @@ WITH {PARAMS} AS (
   FROM {EXAMPLES} AS proxy_ew_rows, LATERAL FLATTEN(input => {words}) AS w
 ), proxy_el AS (
   SELECT proxy_el_rows.id, f.value::string AS label
-  FROM {EXAMPLES} AS proxy_el_rows, LATERAL FLATTEN(input => {labels_of("proxy_el_rows")}) AS f
+  FROM {EXAMPLES} AS proxy_el_rows, LATERAL FLATTEN(input => {labels}) AS f
+  WHERE f.value::string IN ({categories})
 ), proxy_rw AS (
   SELECT id, COUNT(*) AS t FROM proxy_ew GROUP BY id
 ), proxy_df AS (
@@ -219,23 +267,6 @@ WITH {PARAMS} AS (
   LEFT JOIN proxy_ws ON proxy_ws.id = proxy_nb_rows.id AND proxy_ws.label = proxy_lc.label
 ), proxy_words AS (
   SELECT id, label, EXP(s - MAX(s) OVER (PARTITION BY id)) AS weight FROM proxy_nb
-), proxy_p AS (
-  SELECT proxy_lab.id, proxy_lab.label,
-    (1 - proxy_params.word_weight) * (
-      (1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
-      + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0)
-    ) + proxy_params.word_weight
-      * COALESCE(proxy_words.weight / SUM(proxy_words.weight) OVER (PARTITION BY proxy_lab.id), 0) AS p
-  FROM proxy_lab CROSS JOIN proxy_params
-  LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
-  LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id
-  LEFT JOIN proxy_words ON proxy_words.id = proxy_lab.id AND proxy_words.label = proxy_lab.label
-), {PROXY} AS (
-  SELECT proxy_p.id, ARRAY_AGG(proxy_p.label) WITHIN GROUP (ORDER BY proxy_p.p DESC, proxy_p.label) AS proxy_labels,
-    MAX(proxy_p.p) AS proxy_confidence
-  FROM (SELECT id, label, p, MAX(p) OVER (PARTITION BY id) AS top FROM proxy_p) AS proxy_p CROSS JOIN proxy_params
-  WHERE proxy_p.p >= proxy_params.ratio * proxy_p.top
-  GROUP BY proxy_p.id
 )"""
 
 

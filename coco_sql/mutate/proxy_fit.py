@@ -71,8 +71,11 @@ class ProxyGenes:
 
     def neighbours(self, multi_label: bool, examples: int) -> list[ProxyGenes]:
         """The genes one step away: k and each temperature halved and doubled, the examples' weight and (for a
-        multi-label task) the ratio moved by 0.1; only valid ones (k < examples, weights and ratios in (0, 1])."""
-        steps = [
+        multi-label task) the ratio moved by 0.1, and with words alpha halved and doubled and the words' weight
+        moved by 0.25; only valid ones (k < examples, weights and ratios in (0, 1]). A step never changes
+        which parts the proxy has (the words' weight stays 0, 1, or between them): that changes its CTEs, and
+        the fit chooses it."""
+        vote = [
             replace(self, k=self.k // 2),
             replace(self, k=self.k * 2),
             replace(self, tau=round(self.tau / 2, 6)),
@@ -82,19 +85,21 @@ class ProxyGenes:
             replace(self, example_weight=round(self.example_weight - 0.1, 6)),
             replace(self, example_weight=round(self.example_weight + 0.1, 6)),
         ]
+        steps = vote if self.word_weight < 1 else []  # words alone: the vote's genes are moot (not written)
         if multi_label:
             steps += [
                 replace(self, ratio=round(self.ratio - 0.1, 6)),
                 replace(self, ratio=round(self.ratio + 0.1, 6)),
             ]
-        steps += [
-            replace(self, word_weight=round(self.word_weight - 0.25, 6)),
-            replace(self, word_weight=round(self.word_weight + 0.25, 6)),
-        ]
         if self.word_weight > 0:
             steps += [
                 replace(self, alpha=round(self.alpha / 2, 6)),
                 replace(self, alpha=round(self.alpha * 2, 6)),
+            ]
+        if 0 < self.word_weight < 1:
+            steps += [
+                replace(self, word_weight=round(self.word_weight - 0.25, 6)),
+                replace(self, word_weight=round(self.word_weight + 0.25, 6)),
             ]
         return [
             g
@@ -103,7 +108,7 @@ class ProxyGenes:
             and 1 <= g.k < max(examples, 2)
             and 0 < g.example_weight <= 1
             and 0 < g.ratio <= 1
-            and 0 <= g.word_weight <= 1
+            and (0 < g.word_weight < 1 or g.word_weight == self.word_weight)
         ]
 
 
