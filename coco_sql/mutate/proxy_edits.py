@@ -1,5 +1,5 @@
-"""A learned proxy in front of the AI call (issue 15, part 2): a classifier over embeddings answers the rows
-where it is confident, and the AI call runs only on the others.
+"""A learned proxy in front of the AI call (issue 15, part 2): a classifier over embeddings and words answers
+the rows where it is confident, and the AI call runs only on the others.
 
 The proxy is plain SQL, written into the program as CTEs:
 
@@ -132,6 +132,13 @@ def written_proxy(code: str, dialect: str) -> exp.With | None:
     return None if classify_calls(with_clause) else with_clause
 
 
+_VOTE = """(1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
+      + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0)"""
+"""The vote's p(label): the categories' softmax and the neighbours' share, mixed by the examples' weight."""
+_WORDS = "proxy_words.weight / SUM(proxy_words.weight) OVER (PARTITION BY proxy_lab.id)"
+"""The words' p(label): proxy_words' exp(s - max s), normalised over the row's labels."""
+
+
 def proxy_ctes(
     plan: ProxyPlan, label_column: str, multi: bool, model: str, genes: ProxyGenes | None = None
 ) -> str:
@@ -172,13 +179,6 @@ def proxy_ctes(
   GROUP BY proxy_p.id
 )""")
     return "\n" + ", ".join(parts)
-
-
-_VOTE = """(1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
-      + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0)"""
-"""The vote's p(label): the categories' softmax and the neighbours' share, mixed by the examples' weight."""
-_WORDS = "proxy_words.weight / SUM(proxy_words.weight) OVER (PARTITION BY proxy_lab.id)"
-"""The words' p(label): proxy_words' exp(s - max s), normalised over the row's labels."""
 
 
 def _vote_ctes(plan: ProxyPlan, model: str, labels: str) -> str:
