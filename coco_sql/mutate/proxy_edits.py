@@ -135,8 +135,11 @@ def written_proxy(code: str, dialect: str) -> exp.With | None:
 _VOTE = """(1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
       + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0)"""
 """The vote's p(label): the categories' softmax and the neighbours' share, mixed by the examples' weight."""
-_WORDS = "proxy_words.weight / SUM(proxy_words.weight) OVER (PARTITION BY proxy_lab.id)"
-"""The words' p(label): proxy_words' exp(s - max s), normalised over the row's labels."""
+
+
+def _words_p(row_id: str) -> str:
+    """The words' p(label): proxy_words' exp(s - max s), normalised over the labels of the row `row_id` names."""
+    return f"proxy_words.weight / SUM(proxy_words.weight) OVER (PARTITION BY {row_id})"
 
 
 def proxy_ctes(
@@ -161,10 +164,10 @@ def proxy_ctes(
   LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
   LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id"""
     elif genes.word_weight == 1:
-        p = f"SELECT id, label, {_WORDS.replace('proxy_lab.id', 'id')} AS p FROM proxy_words"
+        p = f"SELECT id, label, {_words_p('id')} AS p FROM proxy_words"
     else:
         p = f"""SELECT proxy_lab.id, proxy_lab.label,
-    (1 - proxy_params.word_weight) * ({_VOTE}) + proxy_params.word_weight * COALESCE({_WORDS}, 0) AS p
+    (1 - proxy_params.word_weight) * ({_VOTE}) + proxy_params.word_weight * COALESCE({_words_p("proxy_lab.id")}, 0) AS p
   FROM proxy_lab CROSS JOIN proxy_params
   LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
   LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id
