@@ -218,12 +218,13 @@ SNOOP = """
 def main(instance):
     gc, os = IMPORT("gc"), IMPORT("os")
     isinstance = B["isinstance"]
-    found, labels = set(), 0
+    found, labels = set(), [0]
     low = int("424" + "242")  # not a literal: the program's own constants must not count
-    for obj in gc.get_objects():
+
+    def look(obj):
         items = list(obj.keys()) + list(obj.values()) if isinstance(obj, dict) else obj
         if not isinstance(items, (list, tuple, set, frozenset)):
-            continue
+            return
         for item in items:
             if isinstance(item, str) and (
                 (item.startswith("row_") and item[4:].isdigit())
@@ -231,7 +232,15 @@ def main(instance):
             ):
                 found.add(item)
             elif isinstance(item, (int, float)) and not isinstance(item, bool) and low <= item < low + 50:
-                labels += 1
+                labels[0] += 1
+
+    gc.unfreeze()  # what the zygote froze before forking: every object of the process
+    for obj in gc.get_objects():
+        try:
+            look(obj)
+        except B["Exception"]:  # an object whose type is looked up lazily tries to import (open) a module
+            pass
+    labels = labels[0]
     disk = attempt(lambda: B["open"](DATA).read()[:20])
     proc = attempt(lambda: B["open"]("/proc/%d/cmdline" % os.getppid(), "rb").read()[:20])
     own = attempt(lambda: B["any"](
@@ -316,13 +325,14 @@ def test_deadline(source: str, how: str) -> None:
     deadline = 1.0
     with echo_sandbox() as sandbox:
         sandbox.run(OK_PROGRAM, 5.0)
-        pid = sandbox.worker_pid
+        pid, restarts = sandbox.worker_pid, sandbox.restarts
         start = time.monotonic()
         with pytest.raises(EvaluationTimeout, match=f"deadline and was {how}"):
             sandbox.run(source, deadline)
         assert time.monotonic() - start < deadline + 2
         assert sandbox.run(OK_PROGRAM, 5.0).outputs == [("a", 1.0), ("b", 1.0)]
-        assert (sandbox.worker_pid == pid) == (how == "stopped")
+        # the zygote kills the program's own process; it lives on itself
+        assert (sandbox.worker_pid, sandbox.restarts) == (pid, restarts + (how == "killed"))
 
 
 def test_cpu_limit_ends_a_runaway_worker_by_itself() -> None:

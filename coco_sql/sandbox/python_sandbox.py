@@ -31,15 +31,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from coco_sql.child import ChildDied, ChildProcess
+from coco_sql.child import ChildDied, ChildMisbehaved, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
-from coco_sql.sandbox.python_worker import Init
+from coco_sql.messages import PYTHON_ANSWER_MAX_BYTES, PYTHON_ZYGOTE
 from coco_sql.sandbox.supervisor import SupervisedSandbox, Supervisor, handshake, over_time
+from coco_sql.wire import exact
 
 __all__ = ["HarnessResult", "PythonSandbox", "PythonSandboxLimits"]
+
+ZYGOTE_MARGIN_S = 2.0  # past the candidate's deadline and grace, how long the zygote has to report it
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,10 @@ class PythonSandboxLimits:
     """Per-worker limits and the isolation layers to apply (both layers are on unless a test turns one off)."""
 
     memory_mb: int = 1024  # RLIMIT_DATA: heap and every private writable mapping
-    kill_grace_s: float = 1.0  # after the deadline, how long the worker has to answer before SIGKILL
+    kill_grace_s: float = 1.0  # after the deadline, how long the program has to answer before SIGKILL
     max_open_files: int = 16
-    cpu_cap_s: int = 600  # RLIMIT_CPU of one worker's lifetime; it is replaced before a run could reach it
+    cpu_cap_s: int = 600  # RLIMIT_CPU of one candidate's process
+    max_answer_mb: int = PYTHON_ANSWER_MAX_BYTES // 2**20  # one program's outputs over the split
     namespaces: bool = True
     seccomp: bool = True
 
@@ -64,11 +68,13 @@ class HarnessResult:
 
 
 class PythonSandbox(SupervisedSandbox):
-    """One split's instances and the task's harness, in a locked-down worker process.
+    """One split's instances and the task's harness, in a locked-down zygote that forks a process per program.
 
     `run` executes one candidate module over every instance, or raises EvaluationTimeout past the deadline,
     EvaluationMemoryError past the memory bound and EvaluationError when the module as a whole fails (does not
-    compile, raises while loading, lacks the entry function). Thread-safe: programs run one at a time.
+    compile, raises while loading, lacks the entry function, its process crashes or breaks its protocol).
+    `restarts` counts the programs whose process ended that way (killed, out of memory, crashed, malformed
+    answer) and zygotes replaced. Thread-safe: programs run one at a time.
     """
 
     def __init__(
@@ -81,73 +87,85 @@ class PythonSandbox(SupervisedSandbox):
         limits: PythonSandboxLimits | None = None,
     ) -> None:
         self.limits = limits or PythonSandboxLimits()
-        self._init = Init(
-            instances=[(str(i), dict(instance)) for i, instance in instances],
-            harness=harness,
-            entry=entry,
-            modules=tuple(modules),
-            memory_bytes=self.limits.memory_mb * 2**20,
-            max_open_files=self.limits.max_open_files,
-            cpu_cap_s=self.limits.cpu_cap_s,
-            namespaces=self.limits.namespaces,
-            seccomp=self.limits.seccomp,
-        )
+        self._init = {
+            "type": "init",
+            "instances": [(str(i), exact(dict(instance))) for i, instance in instances],
+            "harness": harness,
+            "entry": entry,
+            "modules": list(modules),
+            "memory_bytes": self.limits.memory_mb * 2**20,
+            "max_open_files": self.limits.max_open_files,
+            "cpu_cap_s": self.limits.cpu_cap_s,
+            "namespaces": self.limits.namespaces,
+            "seccomp": self.limits.seccomp,
+            "max_answer_bytes": min(self.limits.max_answer_mb * 2**20, PYTHON_ANSWER_MAX_BYTES),
+            "kill_grace_s": self.limits.kill_grace_s,
+        }
         self._supervisor = Supervisor(self._start_worker)
-        self._cpu_s = 0.0  # CPU time the current worker has used, as it last reported
-        self.layers: dict[str, bool] = {}  # the kernel layers the current worker got (known once it started)
+        self.layers: dict[str, bool] = {}  # the kernel layers the current zygote got (known once it started)
 
     def run(
         self, source: str, deadline_s: float, on_timeout: Callable[[], None] | None = None
     ) -> HarnessResult:
         """`on_timeout` runs at the deadline (the evaluator's cancel flag for AI calls, when there are any)."""
         with self._supervisor.lock:
-            if self._supervisor.worker is not None and (
-                self._cpu_s + deadline_s + self.limits.kill_grace_s + 5 > self.limits.cpu_cap_s
-            ):
-                self._supervisor.discard(kill=False)  # near its lifetime CPU cap: a fresh worker takes over
             worker = self._supervisor.ensure()
             timer = threading.Timer(deadline_s, on_timeout) if on_timeout is not None else None
             start = time.monotonic()
-            hard_stop = start + deadline_s + self.limits.kill_grace_s
+            hard_stop = start + deadline_s + self.limits.kill_grace_s + ZYGOTE_MARGIN_S
             if timer is not None:
                 timer.start()
             try:
-                worker.send(("run", source, deadline_s))
+                worker.send({"type": "run", "source": source, "deadline_s": deadline_s})
                 message = worker.receive(until=hard_stop)
+                if message is not None and message["type"] == "ready":
+                    raise ChildMisbehaved("the Python sandbox process answered a program with 'ready'")
             except ChildDied as death:
                 self._supervisor.discard(kill=False)
                 if time.monotonic() - start >= deadline_s:
                     raise _over_time(deadline_s, "stopped") from None
-                if "SIGKILL" in str(death):  # the kernel's out-of-memory killer
-                    raise EvaluationMemoryError(f"the sandbox process was killed ({death})") from None
                 raise EvaluationError(f"the sandbox process died ({death})") from None
+            except ChildMisbehaved as error:
+                self._supervisor.discard(kill=True)
+                raise EvaluationError(f"{error} (the Python sandbox process was stopped)") from None
             finally:
                 if timer is not None:
                     timer.cancel()
-            if message is None:  # no answer within the grace period: stop it for good
+            if message is None:  # the zygote did not answer: stop it for good
                 self._supervisor.discard(kill=True)
                 raise _over_time(deadline_s, "killed")
-            self._cpu_s = message[-1]
-            if message[0] == "error":
-                _, kind, text, _ = message
-                if kind == "timeout":
-                    raise _over_time(deadline_s, "stopped")
-                if kind == "memory":  # a worker that hit its bound is replaced: the next program starts clean
-                    self._supervisor.discard(kill=True)
-                    raise EvaluationMemoryError(f"{text} (sandbox memory bound {self.limits.memory_mb} MB)")
-                raise EvaluationError(text)
+            if message["type"] == "error":
+                raise self._failure(message["kind"], message["message"], deadline_s, start)
             if (
                 time.monotonic() - start > deadline_s
             ):  # finished after the deadline: over time, for determinism
                 raise _over_time(deadline_s, "stopped")
-            _, outputs, failures, elapsed_ms, _ = message
-            return HarnessResult(outputs, failures, elapsed_ms)
+            return HarnessResult(
+                [tuple(output) for output in message["outputs"]],
+                [tuple(failure) for failure in message["failures"]],
+                message["elapsed_ms"],
+            )
 
     # -- internals -------------------------------------------------------------------------------------------
+    def _failure(self, kind: str, text: str, deadline_s: float, start: float) -> EvaluationError:
+        """The error for a program's `error` answer; a process that ended abnormally counts as a restart."""
+        if kind == "timeout":
+            return _over_time(deadline_s, "stopped")
+        if kind == "error":
+            return EvaluationError(text)
+        self._supervisor.replaced()  # its process was killed or died: the next program gets a fresh one
+        if kind == "killed":
+            return _over_time(deadline_s, "killed")
+        if kind in ("memory", "crashed_memory"):
+            return EvaluationMemoryError(f"{text} (sandbox memory bound {self.limits.memory_mb} MB)")
+        if kind == "crashed" and time.monotonic() - start >= deadline_s:
+            return _over_time(deadline_s, "stopped")
+        return EvaluationError(text)
+
     def _start_worker(self) -> ChildProcess:
-        worker = ChildProcess.start("coco_sql.sandbox.python_worker")
-        _, layers = handshake(worker, ("init", asdict(self._init)), "the Python sandbox")
-        self.layers, self._cpu_s = dict(layers), 0.0
+        worker = ChildProcess.start("coco_sql.sandbox.python_worker", receives=PYTHON_ZYGOTE)
+        ready = handshake(worker, self._init, "the Python sandbox")
+        self.layers = dict(ready["layers"])
         return worker
 
 
