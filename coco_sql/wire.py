@@ -266,6 +266,14 @@ class Protocol:
     def of(cls, sender: str, max_bytes: int, *types: MessageType) -> Protocol:
         return cls(sender, {t.name: t for t in types}, max_bytes)
 
+    def decode(self, payload: bytes | bytearray) -> dict[str, Any]:
+        """One frame's payload as a checked message; WireError naming the sender and what is wrong."""
+        try:
+            message = loads(payload)
+        except WireError as error:
+            raise WireError(f"{self.sender} sent {error}") from None
+        return self.parse(message)
+
     def parse(self, message: Any) -> dict[str, Any]:
         """The message, checked against its type; WireError naming what is wrong."""
         kind = message.get("type") if type(message) is dict else None
@@ -313,7 +321,7 @@ class Channel:
     def receive(self, until: float | None = None) -> dict[str, Any] | None:
         """The next message, checked against `receives`, or None when `until` passes first."""
         payload = self.receive_bytes(until)
-        return None if payload is None else self.receives.parse(loads(payload))
+        return None if payload is None else self.receives.decode(payload)
 
     def receive_bytes(self, until: float | None = None, *, limit: int | None = None) -> bytearray | None:
         """The next frame's payload as it is (a table the parent sends), or None when `until` passes first."""

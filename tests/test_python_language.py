@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pack_copies import ECHO_HARNESS, OK_PROGRAM, planted_python_pack
 
 from coco_sql.errors import (
     CandidateRejected,
@@ -39,8 +40,6 @@ from coco_sql.sandbox.python_sandbox import PythonSandbox, PythonSandboxLimits
 from coco_sql.tasks import TaskPack, load_task
 
 TSP = Path(__file__).resolve().parents[1] / "tasks" / "tsp_construct"
-ECHO_HARNESS = "def run(entry, instance):\n    return entry(instance)\n"
-OK_PROGRAM = "def main(instance):\n    return 1.0\n"
 
 # What each layer configuration is: 'control' has no kernel layer, so an escaped program must get through.
 LAYERS = {
@@ -79,24 +78,7 @@ def escaped(body: str) -> Program:
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory) -> TaskPack:
     """Pool ids row_000..row_011 (6 train, 6 val), test ids TESTSECRET_000..003; every label is >= 424242."""
-    root = tmp_path_factory.mktemp("packs") / "planted"
-    (root / "data").mkdir(parents=True)
-    (root / "data" / "pool.csv").write_text(
-        "id,v,label\n" + "".join(f"row_{i:03d},{i},{424242 + i}\n" for i in range(12))
-    )
-    (root / "data" / "test.csv").write_text(
-        "id,v,label\n" + "".join(f"TESTSECRET_{i:03d},{i},{424242 + i}\n" for i in range(4))
-    )
-    (root / "seed.py").write_text(OK_PROGRAM)
-    (root / "harness.py").write_text(ECHO_HARNESS)
-    (root / "task.toml").write_text(
-        'name = "planted"\ndescription = "planted ids"\nlanguage = "python"\n'
-        '[data]\npool = "data/pool.csv"\ntest = "data/test.csv"\nexpected_column = "label"\n'
-        '[data.input_columns]\nv = "DOUBLE"\n[splits]\nseed = 3\ntrain_fraction = 0.5\n'
-        '[contract]\noutput = "label"\ntype = "DOUBLE"\n[scorer]\nkind = "numeric"\n'
-        '[program]\nseed = "seed.py"\nentry = "main"\nharness = "harness.py"\ntimeout_seconds = 20\n'
-    )
-    return load_task(root)
+    return load_task(planted_python_pack(tmp_path_factory.mktemp("packs")))
 
 
 @pytest.fixture(scope="module")

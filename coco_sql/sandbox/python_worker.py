@@ -84,7 +84,6 @@ from coco_sql.wire import (
     child_end,
     dumps,
     exact,
-    loads,
 )
 
 if __name__ == "__main__":
@@ -266,7 +265,7 @@ class Zygote:
         try:
             payload = inbox.receive_bytes(until, limit=self.init["max_answer_bytes"])
             if payload is not None:
-                PYTHON_CANDIDATE.parse(loads(payload))
+                PYTHON_CANDIDATE.decode(payload)
         except EOFError:
             return dumps(_crashed(_reap(pid, kill=False)))
         except WireError as error:
