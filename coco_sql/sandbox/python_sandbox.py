@@ -1,9 +1,10 @@
-"""The sandbox every Python candidate runs in: one split's instances in a worker process with hard limits.
+"""The sandbox every Python candidate runs in: one split's instances in a zygote that forks a process per program.
 
 What it blocks, and how (the worker's side, layer by layer, is `sandbox.python_worker`). Every claim has a test
-in tests/test_python_language.py whose program gets past the validator and the restricted builtins (it walks
-`object.__subclasses__()` to the real `open`, `__import__` and socket class), once per kernel layer alone, next
-to a control run without the kernel layers that shows the same program succeeding:
+in tests/test_python_language.py or tests/test_python_hostile.py whose program gets past the validator and the
+restricted builtins (it walks `object.__subclasses__()` to the real `open`, `__import__`, `os` and socket
+class), once per kernel layer alone, next to a control run without the kernel layers that shows the same
+program succeeding:
 
 - **No other split.** The worker receives one split's instances (inputs only, never the expected values), so
   no other split exists in its memory; and no file can be opened once a program runs (seccomp refuses every
@@ -12,18 +13,30 @@ to a control run without the kernel layers that shows the same program succeedin
 - **No network.** seccomp refuses to create a socket; the network namespace has only a loopback interface
   that is down, so not even 127.0.0.1 of the machine is reachable; the socket constructors raise in-process.
 - **No file writes.** RLIMIT_FSIZE = 0; seccomp refuses to open, create, truncate, rename, link or delete a
-  file; with the chroot layer nothing but an empty folder is visible. seccomp also refuses fork, clone and
-  exec, so no other process or program can be started to get around any of this.
+  file; with the chroot layer nothing but an empty folder is visible. The program's seccomp filter also
+  refuses fork, clone, exec and signals, so no other process or program can be started or touched.
+- **Nothing left for the next program.** Each program runs in a process forked from the zygote for it alone,
+  which exits after its one answer: what it changed (module attributes, numpy's error state, a library class,
+  the harness's globals) ends with it.
+- **Plain data back, and no way to coco-sql's process.** The program's process closes every descriptor but its
+  own answer pipe (coco-sql's pipes to the zygote among them) and no descriptor number is in any argv. The
+  zygote reads its answer as hostile data (`messages.PYTHON_CANDIDATE`: a size-limited JSON frame, checked
+  against its schema), and this process checks it again (`messages.PYTHON_ZYGOTE`); a malformed answer fails
+  the run with one line. Nothing is unpickled or evaluated.
+- **Scored outside.** The sandbox returns what the harness answered; the language turns it into outputs with
+  the pack's trusted code in this process (`languages.python`), and the evaluator scores them here.
 - **A memory bound the kernel enforces.** RLIMIT_DATA = `memory_mb`: an allocation past it fails, the run ends
-  with EvaluationMemoryError, and the worker is replaced so that the next program starts clean.
-- **A hard deadline.** The worker stops its own program at the deadline (the cheap path: it stays alive). If
-  no answer comes `kill_grace_s` later (a program that swallows the stop, a long native call), the worker is
-  killed with SIGKILL and restarted on the next call; the caller gets EvaluationTimeout either way.
+  with EvaluationMemoryError, and that program's process is gone with it.
+- **A hard deadline.** The program's process stops its own program at the deadline (SIGALRM). If no answer
+  comes `kill_grace_s` later (a program that swallows the stop, a long native call), the zygote kills it with
+  SIGKILL; the caller gets EvaluationTimeout either way. Should the zygote itself not answer, this process
+  kills it too and starts a new one on the next call.
 - **No credentials.** The worker's environment holds only what Python and the BLAS need (`child`).
 
 Where the layers hold: seccomp on x86_64 Linux; the namespaces and the chroot wherever this user may create a
-user namespace. `PythonSandbox.layers` says which a worker got. The worker starts on first use and lives until
-`close()`.
+user namespace. `PythonSandbox.layers` says which the zygote got. The zygote starts on first use and lives until
+`close()`; it forks each program's process ahead of time, so that forking is not on the evaluation's path
+(`bench/bench_sandbox.py` measures what a fresh process per program costs).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ Started by `sandbox.python_sandbox.PythonSandbox` as `python -m coco_sql.sandbox
 environment without credentials), it first replaces itself with a fresh interpreter that imports no other part
 of coco-sql than the standard-library-only `wire`, `messages` and `sandbox.kernel_layers` (`main`). That
 process is the zygote: it receives its split's instances, the task's harness and the import allow-list, imports
-them, locks itself down, and then, for every `run` message, forks a process that runs that one candidate and
-exits. What a candidate sees, layer by layer, in the order they are applied:
+them, locks itself down, and then hands every `run` message's program to a process of its own, forked for that
+one candidate (ahead of time, while the previous answer is being read), which runs it and exits. What a candidate sees, layer by layer, in the order they are applied:
 
 1. **Namespaces** (zygote, when the kernel lets this user create them; `layers["namespaces"]`): a new user,
    network and IPC namespace, entered before any thread exists. The network namespace has only a loopback
@@ -25,8 +25,9 @@ exits. What a candidate sees, layer by layer, in the order they are applied:
    chroot, namespaces, io_uring, bpf and keys. The candidate's process adds its own filter on top (filters
    stack), which also refuses fork, clone, kill and setrlimit (`kernel_layers`).
 5. **One process per candidate** (always): the candidate runs in a process forked from the zygote that closes
-   every descriptor but the pipe of its own answer (the zygote's pipes to coco-sql among them), runs the
-   program over every instance, writes one answer (`messages.PYTHON_CANDIDATE`) and exits. Whatever it changes
+   every descriptor but its two pipes to the zygote (the program in, its answer out; the zygote's pipes to
+   coco-sql are closed), runs the program over every instance, writes one answer
+   (`messages.PYTHON_CANDIDATE`) and exits. Whatever it changes
    (a module's attributes, numpy's error state, a class of the standard library, the harness's globals) ends
    with it: the next candidate starts from the zygote again.
 6. **In-process** (always, not a boundary on its own): the socket constructors of `socket` and `_socket` raise;
@@ -59,6 +60,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
@@ -237,68 +239,129 @@ def _error(kind: str, message: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ the zygote
 
 
+@dataclass
+class _Spare:
+    """A process forked ahead of time, locked down and waiting for its program on `to_child`."""
+
+    pid: int
+    to_child: int  # the zygote's end of the pipe that carries the program
+    from_child: int  # the zygote's end of the pipe that carries the answer
+
+
 class Zygote:
-    """The locked-down process that forks one process per candidate and reports what it answered."""
+    """The locked-down process that forks one process per candidate and reports what it answered.
+
+    The process for the next candidate is forked ahead of time (`prepare`, after an answer went out), so that
+    forking it, and reaping the last one, is not on the evaluation's path; it is locked down before it waits.
+    """
 
     def __init__(self, parent: Channel, init: Mapping[str, Any], worker: Worker, seccomp: bool) -> None:
         self.parent = parent
         self.init = init
         self.worker = worker
         self.seccomp = seccomp  # the candidate's process installs its own filter too
+        self._spare: _Spare | None = None
+        self._finished: int | None = None  # a killed process, reaped by `prepare`
+
+    def prepare(self) -> None:
+        """Reap the last candidate's process and fork the next one."""
+        if self._finished is not None:
+            os.waitpid(self._finished, 0)
+            self._finished = None
+        if self._spare is None:
+            with contextlib.suppress(OSError):  # `run` tries again, and reports the failure
+                self._spare = self._fork()
+
+    def close(self) -> None:
+        if self._spare is not None:
+            _reap(self._spare.pid, kill=True)
+        self.prepare()
 
     def run(self, source: str, deadline_s: float) -> bytes:
-        """Fork, let the child run the candidate, and read its one answer; SIGKILL it once the answer is in or
-        the deadline and its grace period are over. The frame for the parent: the answer as the child wrote it
-        once it parsed (the parent parses it again), or the zygote's own error."""
-        read_fd, write_fd = os.pipe()
-        until = time.monotonic() + deadline_s + self.init["kill_grace_s"]
+        """Hand the program to a fresh process and read its one answer; SIGKILL it once the answer is in or the
+        deadline and its grace period are over. The frame for the parent: the answer as the child wrote it once
+        it parsed (the parent parses it again), or the zygote's own error."""
         try:
-            pid = os.fork()
+            spare = self._spare or self._fork()
         except OSError as error:
-            os.close(read_fd)
-            os.close(write_fd)
             return dumps(_error("crashed", f"the program's process could not be started ({error})"))
-        if pid == 0:
-            self._child(read_fd, write_fd, source, deadline_s)  # never returns
-        os.close(write_fd)
-        inbox = Channel(read_fd, -1, PYTHON_CANDIDATE)
+        self._spare = None
+        until = time.monotonic() + deadline_s + self.init["kill_grace_s"]
+        with contextlib.suppress(OSError):  # a process that died already: its end shows below
+            Channel(-1, spare.to_child, PYTHON_PARENT).send(
+                {"type": "run", "source": source, "deadline_s": deadline_s}
+            )
+        os.close(spare.to_child)
+        inbox = Channel(spare.from_child, -1, PYTHON_CANDIDATE)
         try:
             payload = inbox.receive_bytes(until, limit=self.init["max_answer_bytes"])
             if payload is not None:
                 PYTHON_CANDIDATE.decode(payload)
         except EOFError:
-            return dumps(_crashed(_reap(pid, kill=False)))
+            return dumps(_crashed(_reap(spare.pid, kill=False)))
         except WireError as error:
-            _reap(pid, kill=True)
-            return dumps(_error("malformed", f"{error}; the program's process was stopped"))
+            payload = None
+            answer = dumps(_error("malformed", f"{error}; the program's process was stopped"))
+        else:
+            answer = (
+                bytes(payload)
+                if payload is not None
+                else dumps(
+                    _error("killed", f"the program exceeded its {deadline_s:g} s deadline and was killed")
+                )
+            )
         finally:
             inbox.close()
-        _reap(pid, kill=True)
-        if payload is None:
-            return dumps(
-                _error("killed", f"the program exceeded its {deadline_s:g} s deadline and was killed")
-            )
-        return bytes(payload)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(spare.pid, signal.SIGKILL)
+        self._finished = spare.pid
+        return answer
 
-    def _child(self, read_fd: int, write_fd: int, source: str, deadline_s: float) -> None:
-        """The candidate's process: close what is not its own, lock itself down further, run the program, write
-        its one answer and exit (never returns to the zygote's loop)."""
+    def _fork(self) -> _Spare:
+        program_read, program_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (program_read, program_write, answer_read, answer_write):
+                os.close(fd)
+            raise
+        if pid == 0:
+            self._child(program_read, answer_write)  # never returns
+        os.close(program_read)
+        os.close(answer_write)
+        return _Spare(pid, program_write, answer_read)
+
+    def _child(self, program_fd: int, answer_fd: int) -> None:
+        """The candidate's process: close every descriptor but its two pipes, lock itself down further, wait for
+        its program, run it, write its one answer and exit (never returns to the zygote's loop)."""
         status = 0
         try:
             try:
-                os.close(read_fd)
                 self.parent.close()  # coco-sql's pipes: this process never talks to coco-sql
-                os.closerange(3, write_fd)
-                os.closerange(write_fd + 1, 1 << 16)
+                low, high = sorted((program_fd, answer_fd))
+                os.closerange(3, low)
+                os.closerange(low + 1, high)
+                os.closerange(high + 1, 1 << 16)
                 die_with_parent(signal.SIGKILL)
                 set_candidate_limits(self.init["cpu_cap_s"])
                 if self.seccomp and not install_seccomp():
                     raise RuntimeError("its seccomp filter could not be installed")
             except Exception as error:
-                message = _error("error", f"the program's process could not start: {_reason(error)}")
+                failed: str | None = f"the program's process could not start: {_reason(error)}"
             else:
-                message = answer(self.worker, source, deadline_s)
-            Channel(-1, write_fd, PYTHON_CANDIDATE).send_bytes(self._payload(message))
+                failed = None
+            try:
+                run = Channel(program_fd, -1, PYTHON_PARENT).receive()
+            except EOFError:  # the zygote ended without a program for it
+                raise SystemExit from None
+            if run is None or run["type"] != "run":
+                raise SystemExit
+            if failed is not None:
+                message = _error("error", failed)
+            else:
+                message = answer(self.worker, run["source"], run["deadline_s"])
+            Channel(-1, answer_fd, PYTHON_CANDIDATE).send_bytes(self._payload(message))
         except BaseException:
             status = 70
         finally:
@@ -354,14 +417,17 @@ def serve(parent: Channel) -> None:
     gc.collect()
     gc.freeze()  # what the zygote holds stays out of the candidates' collections: fewer copied pages
     zygote = Zygote(parent, init, worker, layers["seccomp"])
+    zygote.prepare()
     parent.send({"type": "ready", "layers": layers})
     while True:
         try:
             message = parent.receive()
         except EOFError:  # the parent closed the pipe: the sandbox is closed
+            zygote.close()
             return
         if message is not None and message["type"] == "run":
             parent.send_bytes(zygote.run(message["source"], message["deadline_s"]))
+            zygote.prepare()
 
 
 def main(argv: list[str]) -> None:
