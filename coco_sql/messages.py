@@ -36,8 +36,10 @@ from coco_sql.wire import (
 
 MB = 2**20
 TRUSTED_MAX_BYTES = 2**32 - 1  # the parent's own messages to a child: bounded by the frame header only
-SQL_RESULT_MAX_BYTES = 512 * MB  # a query result or an AI chunk from the DuckDB sandbox
-PYTHON_ANSWER_MAX_BYTES = 256 * MB  # one program's outputs over a split
+# Decoded, a frame takes several times its size in this process: the limits stay well above what real results
+# need (a million rows of id and output are about 30 MB) and well below what would strain the machine.
+SQL_RESULT_MAX_BYTES = 256 * MB  # a query result or an AI chunk from the DuckDB sandbox
+PYTHON_ANSWER_MAX_BYTES = 64 * MB  # one program's outputs over a split
 LLAMA_ANSWER_MAX_BYTES = 16 * MB  # one chat completion
 MAX_ROWS = 50_000_000
 MAX_COLUMNS = 10_000

@@ -40,6 +40,7 @@ from typing import Any
 TAG = "\x00"
 _HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 2**32 - 1  # what a 4-byte length can say
+_CHUNK_BYTES = 2**20
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -305,7 +306,7 @@ class Channel:
         self.receives = receives
         self._header = bytearray()
         self._body: bytearray | None = None
-        self._filled = 0
+        self._size = 0
 
     def send(self, message: Mapping[str, Any]) -> None:
         self.send_bytes(dumps(message))
@@ -337,15 +338,12 @@ class Channel:
                 raise WireError(
                     f"{self.receives.sender} sent a message of {size:,} bytes, over the limit of {limit:,}"
                 )
-            self._body, self._filled = bytearray(size), 0
-        view = memoryview(self._body)
-        while self._filled < len(self._body):
-            if not _ready(self.read_fd, until):
+            self._size, self._body = size, bytearray()  # grows as data arrives, not as the header says
+        while len(self._body) < self._size:
+            chunk = self._read(min(self._size - len(self._body), _CHUNK_BYTES), until)
+            if chunk is None:
                 return None
-            got = os.readv(self.read_fd, [view[self._filled :]])
-            if got == 0:
-                raise EOFError
-            self._filled += got
+            self._body += chunk
         payload, self._header, self._body = self._body, bytearray(), None
         return payload
 
