@@ -16,8 +16,8 @@ scalars and arrays become their Python values. `dumps` writes tuples as lists an
 cannot write: callers whose values are known to be plain (text, numbers, lists of them) pay nothing more, and
 the others pass their values through `exact` first.
 
-This module imports only the standard library: the Python sandbox's worker, a fresh interpreter that imports no
-other part of coco-sql, loads it too.
+This module imports only the standard library: the Python sandbox's zygote, a fresh interpreter that imports
+nothing of coco-sql but this, `messages` and `sandbox.kernel_layers`, loads it too.
 """
 
 from __future__ import annotations

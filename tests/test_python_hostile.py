@@ -18,13 +18,14 @@ from __future__ import annotations
 import ast
 import json
 import pickle
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pack_copies import planted_python_pack
 
-from coco_sql.errors import CandidateRejected, EvaluationError
+from coco_sql.errors import CandidateRejected, EvaluationError, EvaluationTimeout
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages import Program
 from coco_sql.languages.python import PythonLanguage, PythonRunner
@@ -96,6 +97,27 @@ def main(instance):
             pass
     return 1.0
 """
+
+
+def closer() -> str:
+    """A program that closes every descriptor it has (its answer pipe among them) and never stops."""
+    return (
+        pipe_writer(b"").split("def main")[0]
+        + """def main(instance):
+    found = os_globals()
+    for fd in range(3, 64):
+        try:
+            found["close"](fd)
+        except Exception:
+            pass
+    while True:
+        try:
+            while True:
+                pass
+        except:
+            pass
+"""
+    )
 
 
 class Exploit:
@@ -193,6 +215,19 @@ def test_a_crafted_pickle_written_to_every_descriptor_never_loads(planted: TaskP
         assert "\n" not in message and "the program's process sent" in message, message
         assert "TESTSECRET" not in message
         assert not marker.exists()
+        assert runner.run(bypass("def main(instance):\n    return 2.0\n"), 20.0).outputs[0][1] == 2.0
+    finally:
+        runner.close()
+
+
+def test_a_program_that_closes_its_pipes_and_runs_on_is_killed_at_its_deadline(planted: TaskPack) -> None:
+    runner = PythonLanguage(planted).runner(planted.split("train"), None)
+    try:
+        runner.run(bypass("def main(instance):\n    return 2.0\n"), 20.0)
+        started = time.monotonic()
+        with pytest.raises(EvaluationTimeout, match="deadline and was killed"):
+            runner.run(bypass(closer()), 1.0)
+        assert time.monotonic() - started < 1.0 + 2.0
         assert runner.run(bypass("def main(instance):\n    return 2.0\n"), 20.0).outputs[0][1] == 2.0
     finally:
         runner.close()

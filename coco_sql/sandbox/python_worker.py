@@ -273,9 +273,11 @@ class Zygote:
                 self._spare = self._fork()
 
     def close(self) -> None:
-        if self._spare is not None:
-            _reap(self._spare.pid, kill=True)
-        self.prepare()
+        """End the process waiting for a program, and reap the last one."""
+        for pid in (self._spare.pid if self._spare else None, self._finished):
+            if pid is not None:
+                _reap(pid, kill=True)
+        self._spare = self._finished = None
 
     def run(self, source: str, deadline_s: float) -> bytes:
         """Hand the program to a fresh process and read its one answer; SIGKILL it once the answer is in or the
@@ -297,8 +299,13 @@ class Zygote:
             payload = inbox.receive_bytes(until, limit=self.init["max_answer_bytes"])
             if payload is not None:
                 PYTHON_CANDIDATE.decode(payload)
-        except EOFError:
-            return dumps(_crashed(_reap(spare.pid, kill=False)))
+        except EOFError:  # it closed its answer pipe: it ended, or should end by its deadline
+            status = _reap_by(spare.pid, until)
+            if status is None:
+                return dumps(
+                    _error("killed", f"the program exceeded its {deadline_s:g} s deadline and was killed")
+                )
+            return dumps(_crashed(status))
         except WireError as error:
             payload = None
             answer = dumps(_error("malformed", f"{error}; the program's process was stopped"))
@@ -387,6 +394,17 @@ def _reap(pid: int, *, kill: bool) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return os.waitpid(pid, 0)[1]
+
+
+def _reap_by(pid: int, until: float) -> int | None:
+    """The wait status of a process that should end by `until`; None when it had to be killed then."""
+    while time.monotonic() < until:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.005)
+    _reap(pid, kill=True)
+    return None
 
 
 def _crashed(status: int) -> dict[str, Any]:
