@@ -68,8 +68,6 @@ class Sandbox(SupervisedSandbox):
     the next call). Thread-safe: queries run one at a time.
     """
 
-    worker_module = "coco_sql.sandbox.worker"  # what the worker process runs (`python -m`)
-
     def __init__(
         self,
         inputs: pd.DataFrame,
@@ -140,10 +138,8 @@ class Sandbox(SupervisedSandbox):
             if message["type"] == "error":
                 if message["kind"] == "timeout" or timed_out.is_set():
                     raise _over_time(deadline_s, "stopped")
-                if (
-                    message["kind"] == "memory"
-                ):  # a worker that hit its bound is replaced: the next query starts clean
-                    self._supervisor.discard(kill=True)
+                if message["kind"] == "memory":
+                    self._supervisor.discard(kill=True)  # replaced: the next query starts clean
                     raise EvaluationMemoryError(
                         f"{message['message']} (sandbox memory bound {self.limits.memory_mb} MB)"
                     )
@@ -193,7 +189,7 @@ class Sandbox(SupervisedSandbox):
         return EvaluationError(f"{error} (the sandbox process was stopped)")
 
     def _start_worker(self) -> ChildProcess:
-        worker = ChildProcess.start(self.worker_module, receives=SQL_WORKER)
+        worker = ChildProcess.start("coco_sql.sandbox.worker", receives=SQL_WORKER)
         handshake(worker, self._init, "the sandbox process", blobs=self._tables)
         return worker
 

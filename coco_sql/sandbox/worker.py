@@ -46,17 +46,17 @@ def _limit(kind: int, value: int) -> None:
 
 
 def result_message(result: QueryResult) -> dict[str, Any]:
-    """The `result` message of a query's rows, by column."""
+    """The `result` message of a query's rows, by column (one comprehension per column: `zip(*rows)` would make
+    an iterator per row)."""
     rows = result.rows
-    data = [list(values) for values in zip(*rows, strict=True)] if rows else [[] for _ in result.columns]
+    data = [[row[k] for row in rows] for k in range(len(result.columns))]
     for k, kind in enumerate(result.types):
         if not _PLAIN_TYPE.fullmatch(kind):
             data[k] = exact(data[k])
-    columns = list(result.columns)
     return {
         "type": "result",
-        "columns": columns,
-        "n_rows": len(rows),
+        "columns": list(result.columns),
+        "n_rows": len(result.rows),
         "data": data,
         "elapsed_ms": result.elapsed_ms,
     }
