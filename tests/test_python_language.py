@@ -288,7 +288,7 @@ def test_memory_bound(source: str) -> None:
             sandbox.run(source, deadline)
         assert time.monotonic() - start < deadline + 2
         assert sandbox.run(OK_PROGRAM, deadline).outputs == [("a", 1.0), ("b", 1.0)]
-        assert sandbox.restarts == 1  # the worker that hit its bound was replaced
+        assert sandbox.restarts == 1  # the process that hit its bound is gone: counted as a restart
 
 
 @pytest.mark.parametrize(
@@ -456,7 +456,7 @@ def test_rows_the_harness_refuses_score_zero_and_the_rest_are_scored(tsp: TaskPa
 
 
 def test_one_program_cannot_change_what_the_next_computes(tsp: TaskPack) -> None:
-    """Module attributes are restored after every run (the validator also rejects such a program)."""
+    """Each program runs in a process of its own, forked from the zygote (the validator also rejects such a program)."""
     runner = PythonLanguage(tsp).runner(tsp.split("train"), None)
     try:
         seed = Program("python", tsp.seed_program, tsp.seed_program, None)
