@@ -1,18 +1,24 @@
-"""A Python child process that speaks pickled messages over two pipes: where native code that can crash, or a
-candidate that must be bounded, runs apart from the coco-sql process.
+"""A Python child process that speaks checked JSON messages over two pipes: where native code that can crash, or
+a candidate that must be bounded, runs apart from the coco-sql process.
 
 Used by the sandbox (`sandbox`: DuckDB with kernel limits) and by the in-process local model
 (`aifuncs.providers.local_llama`: llama.cpp). A crash there (SIGSEGV, an allocation the kernel refuses, SIGKILL at
 a deadline) ends one child, and the caller sees `ChildDied` with how it ended, never a dead parent.
 
-The child runs `python -m MODULE FD_IN FD_OUT ARG...` in an empty temporary working directory, with an
-environment that holds only what Python and the BLAS need (no credentials) and `PYTHONPATH` pointing at this
-package. Its module reads messages from `Connection(FD_IN)` and answers on `Connection(FD_OUT)`.
+The child runs `python -m MODULE ARG...` in an empty temporary working directory, with an environment that holds
+only what Python and the BLAS need (no credentials) and `PYTHONPATH` pointing at this package. Its pipes arrive
+as stdin and stdout, and it moves them to the fixed descriptors 3 and 4 (`wire.child_end`): no descriptor number
+is in its `sys.argv`, and no other descriptor of this process is open in it.
+
+Every message it sends is hostile data: a length-prefixed JSON frame, refused past its protocol's size limit
+and checked against the schema of its type before the caller sees it (`wire`, `messages`); a child that sends
+anything else raises `ChildMisbehaved`, and the caller stops it. Nothing it sends is unpickled or evaluated.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -21,31 +27,42 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from coco_sql.wire import Channel, Protocol, WireError
+
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the folder that holds coco_sql/
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+_PIPE_BYTES = 2**20  # a larger pipe buffer: a result crosses in fewer reads (Linux allows 1 MB unprivileged)
 
 
 class ChildDied(Exception):
     """The child's pipe closed: it exited or was killed. The message says how (e.g. 'killed by SIGSEGV')."""
 
 
+class ChildMisbehaved(Exception):
+    """The child sent something its protocol does not allow (an oversized frame, not JSON, a wrong shape); the
+    message says what, on one line. Nothing of it was used; the caller stops the child."""
+
+
 @dataclass
 class ChildProcess:
     process: subprocess.Popen[bytes]
-    to_child: Connection
-    from_child: Connection
+    channel: Channel
     folder: str
     stderr_path: str  # what the child wrote on stderr (outside its folder: the child cannot read it back)
     peak_rss_bytes: int | None = None  # the child's peak resident memory, known once it is reaped by stop()
 
     @classmethod
-    def start(cls, module: str, *args: str, threads: int = 1) -> ChildProcess:
+    def start(cls, module: str, *args: str, receives: Protocol, threads: int = 1) -> ChildProcess:
+        """Start `python -m module args...`; `receives` is what the child may send (its messages are parsed
+        with it)."""
         parent_in, child_out = os.pipe()
         child_in, parent_out = os.pipe()
+        for fd in (parent_in, parent_out):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         folder = tempfile.mkdtemp(prefix="coco-child-")
         stderr_fd, stderr_path = tempfile.mkstemp(prefix="coco-child-", suffix=".stderr")
         stderr = os.fdopen(stderr_fd, "wb")
@@ -58,48 +75,52 @@ class ChildProcess:
         }
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", module, str(child_in), str(child_out), *args],
-                pass_fds=(child_in, child_out),
+                [sys.executable, "-m", module, *args],
+                close_fds=True,
                 cwd=folder,
                 env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdin=child_in,
+                stdout=child_out,
                 stderr=stderr,
             )
         except OSError:
             shutil.rmtree(folder, ignore_errors=True)
             os.unlink(stderr_path)
+            os.close(parent_in)
+            os.close(parent_out)
             raise
         finally:
             os.close(child_in)
             os.close(child_out)
             stderr.close()
-        return cls(process, Connection(parent_out), Connection(parent_in), folder, stderr_path)
+        return cls(process, Channel(parent_in, parent_out, receives), folder, stderr_path)
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
-    def send(self, message: Any) -> None:
+    def send(self, message: dict[str, Any]) -> None:
+        """Send one message (`wire.dumps`: plain values; see `wire.exact` for the rest)."""
         try:
-            self.to_child.send(message)
-        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            self.channel.send(message)
+        except OSError:
             raise ChildDied(self.how_it_ended()) from None
 
     def send_bytes(self, data: bytes) -> None:
         try:
-            self.to_child.send_bytes(data)
-        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            self.channel.send_bytes(data)
+        except OSError:
             raise ChildDied(self.how_it_ended()) from None
 
-    def receive(self, until: float | None) -> Any | None:
-        """The next message, or None when `until` (time.monotonic) passes first; None waits for ever."""
+    def receive(self, until: float | None) -> dict[str, Any] | None:
+        """The next message, checked against the child's protocol, or None when `until` (time.monotonic)
+        passes first; None waits for ever. ChildDied when its pipe closed, ChildMisbehaved for a message its
+        protocol does not allow."""
         try:
-            while not self.from_child.poll(_step(until)):
-                if until is not None and time.monotonic() >= until:
-                    return None
-            return self.from_child.recv()
-        except (EOFError, ConnectionResetError, OSError):
+            return self.channel.receive(until)
+        except WireError as error:
+            raise ChildMisbehaved(str(error)) from None
+        except (EOFError, OSError):
             raise ChildDied(self.how_it_ended()) from None
 
     def alive(self) -> bool:
@@ -126,8 +147,7 @@ class ChildProcess:
 
     def stop(self, *, kill: bool = False) -> None:
         """Close the pipes (the child's cue to exit), or kill it outright; then reap it and remove its folder."""
-        for connection in (self.to_child, self.from_child):
-            connection.close()
+        self.channel.close()
         if kill and self.process.returncode is None:
             self.process.kill()
         if self._reap(timeout_s=5.0) is None:
@@ -151,10 +171,3 @@ class ChildProcess:
             if until is not None and time.monotonic() >= until:
                 return None
             time.sleep(0.01)
-
-
-def _step(until: float | None) -> float:
-    """How long one poll waits: short slices, so that a deadline is noticed within 0.25 s."""
-    if until is None:
-        return 0.25
-    return max(0.0, min(until - time.monotonic(), 0.25))

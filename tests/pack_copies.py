@@ -82,3 +82,30 @@ license = "Apache-2.0"
         encoding="utf-8",
     )
     return pack
+
+
+ECHO_HARNESS = "def run(entry, instance):\n    return entry(instance)\n"
+OK_PROGRAM = "def main(instance):\n    return 1.0\n"
+
+
+def planted_python_pack(root: Path) -> Path:
+    """A Python pack `planted` under `root` whose program `main(instance)` is echoed by its harness: pool ids
+    row_000..row_011 (6 train, 6 val with its splits), test ids TESTSECRET_000..003; every label >= 424242."""
+    pack = root / "planted"
+    (pack / "data").mkdir(parents=True)
+    (pack / "data" / "pool.csv").write_text(
+        "id,v,label\n" + "".join(f"row_{i:03d},{i},{424242 + i}\n" for i in range(12))
+    )
+    (pack / "data" / "test.csv").write_text(
+        "id,v,label\n" + "".join(f"TESTSECRET_{i:03d},{i},{424242 + i}\n" for i in range(4))
+    )
+    (pack / "seed.py").write_text(OK_PROGRAM)
+    (pack / "harness.py").write_text(ECHO_HARNESS)
+    (pack / "task.toml").write_text(
+        'name = "planted"\ndescription = "planted ids"\nlanguage = "python"\n'
+        '[data]\npool = "data/pool.csv"\ntest = "data/test.csv"\nexpected_column = "label"\n'
+        '[data.input_columns]\nv = "DOUBLE"\n[splits]\nseed = 3\ntrain_fraction = 0.5\n'
+        '[contract]\noutput = "label"\ntype = "DOUBLE"\n[scorer]\nkind = "numeric"\n'
+        '[program]\nseed = "seed.py"\nentry = "main"\nharness = "harness.py"\ntimeout_seconds = 20\n'
+    )
+    return pack

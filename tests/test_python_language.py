@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pack_copies import ECHO_HARNESS, OK_PROGRAM, planted_python_pack
 
 from coco_sql.errors import (
     CandidateRejected,
@@ -39,8 +40,6 @@ from coco_sql.sandbox.python_sandbox import PythonSandbox, PythonSandboxLimits
 from coco_sql.tasks import TaskPack, load_task
 
 TSP = Path(__file__).resolve().parents[1] / "tasks" / "tsp_construct"
-ECHO_HARNESS = "def run(entry, instance):\n    return entry(instance)\n"
-OK_PROGRAM = "def main(instance):\n    return 1.0\n"
 
 # What each layer configuration is: 'control' has no kernel layer, so an escaped program must get through.
 LAYERS = {
@@ -79,24 +78,7 @@ def escaped(body: str) -> Program:
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory) -> TaskPack:
     """Pool ids row_000..row_011 (6 train, 6 val), test ids TESTSECRET_000..003; every label is >= 424242."""
-    root = tmp_path_factory.mktemp("packs") / "planted"
-    (root / "data").mkdir(parents=True)
-    (root / "data" / "pool.csv").write_text(
-        "id,v,label\n" + "".join(f"row_{i:03d},{i},{424242 + i}\n" for i in range(12))
-    )
-    (root / "data" / "test.csv").write_text(
-        "id,v,label\n" + "".join(f"TESTSECRET_{i:03d},{i},{424242 + i}\n" for i in range(4))
-    )
-    (root / "seed.py").write_text(OK_PROGRAM)
-    (root / "harness.py").write_text(ECHO_HARNESS)
-    (root / "task.toml").write_text(
-        'name = "planted"\ndescription = "planted ids"\nlanguage = "python"\n'
-        '[data]\npool = "data/pool.csv"\ntest = "data/test.csv"\nexpected_column = "label"\n'
-        '[data.input_columns]\nv = "DOUBLE"\n[splits]\nseed = 3\ntrain_fraction = 0.5\n'
-        '[contract]\noutput = "label"\ntype = "DOUBLE"\n[scorer]\nkind = "numeric"\n'
-        '[program]\nseed = "seed.py"\nentry = "main"\nharness = "harness.py"\ntimeout_seconds = 20\n'
-    )
-    return load_task(root)
+    return load_task(planted_python_pack(tmp_path_factory.mktemp("packs")))
 
 
 @pytest.fixture(scope="module")
@@ -218,12 +200,13 @@ SNOOP = """
 def main(instance):
     gc, os = IMPORT("gc"), IMPORT("os")
     isinstance = B["isinstance"]
-    found, labels = set(), 0
+    found, labels = set(), [0]
     low = int("424" + "242")  # not a literal: the program's own constants must not count
-    for obj in gc.get_objects():
+
+    def look(obj):
         items = list(obj.keys()) + list(obj.values()) if isinstance(obj, dict) else obj
         if not isinstance(items, (list, tuple, set, frozenset)):
-            continue
+            return
         for item in items:
             if isinstance(item, str) and (
                 (item.startswith("row_") and item[4:].isdigit())
@@ -231,7 +214,15 @@ def main(instance):
             ):
                 found.add(item)
             elif isinstance(item, (int, float)) and not isinstance(item, bool) and low <= item < low + 50:
-                labels += 1
+                labels[0] += 1
+
+    gc.unfreeze()  # what the zygote froze before forking: every object of the process
+    for obj in gc.get_objects():
+        try:
+            look(obj)
+        except B["Exception"]:  # an object whose type is looked up lazily tries to import (open) a module
+            pass
+    labels = labels[0]
     disk = attempt(lambda: B["open"](DATA).read()[:20])
     proc = attempt(lambda: B["open"]("/proc/%d/cmdline" % os.getppid(), "rb").read()[:20])
     own = attempt(lambda: B["any"](
@@ -297,7 +288,7 @@ def test_memory_bound(source: str) -> None:
             sandbox.run(source, deadline)
         assert time.monotonic() - start < deadline + 2
         assert sandbox.run(OK_PROGRAM, deadline).outputs == [("a", 1.0), ("b", 1.0)]
-        assert sandbox.restarts == 1  # the worker that hit its bound was replaced
+        assert sandbox.restarts == 1  # the process that hit its bound is gone: counted as a restart
 
 
 @pytest.mark.parametrize(
@@ -316,13 +307,14 @@ def test_deadline(source: str, how: str) -> None:
     deadline = 1.0
     with echo_sandbox() as sandbox:
         sandbox.run(OK_PROGRAM, 5.0)
-        pid = sandbox.worker_pid
+        pid, restarts = sandbox.worker_pid, sandbox.restarts
         start = time.monotonic()
         with pytest.raises(EvaluationTimeout, match=f"deadline and was {how}"):
             sandbox.run(source, deadline)
         assert time.monotonic() - start < deadline + 2
         assert sandbox.run(OK_PROGRAM, 5.0).outputs == [("a", 1.0), ("b", 1.0)]
-        assert (sandbox.worker_pid == pid) == (how == "stopped")
+        # the zygote kills the program's own process; it lives on itself
+        assert (sandbox.worker_pid, sandbox.restarts) == (pid, restarts + (how == "killed"))
 
 
 def test_cpu_limit_ends_a_runaway_worker_by_itself() -> None:
@@ -464,7 +456,7 @@ def test_rows_the_harness_refuses_score_zero_and_the_rest_are_scored(tsp: TaskPa
 
 
 def test_one_program_cannot_change_what_the_next_computes(tsp: TaskPack) -> None:
-    """Module attributes are restored after every run (the validator also rejects such a program)."""
+    """Each program runs in a process of its own, forked from the zygote (the validator also rejects such a program)."""
     runner = PythonLanguage(tsp).runner(tsp.split("train"), None)
     try:
         seed = Program("python", tsp.seed_program, tsp.seed_program, None)

@@ -4,23 +4,30 @@
   2 s, and the worker's peak RSS stays under 1.5 GB (the coco-sql process does not grow either);
 - deadline: a scalar call that DuckDB's interrupt cannot stop is killed, and the sandbox works again after;
 - files: nothing under the working directory (DuckDB's `.tmp` included) or elsewhere is readable;
-- credentials: the worker's environment holds none of the parent's variables, and it may write no file.
+- credentials: the worker's environment holds none of the parent's variables, and it may write no file;
+- plain data back: a child (sandbox worker or model host) that sends a crafted pickle, a 2 GB frame, a message
+  of the wrong shape or of a foreign type fails the call with one line, is stopped, and nothing it sent runs
+  here (the pickle's file never appears); its pipes are at descriptors 3 and 4, named nowhere in its argv.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import resource
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
+from coco_sql.child import ChildProcess
+from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout, ProviderUnavailable
+from coco_sql.llm.providers.base import CompletionRequest, Deadline, Message
+from coco_sql.llm.providers.local_llama import LocalLlamaProvider
 from coco_sql.sandbox import Sandbox
 from coco_sql.sandbox.lockdown import LockedDuckDB
 
@@ -134,3 +141,68 @@ def test_the_worker_has_no_credentials_and_may_write_no_file(monkeypatch: pytest
     data = next(line for line in limits.splitlines() if line.startswith("Max data size"))
     assert int(data.split()[3]) == sandbox.limits.memory_mb * 2**20, data
     assert not cwd.exists()  # removed on close
+
+
+# ------------------------------------------------------------------------------- children that break protocol
+
+
+@pytest.fixture
+def hostile_child(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, Path], None]:
+    """`install(mode, marker)`: every child process started from then on runs tests/hostile_child.py instead."""
+    real_start = ChildProcess.start.__func__  # type: ignore[attr-defined]
+
+    def install(mode: str, marker: Path) -> None:
+        def start(cls, module, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return real_start(cls, "tests.hostile_child", mode, str(marker), **kwargs)
+
+        monkeypatch.setattr(ChildProcess, "start", classmethod(start))
+
+    return install
+
+
+BROKEN = ["pickle", "oversized", "malformed", "foreign"]
+
+
+@pytest.mark.parametrize("mode", BROKEN + [f"{mode}-result" for mode in BROKEN])
+def test_a_worker_that_breaks_its_protocol_fails_with_one_line_and_nothing_it_sent_runs(
+    hostile_child: Callable[[str, Path], None], tmp_path: Path, mode: str
+) -> None:
+    """At the handshake, or as the answer to a query after a proper `ready`."""
+    marker = tmp_path / "pwned"
+    hostile_child(mode, marker)
+    with Sandbox(ROWS) as sandbox, pytest.raises(EvaluationError) as error:
+        sandbox.run("SELECT count(*) FROM input", 10.0)
+    message = str(error.value)
+    assert "\n" not in message and "the sandbox process" in message, message
+    assert not marker.exists()
+    if mode.endswith("-result"):
+        assert message.endswith("(the sandbox process was stopped)") and sandbox.restarts == 1
+
+
+@pytest.mark.parametrize("mode", BROKEN)
+def test_a_model_host_that_breaks_its_protocol_is_unavailable_and_nothing_it_sent_runs(
+    hostile_child: Callable[[str, Path], None], tmp_path: Path, mode: str
+) -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (pip install 'coco-sql[local-llm]')")
+    marker = tmp_path / "pwned"
+    hostile_child(mode, marker)
+    provider = LocalLlamaProvider(tmp_path / "model.gguf")
+    request = CompletionRequest("smollm2", (Message("user", "Say hello."),), max_tokens=8)
+    try:
+        with pytest.raises(ProviderUnavailable, match=r"cannot load model\.gguf") as error:
+            provider.complete(request, Deadline.after(20))
+    finally:
+        provider.close()
+    assert "\n" not in str(error.value)
+    assert not marker.exists()
+
+
+def test_the_worker_finds_its_pipes_at_fixed_descriptors_named_nowhere(box: Sandbox) -> None:
+    box.run("SELECT 1", 10.0)
+    pid = box.worker_pid
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    fds = {int(fd.name): os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()}
+    pipes = sorted(fd for fd, target in fds.items() if target.startswith("pipe:"))
+    assert pipes == [3, 4], fds
+    assert argv[1:3] == [b"-m", b"coco_sql.sandbox.worker"] and not any(arg.isdigit() for arg in argv[3:])

@@ -92,9 +92,21 @@ def test_harness_builds_a_closed_tour(harness: dict[str, Any]) -> None:
         calls.append((current, destination, unvisited.tolist()))
         return int(unvisited[np.argmin(matrix[current][unvisited])])
 
-    assert harness["run"](nearest, square()) == pytest.approx(4.0)
+    tour = harness["run"](nearest, square())
+    assert tour == [0, 1, 2, 3] and harness["measure"](tour, square()) == pytest.approx(4.0)
     # called while more than one node is left; the last one follows; destination is the start
     assert calls == [(0, 0, [1, 2, 3]), (1, 0, [2, 3])]
+
+
+@pytest.mark.parametrize(
+    "tour",
+    [[0, 1, 2], [0, 1, 2, 2], [0, 1, 2, 4], [0, 1, 2, 3.0], [0, 1, 2, True], (0, 1, 2, 3), "0123", None],
+)
+def test_measure_refuses_what_is_not_a_tour_of_the_instance(harness: dict[str, Any], tour: object) -> None:
+    """`measure` runs in coco-sql's process on whatever the sandbox sent: only a permutation of the nodes."""
+    with pytest.raises(ValueError, match="not a permutation of the instance's 4 nodes"):
+        harness["measure"](tour, square())
+    assert harness["measure"]([2, 0, 3, 1], square()) == pytest.approx(2 + 2 * math.sqrt(2))
 
 
 def test_harness_refuses_invalid_answers(harness: dict[str, Any]) -> None:
@@ -109,7 +121,7 @@ def test_harness_refuses_invalid_answers(harness: dict[str, Any]) -> None:
         return int(u[0])
 
     # the tour 0-1-2-3 is measured on the harness's own coordinates, not on the zeroed matrix
-    assert harness["run"](vandal, square()) == pytest.approx(4.0)
+    assert harness["measure"](harness["run"](vandal, square()), square()) == pytest.approx(4.0)
 
 
 def nearest_neighbour_length(xy: np.ndarray) -> float:

@@ -1,11 +1,13 @@
 """Where untrusted programs and crash-prone native code run: child processes with kernel limits.
 
 - `database`: the DuckDB sandbox (`Sandbox`) every SQL candidate, probe and draft test runs in;
-- `lockdown` and `worker`: the locked-down DuckDB inside its worker process.
+- `lockdown` and `worker`: the locked-down DuckDB inside its worker process;
+- `python_sandbox`, `python_worker` and `kernel_layers`: the Python sandbox, a zygote that forks one locked-down
+  process per program.
 
-Both are built on `coco_sql.child` (a Python child process speaking over pipes; the local model host uses it
-too). Imports only `coco_sql.errors`, `coco_sql.child` and the AI functions' UDF table: languages and the
-evaluator build on it.
+All are built on `coco_sql.child` (a Python child process speaking checked JSON frames over pipes, `wire` and
+`messages`; the local model host uses it too). Imports only `coco_sql.errors`, `coco_sql.child`, `wire`,
+`messages` and the AI functions' UDF table: languages and the evaluator build on it.
 """
 
 from __future__ import annotations

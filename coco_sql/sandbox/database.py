@@ -15,6 +15,9 @@ What it guarantees, and how (each claim has a test in tests/test_sandbox.py):
   killed with SIGKILL and restarted on the next call; the caller gets EvaluationTimeout either way.
 - **No credentials.** The worker's environment holds only what Python and the BLAS need; AI calls are answered
   by the parent's AI runtime through the pipe, so keys, caches and the cost ledger never enter the worker.
+- **Plain data back.** What the worker sends is parsed as hostile data (`messages.SQL_WORKER`: JSON frames,
+  size-limited, each message checked against its type); a worker that sends anything else is stopped and the
+  query fails with one line. Nothing it sends is unpickled or evaluated.
 
 The worker starts on first use (about 0.4 s: Python, DuckDB and pandas imports) and lives until `close()`.
 `bench/bench_sandbox.py` measures what the isolation costs per evaluation.
@@ -31,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from coco_sql.child import ChildDied, ChildProcess
+from coco_sql.child import ChildDied, ChildMisbehaved, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
+from coco_sql.messages import SQL_WORKER, result_rows
 from coco_sql.sandbox.lockdown import QueryResult
 from coco_sql.sandbox.supervisor import START_TIMEOUT_S, SupervisedSandbox, Supervisor, handshake, over_time
-from coco_sql.sandbox.worker import unpack_column
+from coco_sql.wire import WireError
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
@@ -59,8 +63,9 @@ class Sandbox(SupervisedSandbox):
     """One split's rows, queried in a locked-down DuckDB inside a worker process with kernel-enforced limits.
 
     `run` executes one query and returns all rows, or raises EvaluationTimeout past the deadline,
-    EvaluationMemoryError past the memory bound, and EvaluationError for any other failure. The sandbox stays
-    usable after each (a killed worker is replaced on the next call). Thread-safe: queries run one at a time.
+    EvaluationMemoryError past the memory bound, and EvaluationError for any other failure (a worker that breaks
+    its protocol among them: it is stopped). The sandbox stays usable after each (a killed worker is replaced on
+    the next call). Thread-safe: queries run one at a time.
     """
 
     def __init__(
@@ -76,10 +81,16 @@ class Sandbox(SupervisedSandbox):
         `examples` (`tasks.references`)."""
         self.relation = relation
         self.limits = limits or SandboxLimits()
-        self._init = pickle.dumps(
-            ("init", inputs, relation, self.limits.duckdb_memory_limit, ai is not None, dict(tables or {})),
-            protocol=pickle.HIGHEST_PROTOCOL,
-        )
+        named = {relation: inputs, **dict(tables or {})}
+        self._init = {
+            "type": "init",
+            "tables": list(named),
+            "memory_bytes": self.limits.memory_mb * 2**20,
+            "duckdb_memory_limit": self.limits.duckdb_memory_limit,
+            "with_ai": ai is not None,
+        }
+        # pickled for the worker, once (parent -> worker only: nothing the worker sends is unpickled)
+        self._tables = [pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL) for rows in named.values()]
         self._answer_ai = _ai_answerer(ai) if ai is not None else None
         self._supervisor = Supervisor(self._start_worker)
 
@@ -99,15 +110,19 @@ class Sandbox(SupervisedSandbox):
             hard_stop = time.monotonic() + deadline_s + self.limits.kill_grace_s
             timer.start()
             try:
-                worker.send(("run", sql, deadline_s))
+                worker.send({"type": "run", "sql": sql, "deadline_s": deadline_s})
                 while True:
                     message = worker.receive(until=hard_stop)
                     if message is None:  # no answer within the grace period: stop it for good
                         self._supervisor.discard(kill=True)
                         raise _over_time(deadline_s, "killed")
-                    if message[0] != "ai":
+                    if message["type"] != "ai":
                         break
-                    worker.send(self._serve_ai(message[1], message[2]))
+                    worker.send(self._serve_ai(message["udf"], message["columns"]))
+                if message["type"] == "result":
+                    rows = result_rows(message)
+                elif message["type"] != "error":
+                    raise WireError(f"the sandbox process answered a query with {message['type']!r}")
             except ChildDied as death:
                 self._supervisor.discard(kill=False)
                 if timed_out.is_set():
@@ -116,20 +131,22 @@ class Sandbox(SupervisedSandbox):
                     f"the sandbox process died ({death}): the query exceeded the sandbox's memory bound of "
                     f"{self.limits.memory_mb} MB or crashed the engine"
                 ) from None
+            except (ChildMisbehaved, WireError) as error:
+                raise self._misbehaved(error) from None
             finally:
                 timer.cancel()
-            if message[0] == "error":
-                _, kind, text = message
-                if kind == "timeout" or timed_out.is_set():
+            if message["type"] == "error":
+                if message["kind"] == "timeout" or timed_out.is_set():
                     raise _over_time(deadline_s, "stopped")
-                if kind == "memory":  # a worker that hit its bound is replaced: the next query starts clean
-                    self._supervisor.discard(kill=True)
-                    raise EvaluationMemoryError(f"{text} (sandbox memory bound {self.limits.memory_mb} MB)")
-                raise EvaluationError(text)
+                if message["kind"] == "memory":
+                    self._supervisor.discard(kill=True)  # replaced: the next query starts clean
+                    raise EvaluationMemoryError(
+                        f"{message['message']} (sandbox memory bound {self.limits.memory_mb} MB)"
+                    )
+                raise EvaluationError(message["message"])
             if timed_out.is_set():  # finished in the instant the deadline passed: over time, for determinism
                 raise _over_time(deadline_s, "stopped")
-            _, columns, rows, elapsed_ms = message
-            return QueryResult(tuple(columns), rows, elapsed_ms)
+            return QueryResult(tuple(message["columns"]), rows, message["elapsed_ms"])
 
     def statement_types(self, sql: str) -> list[str]:
         """DuckDB's own reading of the statement types (a cheap second check after the validator). Raises
@@ -137,31 +154,43 @@ class Sandbox(SupervisedSandbox):
         with self._supervisor.lock:
             worker = self._supervisor.ensure()
             try:
-                worker.send(("types", sql))
+                worker.send({"type": "types", "sql": sql})
                 message = worker.receive(until=time.monotonic() + START_TIMEOUT_S)
+                if message is not None and message["type"] not in ("types", "error"):
+                    raise WireError(f"the sandbox process answered a parse request with {message['type']!r}")
             except ChildDied as death:
                 self._supervisor.discard(kill=False)
                 raise EvaluationError(f"the sandbox process died while parsing ({death})") from None
+            except (ChildMisbehaved, WireError) as error:
+                raise self._misbehaved(error) from None
             if message is None:
                 self._supervisor.discard(kill=True)
                 raise EvaluationError("the sandbox process did not answer a parse request")
-            if message[0] == "error":
-                raise EvaluationError(message[2])
-            return list(message[1])
+            if message["type"] == "error":
+                raise EvaluationError(message["message"])
+            return list(message["kinds"])
 
     # -- internals -------------------------------------------------------------------------------------------
-    def _serve_ai(self, udf: str, columns: list[list[Any]]) -> tuple[str, Any]:
-        """Answer one chunk of AI calls in this process; a failure goes back as the UDF's error."""
+    def _serve_ai(self, udf: str, columns: list[list[Any]]) -> dict[str, Any]:
+        """Answer one chunk of AI calls in this process; a failure goes back as the UDF's error. WireError for
+        a function the sandbox does not have (the worker only knows the real ones)."""
         if self._answer_ai is None:
-            return ("ai_error", f"{udf}: no AI runtime in this sandbox")
+            return {"type": "ai_error", "message": f"{udf[:100]}: no AI runtime in this sandbox"}
+        if udf not in self._answer_ai:
+            raise WireError(f"the sandbox process asked for the unknown AI function {udf[:100]!r}")
         try:
-            return ("ai_result", self._answer_ai(udf, [unpack_column(column) for column in columns]))
+            return {"type": "ai_result", "values": self._answer_ai[udf](*columns)}
         except Exception as error:  # the worker's UDF raises it; the evaluator reads run-level errors itself
-            return ("ai_error", f"{udf}: {' '.join(str(error).split())[:300]}")
+            return {"type": "ai_error", "message": f"{udf}: {' '.join(str(error).split())[:300]}"}
+
+    def _misbehaved(self, error: Exception) -> EvaluationError:
+        """A worker that broke the protocol is stopped; the query fails with what it sent (one line)."""
+        self._supervisor.discard(kill=True)
+        return EvaluationError(f"{error} (the sandbox process was stopped)")
 
     def _start_worker(self) -> ChildProcess:
-        worker = ChildProcess.start("coco_sql.sandbox.worker", str(self.limits.memory_mb * 2**20))
-        handshake(worker, self._init, "the sandbox process", raw=True)
+        worker = ChildProcess.start("coco_sql.sandbox.worker", receives=SQL_WORKER)
+        handshake(worker, self._init, "the sandbox process", blobs=self._tables)
         return worker
 
 
@@ -169,8 +198,7 @@ def _over_time(deadline_s: float, how: str) -> EvaluationTimeout:
     return over_time("query", deadline_s, how)
 
 
-def _ai_answerer(functions: AiFunctions) -> Callable[[str, list[list[Any]]], list[Any]]:
+def _ai_answerer(functions: AiFunctions) -> dict[str, Callable[..., list[Any]]]:
     from coco_sql.aifuncs.duckdb_udfs import implementations
 
-    table = implementations(functions)
-    return lambda udf, columns: table[udf](*columns)
+    return implementations(functions)

@@ -45,6 +45,7 @@ class QueryResult:
     columns: tuple[str, ...]
     rows: list[tuple[Any, ...]]
     elapsed_ms: float
+    types: tuple[str, ...] = ()  # each column's DuckDB type, as DuckDB spells it (inside the worker)
 
 
 class LockedDuckDB:
@@ -92,7 +93,9 @@ class LockedDuckDB:
             try:
                 cursor = con.execute(sql)
                 rows = cursor.fetchall()
-                columns = tuple(d[0] for d in cursor.description or ())
+                description = cursor.description or ()
+                columns = tuple(d[0] for d in description)
+                types = tuple(str(d[1]) for d in description)
             except duckdb.OutOfMemoryException as error:
                 raise EvaluationMemoryError(f"query ran out of memory: {one_line(error)}") from None
             except duckdb.Error as error:
@@ -105,7 +108,7 @@ class LockedDuckDB:
                 timer.cancel()
             if timed_out.is_set():  # finished in the instant the timer fired: over time, for determinism
                 raise EvaluationTimeout(f"query exceeded its {deadline_s:g} s deadline and was stopped")
-            return QueryResult(columns, rows, (time.perf_counter() - start) * 1000.0)
+            return QueryResult(columns, rows, (time.perf_counter() - start) * 1000.0, types)
 
     def statement_types(self, sql: str) -> list[str]:
         """DuckDB's own reading of the statement types: a cheap second check after the validator."""

@@ -1,9 +1,10 @@
-"""The sandbox every Python candidate runs in: one split's instances in a worker process with hard limits.
+"""The sandbox every Python candidate runs in: one split's instances in a zygote that forks a process per program.
 
 What it blocks, and how (the worker's side, layer by layer, is `sandbox.python_worker`). Every claim has a test
-in tests/test_python_language.py whose program gets past the validator and the restricted builtins (it walks
-`object.__subclasses__()` to the real `open`, `__import__` and socket class), once per kernel layer alone, next
-to a control run without the kernel layers that shows the same program succeeding:
+in tests/test_python_language.py or tests/test_python_hostile.py whose program gets past the validator and the
+restricted builtins (it walks `object.__subclasses__()` to the real `open`, `__import__`, `os` and socket
+class), once per kernel layer alone, next to a control run without the kernel layers that shows the same
+program succeeding:
 
 - **No other split.** The worker receives one split's instances (inputs only, never the expected values), so
   no other split exists in its memory; and no file can be opened once a program runs (seccomp refuses every
@@ -12,18 +13,30 @@ to a control run without the kernel layers that shows the same program succeedin
 - **No network.** seccomp refuses to create a socket; the network namespace has only a loopback interface
   that is down, so not even 127.0.0.1 of the machine is reachable; the socket constructors raise in-process.
 - **No file writes.** RLIMIT_FSIZE = 0; seccomp refuses to open, create, truncate, rename, link or delete a
-  file; with the chroot layer nothing but an empty folder is visible. seccomp also refuses fork, clone and
-  exec, so no other process or program can be started to get around any of this.
+  file; with the chroot layer nothing but an empty folder is visible. The program's seccomp filter also
+  refuses fork, clone, exec and signals, so no other process or program can be started or touched.
+- **Nothing left for the next program.** Each program runs in a process forked from the zygote for it alone,
+  which exits after its one answer: what it changed (module attributes, numpy's error state, a library class,
+  the harness's globals) ends with it.
+- **Plain data back, and no way to coco-sql's process.** The program's process closes every descriptor but its
+  own answer pipe (coco-sql's pipes to the zygote among them) and no descriptor number is in any argv. The
+  zygote reads its answer as hostile data (`messages.PYTHON_CANDIDATE`: a size-limited JSON frame, checked
+  against its schema), and this process checks it again (`messages.PYTHON_ZYGOTE`); a malformed answer fails
+  the run with one line. Nothing is unpickled or evaluated.
+- **Scored outside.** The sandbox returns what the harness answered; the language turns it into outputs with
+  the pack's trusted code in this process (`languages.python`), and the evaluator scores them here.
 - **A memory bound the kernel enforces.** RLIMIT_DATA = `memory_mb`: an allocation past it fails, the run ends
-  with EvaluationMemoryError, and the worker is replaced so that the next program starts clean.
-- **A hard deadline.** The worker stops its own program at the deadline (the cheap path: it stays alive). If
-  no answer comes `kill_grace_s` later (a program that swallows the stop, a long native call), the worker is
-  killed with SIGKILL and restarted on the next call; the caller gets EvaluationTimeout either way.
+  with EvaluationMemoryError, and that program's process is gone with it.
+- **A hard deadline.** The program's process stops its own program at the deadline (SIGALRM). If no answer
+  comes `kill_grace_s` later (a program that swallows the stop, a long native call), the zygote kills it with
+  SIGKILL; the caller gets EvaluationTimeout either way. Should the zygote itself not answer, this process
+  kills it too and starts a new one on the next call.
 - **No credentials.** The worker's environment holds only what Python and the BLAS need (`child`).
 
 Where the layers hold: seccomp on x86_64 Linux; the namespaces and the chroot wherever this user may create a
-user namespace. `PythonSandbox.layers` says which a worker got. The worker starts on first use and lives until
-`close()`.
+user namespace. `PythonSandbox.layers` says which the zygote got. The zygote starts on first use and lives until
+`close()`; it forks each program's process ahead of time, so that forking is not on the evaluation's path
+(`bench/bench_sandbox.py` measures what a fresh process per program costs).
 """
 
 from __future__ import annotations
@@ -31,15 +44,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from coco_sql.child import ChildDied, ChildProcess
+from coco_sql.child import ChildDied, ChildMisbehaved, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
-from coco_sql.sandbox.python_worker import Init
+from coco_sql.messages import PYTHON_ANSWER_MAX_BYTES, PYTHON_ZYGOTE
 from coco_sql.sandbox.supervisor import SupervisedSandbox, Supervisor, handshake, over_time
+from coco_sql.wire import exact
 
 __all__ = ["HarnessResult", "PythonSandbox", "PythonSandboxLimits"]
+
+ZYGOTE_MARGIN_S = 2.0  # past the candidate's deadline and grace, how long the zygote has to report it
 
 
 @dataclass(frozen=True)
@@ -47,9 +63,10 @@ class PythonSandboxLimits:
     """Per-worker limits and the isolation layers to apply (both layers are on unless a test turns one off)."""
 
     memory_mb: int = 1024  # RLIMIT_DATA: heap and every private writable mapping
-    kill_grace_s: float = 1.0  # after the deadline, how long the worker has to answer before SIGKILL
+    kill_grace_s: float = 1.0  # after the deadline, how long the program has to answer before SIGKILL
     max_open_files: int = 16
-    cpu_cap_s: int = 600  # RLIMIT_CPU of one worker's lifetime; it is replaced before a run could reach it
+    cpu_cap_s: int = 600  # RLIMIT_CPU of one candidate's process
+    max_answer_mb: int = PYTHON_ANSWER_MAX_BYTES // 2**20  # one program's outputs over the split
     namespaces: bool = True
     seccomp: bool = True
 
@@ -64,11 +81,13 @@ class HarnessResult:
 
 
 class PythonSandbox(SupervisedSandbox):
-    """One split's instances and the task's harness, in a locked-down worker process.
+    """One split's instances and the task's harness, in a locked-down zygote that forks a process per program.
 
     `run` executes one candidate module over every instance, or raises EvaluationTimeout past the deadline,
     EvaluationMemoryError past the memory bound and EvaluationError when the module as a whole fails (does not
-    compile, raises while loading, lacks the entry function). Thread-safe: programs run one at a time.
+    compile, raises while loading, lacks the entry function, its process crashes or breaks its protocol).
+    `restarts` counts the programs whose process ended that way (killed, out of memory, crashed, malformed
+    answer) and zygotes replaced. Thread-safe: programs run one at a time.
     """
 
     def __init__(
@@ -81,73 +100,85 @@ class PythonSandbox(SupervisedSandbox):
         limits: PythonSandboxLimits | None = None,
     ) -> None:
         self.limits = limits or PythonSandboxLimits()
-        self._init = Init(
-            instances=[(str(i), dict(instance)) for i, instance in instances],
-            harness=harness,
-            entry=entry,
-            modules=tuple(modules),
-            memory_bytes=self.limits.memory_mb * 2**20,
-            max_open_files=self.limits.max_open_files,
-            cpu_cap_s=self.limits.cpu_cap_s,
-            namespaces=self.limits.namespaces,
-            seccomp=self.limits.seccomp,
-        )
+        self._init = {
+            "type": "init",
+            "instances": [(str(i), exact(dict(instance))) for i, instance in instances],
+            "harness": harness,
+            "entry": entry,
+            "modules": list(modules),
+            "memory_bytes": self.limits.memory_mb * 2**20,
+            "max_open_files": self.limits.max_open_files,
+            "cpu_cap_s": self.limits.cpu_cap_s,
+            "namespaces": self.limits.namespaces,
+            "seccomp": self.limits.seccomp,
+            "max_answer_bytes": min(self.limits.max_answer_mb * 2**20, PYTHON_ANSWER_MAX_BYTES),
+            "kill_grace_s": self.limits.kill_grace_s,
+        }
         self._supervisor = Supervisor(self._start_worker)
-        self._cpu_s = 0.0  # CPU time the current worker has used, as it last reported
-        self.layers: dict[str, bool] = {}  # the kernel layers the current worker got (known once it started)
+        self.layers: dict[str, bool] = {}  # the kernel layers the current zygote got (known once it started)
 
     def run(
         self, source: str, deadline_s: float, on_timeout: Callable[[], None] | None = None
     ) -> HarnessResult:
         """`on_timeout` runs at the deadline (the evaluator's cancel flag for AI calls, when there are any)."""
         with self._supervisor.lock:
-            if self._supervisor.worker is not None and (
-                self._cpu_s + deadline_s + self.limits.kill_grace_s + 5 > self.limits.cpu_cap_s
-            ):
-                self._supervisor.discard(kill=False)  # near its lifetime CPU cap: a fresh worker takes over
             worker = self._supervisor.ensure()
             timer = threading.Timer(deadline_s, on_timeout) if on_timeout is not None else None
             start = time.monotonic()
-            hard_stop = start + deadline_s + self.limits.kill_grace_s
+            hard_stop = start + deadline_s + self.limits.kill_grace_s + ZYGOTE_MARGIN_S
             if timer is not None:
                 timer.start()
             try:
-                worker.send(("run", source, deadline_s))
+                worker.send({"type": "run", "source": source, "deadline_s": deadline_s})
                 message = worker.receive(until=hard_stop)
+                if message is not None and message["type"] == "ready":
+                    raise ChildMisbehaved("the Python sandbox process answered a program with 'ready'")
             except ChildDied as death:
                 self._supervisor.discard(kill=False)
                 if time.monotonic() - start >= deadline_s:
                     raise _over_time(deadline_s, "stopped") from None
-                if "SIGKILL" in str(death):  # the kernel's out-of-memory killer
-                    raise EvaluationMemoryError(f"the sandbox process was killed ({death})") from None
                 raise EvaluationError(f"the sandbox process died ({death})") from None
+            except ChildMisbehaved as error:
+                self._supervisor.discard(kill=True)
+                raise EvaluationError(f"{error} (the Python sandbox process was stopped)") from None
             finally:
                 if timer is not None:
                     timer.cancel()
-            if message is None:  # no answer within the grace period: stop it for good
+            if message is None:  # the zygote did not answer: stop it for good
                 self._supervisor.discard(kill=True)
                 raise _over_time(deadline_s, "killed")
-            self._cpu_s = message[-1]
-            if message[0] == "error":
-                _, kind, text, _ = message
-                if kind == "timeout":
-                    raise _over_time(deadline_s, "stopped")
-                if kind == "memory":  # a worker that hit its bound is replaced: the next program starts clean
-                    self._supervisor.discard(kill=True)
-                    raise EvaluationMemoryError(f"{text} (sandbox memory bound {self.limits.memory_mb} MB)")
-                raise EvaluationError(text)
+            if message["type"] == "error":
+                raise self._failure(message["kind"], message["message"], deadline_s, start)
             if (
                 time.monotonic() - start > deadline_s
             ):  # finished after the deadline: over time, for determinism
                 raise _over_time(deadline_s, "stopped")
-            _, outputs, failures, elapsed_ms, _ = message
-            return HarnessResult(outputs, failures, elapsed_ms)
+            return HarnessResult(
+                [tuple(output) for output in message["outputs"]],
+                [tuple(failure) for failure in message["failures"]],
+                message["elapsed_ms"],
+            )
 
     # -- internals -------------------------------------------------------------------------------------------
+    def _failure(self, kind: str, text: str, deadline_s: float, start: float) -> EvaluationError:
+        """The error for a program's `error` answer; a process that ended abnormally counts as a restart."""
+        if kind == "timeout":
+            return _over_time(deadline_s, "stopped")
+        if kind == "error":
+            return EvaluationError(text)
+        self._supervisor.replaced()  # its process was killed or died: the next program gets a fresh one
+        if kind == "killed":
+            return _over_time(deadline_s, "killed")
+        if kind in ("memory", "crashed_memory"):
+            return EvaluationMemoryError(f"{text} (sandbox memory bound {self.limits.memory_mb} MB)")
+        if kind == "crashed" and time.monotonic() - start >= deadline_s:
+            return _over_time(deadline_s, "stopped")
+        return EvaluationError(text)
+
     def _start_worker(self) -> ChildProcess:
-        worker = ChildProcess.start("coco_sql.sandbox.python_worker")
-        _, layers = handshake(worker, ("init", asdict(self._init)), "the Python sandbox")
-        self.layers, self._cpu_s = dict(layers), 0.0
+        worker = ChildProcess.start("coco_sql.sandbox.python_worker", receives=PYTHON_ZYGOTE)
+        ready = handshake(worker, self._init, "the Python sandbox")
+        self.layers = dict(ready["layers"])
         return worker
 
 

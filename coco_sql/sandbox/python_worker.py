@@ -1,206 +1,97 @@
-"""The Python sandbox worker: a child process that holds one split's instances and runs candidate modules on them.
+"""The Python sandbox worker: a zygote that holds one split's instances, and forks one fresh process per candidate.
 
-Started by `sandbox.python_sandbox.PythonSandbox` as `python -m coco_sql.sandbox.python_worker FD_IN FD_OUT`
-(`child.ChildProcess`: an empty temporary working directory, an environment without credentials), it first
-replaces itself with a fresh interpreter that imports no coco_sql (`main`). It receives
-its split's instances, the task's harness and the import allow-list, locks itself down, and then runs one
-candidate module per `run` message. What it blocks, layer by layer, in the order it applies them:
+Started by `sandbox.python_sandbox.PythonSandbox` as `python -m coco_sql.sandbox.python_worker`
+(`child.ChildProcess`: its pipes at the fixed descriptors 3 and 4, an empty temporary working directory, an
+environment without credentials), it first replaces itself with a fresh interpreter that imports no other part
+of coco-sql than the standard-library-only `wire`, `messages` and `sandbox.kernel_layers` (`main`). That
+process is the zygote: it receives its split's instances, the task's harness and the import allow-list, imports
+them, locks itself down, and then hands every `run` message's program to a process of its own, forked for that
+one candidate (ahead of time, while the previous answer is being read), which runs it and exits. What a candidate sees, layer by layer, in the order they are applied:
 
-1. **Namespaces** (when the kernel lets this user create them; `layers["namespaces"]`): a new user, network
-   and IPC namespace, entered before any thread exists. The network namespace has only a loopback interface,
-   down: no address outside the process is reachable, 127.0.0.1 of the host included. In the new user
-   namespace the process holds no capability over the host: it cannot raise a resource limit again.
-2. **Imports, then chroot** (`layers["chroot"]`, needs 1): the allowed modules and the harness are imported
-   while the file system is visible; then the process changes its root to its empty working directory, so no
-   file of the machine (the pack's data files, /proc) can be opened afterwards.
-3. **Kernel limits** (always): RLIMIT_DATA = the memory bound (a larger allocation raises MemoryError, reported
-   as a memory error, and the parent replaces the worker), RLIMIT_FSIZE = 0 (no byte can be written to a
-   file), RLIMIT_NOFILE small, RLIMIT_CORE = 0, RLIMIT_NPROC = 0 (no process or thread can be created when
-   not root of the host), and RLIMIT_CPU as a backstop against a worker that outlives its parent: the parent
-   replaces a worker before its CPU time could reach it.
-4. **seccomp** (x86_64 Linux; `layers["seccomp"]`): a filter that makes these system calls fail with EPERM:
-   creating sockets; fork, clone and exec (no new process, thread or program); signals, ptrace and
-   process_vm_* (no other process can be touched); opening any file, for reading too (the pack's data files,
-   /proc and so other processes' memory stay closed: the worker has opened everything it needs by then);
-   creating, truncating, renaming, linking or deleting a file or changing its metadata; mounts, chroot,
-   namespaces, resource limits, io_uring, bpf and keys. Neither the program nor anything it reaches can lift
-   it.
-5. **In-process** (always, not a boundary on its own): the socket constructors of `socket` and `_socket` raise;
+1. **Namespaces** (zygote, when the kernel lets this user create them; `layers["namespaces"]`): a new user,
+   network and IPC namespace, entered before any thread exists. The network namespace has only a loopback
+   interface, down: no address outside the process is reachable, 127.0.0.1 of the host included. In the new
+   user namespace the process holds no capability over the host: it cannot raise a resource limit again.
+2. **Imports, then chroot** (zygote; `layers["chroot"]`, needs 1): the allowed modules and the harness are
+   imported while the file system is visible; then the process changes its root to its empty working
+   directory, so no file of the machine (the pack's data files, /proc) can be opened afterwards.
+3. **Kernel limits**: RLIMIT_DATA = the memory bound (a larger allocation raises MemoryError, reported as a
+   memory error), RLIMIT_FSIZE = 0 (no byte can be written to a file), RLIMIT_NOFILE small, RLIMIT_CORE = 0
+   (zygote, inherited); RLIMIT_NPROC = 0 (no process or thread, when not root of the host) and RLIMIT_CPU as
+   a backstop (the candidate's process only).
+4. **seccomp** (x86_64 Linux; `layers["seccomp"]`): the zygote's filter makes these system calls fail with
+   EPERM: creating sockets; exec; signals other than kill, ptrace and process_vm_*; opening any file, for
+   reading too; creating, truncating, renaming, linking or deleting a file or changing its metadata; mounts,
+   chroot, namespaces, io_uring, bpf and keys. The candidate's process adds its own filter on top (filters
+   stack), which also refuses fork, clone, kill and setrlimit (`kernel_layers`).
+5. **One process per candidate** (always): the candidate runs in a process forked from the zygote that closes
+   every descriptor but its two pipes to the zygote (the program in, its answer out; the zygote's pipes to
+   coco-sql are closed), runs the program over every instance, writes one answer
+   (`messages.PYTHON_CANDIDATE`) and exits. Whatever it changes
+   (a module's attributes, numpy's error state, a class of the standard library, the harness's globals) ends
+   with it: the next candidate starts from the zygote again.
+6. **In-process** (always, not a boundary on its own): the socket constructors of `socket` and `_socket` raise;
    candidate modules run with an allow-list of builtins (no open, exec, eval, compile, input, getattr...)
-   whose `__import__` serves only the allowed modules; the allowed modules' attributes are restored after
-   every run, so one program cannot change what the next one computes.
+   whose `__import__` serves only the allowed modules.
 
-Time: the worker raises `_Deadline` in the candidate at the deadline (SIGALRM); a program that swallows it
-is killed by the parent (SIGKILL) once the deadline and its grace period have passed.
+The zygote reads the candidate's answer as hostile data (size-limited, parsed against its schema), kills the
+process, and only then passes the answer on (coco-sql parses it again): the candidate never writes to
+coco-sql's pipe.
 
-Messages are pickled tuples over two pipes (`multiprocessing.connection.Connection`):
+Time: the candidate's process raises `_Deadline` in the program at the deadline (SIGALRM) and reports a
+timeout; a program that swallows it is killed by the zygote (SIGKILL) once the deadline and its grace period
+have passed, and the zygote lives on. The parent kills the zygote only if it does not answer either.
 
-    parent -> worker   ("init", the fields of `Init`)  then  ("run", source, deadline_s)
-    worker -> parent   ("ready", layers) | ("result", outputs, failures, elapsed_ms, cpu_s)
-                       ("error", kind, message, cpu_s) with kind in {"error", "timeout", "memory"}
-
-`outputs` is `[(instance_id, output)]` for the instances the harness finished, `failures` is
-`[(instance_id, one-line reason)]` for the others. Every message holds plain Python values only, so the worker
-never imports coco_sql (see `main`).
+Messages (`messages`): parent -> zygote `PYTHON_PARENT` (init, run); zygote -> parent `PYTHON_ZYGOTE` (ready,
+result, error); candidate -> zygote `PYTHON_CANDIDATE` (result, error). `outputs` is `[(instance_id, output)]`
+for the instances the harness finished, `failures` is `[(instance_id, one-line reason)]` for the others.
 """
 
 from __future__ import annotations
 
+import _socket
 import builtins
-import ctypes
+import contextlib
 import gc
 import os
-import resource
 import signal
-import struct
+import socket
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
+if __name__ == "__main__":  # the fresh interpreter (`-I`) runs this file as a script: find its package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-@dataclass(frozen=True)
-class Init:
-    """What a worker is started with: one split's instances and how to run a program on each."""
+from coco_sql.messages import PYTHON_CANDIDATE, PYTHON_PARENT
+from coco_sql.sandbox.kernel_layers import (
+    ZYGOTE_ALLOWED,
+    change_root_here,
+    die_with_parent,
+    enter_namespaces,
+    install_seccomp,
+    set_candidate_limits,
+    set_zygote_limits,
+)
+from coco_sql.wire import (
+    CHILD_INBOX_FD,
+    CHILD_OUTBOX_FD,
+    Channel,
+    WireError,
+    child_end,
+    dumps,
+    exact,
+)
 
-    instances: list[tuple[str, dict[str, Any]]]
-    harness: str  # source of the pack's harness module: `run(entry, instance) -> output`
-    entry: str  # the function of the candidate module the harness calls
-    modules: tuple[str, ...]  # the modules a candidate may import
-    memory_bytes: int
-    max_open_files: int
-    cpu_cap_s: int
-    namespaces: bool  # try layer 1 (and 2)
-    seccomp: bool  # install layer 4
+if __name__ == "__main__":
+    del sys.path[0]
 
-
-# ------------------------------------------------------------------------------------------- layer 1 and 2
-
-_CLONE_NEWUSER, _CLONE_NEWNET, _CLONE_NEWIPC = 0x10000000, 0x40000000, 0x08000000
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def enter_namespaces() -> bool:
-    """A new user, network and IPC namespace for this process; False when the kernel refuses."""
-    return _libc().unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWIPC) == 0
-
-
-def change_root_here() -> bool:
-    """Make the (empty) working directory the root of the file system; False when not permitted."""
-    try:
-        os.chroot(".")
-        os.chdir("/")
-    except OSError:
-        return False
-    return True
-
-
-# ------------------------------------------------------------------------------------------------ layer 3
-
-
-def set_limits(init: Init) -> None:
-    def limit(kind: int, soft: int, hard: int | None = None) -> None:
-        resource.setrlimit(kind, (soft, soft if hard is None else hard))
-
-    limit(resource.RLIMIT_DATA, init.memory_bytes)
-    limit(resource.RLIMIT_FSIZE, 0)
-    limit(resource.RLIMIT_NOFILE, init.max_open_files)
-    limit(resource.RLIMIT_CORE, 0)
-    limit(resource.RLIMIT_NPROC, 0)
-    limit(resource.RLIMIT_CPU, init.cpu_cap_s, init.cpu_cap_s + 5)
-
-
-# ------------------------------------------------------------------------------------------------ layer 4
-
-_AUDIT_ARCH_X86_64 = 0xC000003E
-_X32_SYSCALL_BIT = 0x40000000
-_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO, _SECCOMP_RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
-_EPERM = 1
-# x86_64 numbers of the system calls the filter refuses (arch/x86/entry/syscalls/syscall_64.tbl)
-X86_64_DENIED: Mapping[str, tuple[int, ...]] = {
-    "network": (41, 42, 43, 49, 50, 53, 288),  # socket connect accept bind listen socketpair accept4
-    "processes": (56, 57, 58, 59, 322, 435),  # clone fork vfork execve execveat clone3
-    "other processes": (62, 200, 234, 101, 310, 311, 424, 434, 438),  # kill tkill tgkill ptrace pidfd_*
-    "opening files": (
-        2,
-        85,
-        257,
-        303,
-        304,
-        437,
-    ),  # open creat openat name_to_handle_at open_by_handle_at openat2
-    "changing files": (
-        *(76, 77, 82, 83, 84, 86, 87, 88, 90, 91, 92, 93, 94, 132, 133),  # truncate ... mknod
-        *(235, 258, 259, 260, 261, 263, 264, 265, 266, 268, 280, 285, 316, 452),  # utimes ... fchmodat2
-        *(188, 189, 190, 197, 198, 199),  # xattrs
-    ),
-    "system": (
-        *(155, 161, 165, 166, 272, 308, 428, 429, 430, 431, 432, 433, 442),  # mounts chroot namespaces
-        *(160, 302),  # setrlimit prlimit64
-        *(425, 426, 427, 321, 298, 323, 248, 249, 250, 240),  # io_uring bpf perf userfaultfd keys mq_open
-        *(163, 164, 167, 168, 169, 170, 171, 175, 176, 227, 246, 313, 320),  # acct ... kexec
-    ),
-}
-
-Jump = int | str  # a relative offset, or the label it is resolved to
-
-
-def seccomp_program() -> bytes:
-    """The filter as BPF: a foreign architecture is killed, the denied calls fail with EPERM, everything else
-    is allowed."""
-    denied = sorted({nr for group in X86_64_DENIED.values() for nr in group})
-    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    code: list[tuple[int, Jump, Jump, int]] = [
-        (ld_abs, 0, 0, 4),  # seccomp_data.arch
-        (jeq, 1, 0, _AUDIT_ARCH_X86_64),
-        (ret, 0, 0, _SECCOMP_RET_KILL),
-        (ld_abs, 0, 0, 0),  # seccomp_data.nr
-        (jge, "deny", 0, _X32_SYSCALL_BIT),  # the x32 ABI numbers: refused as a whole
-        *((jeq, "deny", 0, nr) for nr in denied),
-        (ret, 0, 0, _SECCOMP_RET_ALLOW),
-    ]
-    labels = {"deny": len(code)}
-    code.append((ret, 0, 0, _SECCOMP_RET_ERRNO | _EPERM))
-
-    def offset(here: int, target: Jump) -> int:
-        if isinstance(target, int):
-            return target
-        jump = labels[target] - here - 1
-        if not 0 <= jump <= 255:
-            raise ValueError(f"seccomp jump of {jump} instructions does not fit in a byte")
-        return jump
-
-    return b"".join(
-        struct.pack("=HBBI", op, offset(i, jt), offset(i, jf), k) for i, (op, jt, jf, k) in enumerate(code)
-    )
-
-
-def install_seccomp() -> bool:
-    """Install `seccomp_program` for this (single-threaded) process; False when unsupported here."""
-    if sys.platform != "linux" or os.uname().machine != "x86_64":
-        return False
-    program = seccomp_program()
-    buffer = ctypes.create_string_buffer(program)
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    libc = _libc()
-    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
-    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-        return False
-    return libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) == 0
-
-
-# ------------------------------------------------------------------------------------------------ layer 5
+# ------------------------------------------------------------------------------------------------ layer 6
 
 _SAFE_BUILTINS = """
     abs all any ascii bin bool bytearray bytes callable chr classmethod complex dict divmod enumerate filter
@@ -238,8 +129,6 @@ def restricted_builtins(allowed_modules: frozenset[str]) -> dict[str, Any]:
 
 def disable_sockets() -> None:
     """The socket constructors raise (in-process; layers 1 and 4 are what stops a program that gets past it)."""
-    import _socket
-    import socket
 
     def refused(*args: object, **kwargs: object) -> None:
         raise PermissionError("network access is disabled in the sandbox")
@@ -250,25 +139,7 @@ def disable_sockets() -> None:
                 setattr(module, name, refused)
 
 
-class ModuleState:
-    """The attributes of the allowed modules (and their submodules) as imported, put back after every run."""
-
-    def __init__(self, roots: Iterable[str]) -> None:
-        prefixes = tuple(f"{root}." for root in roots)
-        self._saved = [
-            (module.__dict__, dict(module.__dict__))
-            for name, module in list(sys.modules.items())
-            if isinstance(module, ModuleType) and (name in roots or name.startswith(prefixes))
-        ]
-
-    def restore(self) -> None:
-        for live, saved in self._saved:
-            if live.keys() != saved.keys() or any(live[k] is not v for k, v in saved.items()):
-                live.clear()
-                live.update(saved)
-
-
-# --------------------------------------------------------------------------------------------- the worker
+# ------------------------------------------------------------------------------------- running one program
 
 
 class _Deadline(BaseException):
@@ -292,27 +163,26 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}{': ' + text if text else ''}{where}"
 
 
-def _plain(value: Any) -> Any:
-    """numpy scalars become Python numbers, so that the parent needs no numpy to read a result."""
-    item = getattr(value, "item", None)
-    return item() if callable(item) and type(value).__module__ == "numpy" else value
-
-
 class Worker:
-    def __init__(self, init: Init, harness_run: Callable[[Callable[..., Any], Any], Any]) -> None:
-        self.init = init
+    """What the zygote holds for its candidates: the instances, the harness's `run`, the restricted builtins."""
+
+    def __init__(
+        self, init: Mapping[str, Any], harness_run: Callable[[Callable[..., Any], Any], Any]
+    ) -> None:
+        self.instances: list[tuple[str, dict[str, Any]]] = list(init["instances"])
+        self.entry: str = init["entry"]
         self.harness_run = harness_run
-        self.builtins = restricted_builtins(frozenset(init.modules))
-        self.modules = ModuleState({name.partition(".")[0] for name in init.modules})
+        self.builtins = restricted_builtins(frozenset(init["modules"]))
 
     def run(self, source: str) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
-        """Every instance through the harness; ProgramFailed, _Deadline and MemoryError end the whole run."""
+        """Every instance through the harness; ProgramFailed, _Deadline and MemoryError end the whole run. An
+        output is kept in its wire form (`wire.exact`): one that cannot cross fails its instance."""
         outputs: list[tuple[str, Any]] = []
         failures: list[tuple[str, str]] = []
         entry = self._load(source)
-        for instance_id, instance in self.init.instances:
+        for instance_id, instance in self.instances:
             try:
-                outputs.append((instance_id, _plain(self.harness_run(entry, instance))))
+                outputs.append((instance_id, exact(self.harness_run(entry, instance))))
             except MemoryError:
                 raise
             except Exception as error:
@@ -331,48 +201,18 @@ class Worker:
             raise
         except Exception as error:
             raise ProgramFailed(f"the program fails when loaded: {_reason(error)}") from None
-        entry = namespace.get(self.init.entry)
+        entry = namespace.get(self.entry)
         if not callable(entry):
-            raise ProgramFailed(f"the program defines no function {self.init.entry!r}")
+            raise ProgramFailed(f"the program defines no function {self.entry!r}")
         return entry
-
-
-def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _alarm(signum: int, frame: object) -> None:
     raise _Deadline()
 
 
-def serve(inbox: Connection, outbox: Connection) -> None:
-    _, fields = inbox.recv()
-    init = Init(**fields)
-    layers = {"namespaces": init.namespaces and enter_namespaces()}
-    for name in init.modules:
-        __import__(name)
-    harness: dict[str, Any] = {"__name__": "harness"}
-    exec(compile(init.harness, "<harness>", "exec"), harness)
-    worker = Worker(init, harness["run"])
-    warnings.simplefilter("ignore")
-    signal.signal(signal.SIGALRM, _alarm)
-    layers["chroot"] = layers["namespaces"] and change_root_here()
-    set_limits(init)
-    layers["seccomp"] = init.seccomp and install_seccomp()
-    disable_sockets()
-    gc.collect()
-    outbox.send(("ready", layers))
-    while True:
-        try:
-            _, source, deadline_s = inbox.recv()
-        except EOFError:  # the parent closed the pipe: the sandbox is closed
-            return
-        outbox.send((*_answer(worker, source, deadline_s), _cpu_s()))
-
-
-def _answer(worker: Worker, source: str, deadline_s: float) -> tuple[Any, ...]:
-    """One run under the deadline, as the message that reports it (without the CPU time)."""
+def answer(worker: Worker, source: str, deadline_s: float) -> dict[str, Any]:
+    """One run under the deadline, as the message that reports it."""
     start = time.perf_counter()
     try:
         try:
@@ -380,32 +220,244 @@ def _answer(worker: Worker, source: str, deadline_s: float) -> tuple[Any, ...]:
             outputs, failures = worker.run(source)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)  # the alarm may fire in here: the outer handlers see it
-        answer: tuple[Any, ...] = ("result", outputs, failures, (time.perf_counter() - start) * 1000.0)
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        return {"type": "result", "outputs": outputs, "failures": failures, "elapsed_ms": elapsed_ms}
     except _Deadline:
-        answer = ("error", "timeout", f"the program exceeded its {deadline_s:g} s deadline")
+        return _error("timeout", f"the program exceeded its {deadline_s:g} s deadline")
     except MemoryError:
-        answer = ("error", "memory", "the program ran out of memory")
+        return _error("memory", "the program ran out of memory")
     except ProgramFailed as failure:
-        answer = ("error", "error", str(failure))
+        return _error("error", str(failure))
     except BaseException as error:  # SystemExit and the like, raised by the program itself
-        answer = ("error", "error", f"the program raised {_reason(error)}")
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    worker.modules.restore()
+        return _error("error", f"the program raised {_reason(error)}")
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "kind": kind, "message": message}
+
+
+# ------------------------------------------------------------------------------------------------ the zygote
+
+
+@dataclass
+class _Spare:
+    """A process forked ahead of time, locked down and waiting for its program on `to_child`."""
+
+    pid: int
+    to_child: int  # the zygote's end of the pipe that carries the program
+    from_child: int  # the zygote's end of the pipe that carries the answer
+
+
+class Zygote:
+    """The locked-down process that forks one process per candidate and reports what it answered.
+
+    The process for the next candidate is forked ahead of time (`prepare`, after an answer went out), so that
+    forking it, and reaping the last one, is not on the evaluation's path; it is locked down before it waits.
+    """
+
+    def __init__(self, parent: Channel, init: Mapping[str, Any], worker: Worker, seccomp: bool) -> None:
+        self.parent = parent
+        self.init = init
+        self.worker = worker
+        self.seccomp = seccomp  # the candidate's process installs its own filter too
+        self._spare: _Spare | None = None
+        self._finished: int | None = None  # a killed process, reaped by `prepare`
+
+    def prepare(self) -> None:
+        """Reap the last candidate's process and fork the next one."""
+        if self._finished is not None:
+            os.waitpid(self._finished, 0)
+            self._finished = None
+        if self._spare is None:
+            with contextlib.suppress(OSError):  # `run` tries again, and reports the failure
+                self._spare = self._fork()
+
+    def close(self) -> None:
+        """End the process waiting for a program, and reap the last one."""
+        for pid in (self._spare.pid if self._spare else None, self._finished):
+            if pid is not None:
+                _reap(pid, kill=True)
+        self._spare = self._finished = None
+
+    def run(self, source: str, deadline_s: float) -> bytes:
+        """Hand the program to a fresh process and read its one answer; SIGKILL it once the answer is in or the
+        deadline and its grace period are over. The frame for the parent: the answer as the child wrote it once
+        it parsed (the parent parses it again), or the zygote's own error."""
+        try:
+            spare = self._spare or self._fork()
+        except OSError as error:
+            return dumps(_error("crashed", f"the program's process could not be started ({error})"))
+        self._spare = None
+        until = time.monotonic() + deadline_s + self.init["kill_grace_s"]
+        with contextlib.suppress(OSError):  # a process that died already: its end shows below
+            Channel(-1, spare.to_child, PYTHON_PARENT).send(
+                {"type": "run", "source": source, "deadline_s": deadline_s}
+            )
+        os.close(spare.to_child)
+        inbox = Channel(spare.from_child, -1, PYTHON_CANDIDATE)
+        try:
+            payload = inbox.receive_bytes(until, limit=self.init["max_answer_bytes"])
+            if payload is not None:
+                PYTHON_CANDIDATE.decode(payload)
+        except EOFError:  # it closed its answer pipe: it ended, or should end by its deadline
+            status = _reap_by(spare.pid, until)
+            if status is None:
+                return dumps(
+                    _error("killed", f"the program exceeded its {deadline_s:g} s deadline and was killed")
+                )
+            return dumps(_crashed(status))
+        except WireError as error:
+            payload = None
+            answer = dumps(_error("malformed", f"{error}; the program's process was stopped"))
+        else:
+            answer = (
+                bytes(payload)
+                if payload is not None
+                else dumps(
+                    _error("killed", f"the program exceeded its {deadline_s:g} s deadline and was killed")
+                )
+            )
+        finally:
+            inbox.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(spare.pid, signal.SIGKILL)
+        self._finished = spare.pid
+        return answer
+
+    def _fork(self) -> _Spare:
+        program_read, program_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (program_read, program_write, answer_read, answer_write):
+                os.close(fd)
+            raise
+        if pid == 0:
+            self._child(program_read, answer_write)  # never returns
+        os.close(program_read)
+        os.close(answer_write)
+        return _Spare(pid, program_write, answer_read)
+
+    def _child(self, program_fd: int, answer_fd: int) -> None:
+        """The candidate's process: close every descriptor but its two pipes, lock itself down further, wait for
+        its program, run it, write its one answer and exit (never returns to the zygote's loop)."""
+        status = 0
+        try:
+            try:
+                self.parent.close()  # coco-sql's pipes: this process never talks to coco-sql
+                low, high = sorted((program_fd, answer_fd))
+                os.closerange(3, low)
+                os.closerange(low + 1, high)
+                os.closerange(high + 1, 1 << 16)
+                die_with_parent(signal.SIGKILL)
+                set_candidate_limits(self.init["cpu_cap_s"])
+                if self.seccomp and not install_seccomp():
+                    raise RuntimeError("its seccomp filter could not be installed")
+            except Exception as error:
+                failed: str | None = f"the program's process could not start: {_reason(error)}"
+            else:
+                failed = None
+            try:
+                run = Channel(program_fd, -1, PYTHON_PARENT).receive()
+            except EOFError:  # the zygote ended without a program for it
+                raise SystemExit from None
+            if run is None or run["type"] != "run":
+                raise SystemExit
+            if failed is not None:
+                message = _error("error", failed)
+            else:
+                message = answer(self.worker, run["source"], run["deadline_s"])
+            Channel(-1, answer_fd, PYTHON_CANDIDATE).send_bytes(self._payload(message))
+        except BaseException:
+            status = 70
+        finally:
+            os._exit(status)
+
+    def _payload(self, message: dict[str, Any]) -> bytes:
+        """The answer's frame, or an error's when it cannot be written or is over the size limit."""
+        try:
+            payload = dumps(message)
+        except MemoryError:
+            return dumps(_error("memory", "the program's outputs do not fit in the sandbox's memory bound"))
+        except (TypeError, ValueError, RecursionError) as error:  # what `exact` let through
+            return dumps(_error("error", f"the program's outputs cannot leave the sandbox: {_reason(error)}"))
+        if len(payload) > self.init["max_answer_bytes"]:
+            size = f"{len(payload) / 2**20:,.0f} MB"
+            return dumps(_error("error", f"the program's outputs are {size}, over the sandbox's limit"))
+        return payload
+
+
+def _reap(pid: int, *, kill: bool) -> int:
+    """Wait for the candidate's process (after SIGKILL with `kill`); its wait status."""
+    if kill:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return os.waitpid(pid, 0)[1]
+
+
+def _reap_by(pid: int, until: float) -> int | None:
+    """The wait status of a process that should end by `until`; None when it had to be killed then."""
+    while time.monotonic() < until:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.005)
+    _reap(pid, kill=True)
+    return None
+
+
+def _crashed(status: int) -> dict[str, Any]:
+    """The message for a candidate's process that ended without an answer."""
+    code = os.waitstatus_to_exitcode(status)
+    if code == -signal.SIGKILL:  # not sent by the zygote: the kernel's out-of-memory killer
+        return _error("crashed_memory", "the program's process was killed (SIGKILL)")
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    return _error("crashed", f"the program's process died ({how})")
+
+
+def serve(parent: Channel) -> None:
+    init = parent.receive()
+    if init is None or init["type"] != "init":
+        raise RuntimeError("the parent must start with init")
+    layers = {"namespaces": init["namespaces"] and enter_namespaces()}
+    for name in init["modules"]:
+        __import__(name)
+    harness: dict[str, Any] = {"__name__": "harness"}
+    exec(compile(init["harness"], "<harness>", "exec"), harness)
+    worker = Worker(init, harness["run"])
+    warnings.simplefilter("ignore")
+    signal.signal(signal.SIGALRM, _alarm)
+    layers["chroot"] = layers["namespaces"] and change_root_here()
+    set_zygote_limits(init["memory_bytes"], init["max_open_files"])
+    layers["seccomp"] = init["seccomp"] and install_seccomp(ZYGOTE_ALLOWED)
+    disable_sockets()
     gc.collect()
-    return answer
+    gc.freeze()  # what the zygote holds stays out of the candidates' collections: fewer copied pages
+    zygote = Zygote(parent, init, worker, layers["seccomp"])
+    zygote.prepare()
+    parent.send({"type": "ready", "layers": layers})
+    while True:
+        try:
+            message = parent.receive()
+        except EOFError:  # the parent closed the pipe: the sandbox is closed
+            zygote.close()
+            return
+        if message is not None and message["type"] == "run":
+            parent.send_bytes(zygote.run(message["source"], message["deadline_s"]))
+            zygote.prepare()
 
 
 def main(argv: list[str]) -> None:
-    """Started as `python -m coco_sql.sandbox.python_worker FD_IN FD_OUT` (by `child.ChildProcess`), the process
-    has imported the coco_sql package, whose imports start threads (a process with threads cannot enter a user
-    namespace) and which a candidate has no business reaching. So it first replaces itself with a fresh,
-    isolated interpreter (`-I`) that runs this file as a script and imports nothing but the standard library,
-    the allowed modules and the harness; the pipes and the process id carry over."""
+    """Started as `python -m coco_sql.sandbox.python_worker` (by `child.ChildProcess`), the process has imported
+    the coco_sql package, which a candidate has no business reaching. So it moves its pipes to descriptors 3
+    and 4 and replaces itself with a fresh, isolated interpreter (`-I`) that runs this file as a script and
+    imports nothing but the standard library, `wire`, `messages`, `kernel_layers`, the allowed modules and the
+    harness; the pipes and the process id carry over."""
     if argv[-1] != "--fresh":
-        os.execv(
-            sys.executable, [sys.executable, "-I", os.path.abspath(__file__), argv[1], argv[2], "--fresh"]
-        )
-    serve(Connection(int(argv[1])), Connection(int(argv[2])))
+        child_end(PYTHON_PARENT)
+        os.execv(sys.executable, [sys.executable, "-I", os.path.abspath(__file__), "--fresh"])
+    serve(Channel(CHILD_INBOX_FD, CHILD_OUTBOX_FD, PYTHON_PARENT))
 
 
 if __name__ == "__main__":

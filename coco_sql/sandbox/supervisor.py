@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from coco_sql.child import ChildDied, ChildProcess
+from coco_sql.child import ChildDied, ChildMisbehaved, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationTimeout
 
 START_TIMEOUT_S = 60.0
@@ -46,6 +46,11 @@ class Supervisor:
         self.worker.stop(kill=kill)
         self.last_worker_peak_rss = self.worker.peak_rss_bytes
         self.worker = None
+
+    def replaced(self) -> None:
+        """Count a process the worker itself replaced (the Python sandbox's process of one program, killed or
+        dead)."""
+        self.restarts += 1
 
     @property
     def worker_pid(self) -> int | None:
@@ -86,22 +91,27 @@ class SupervisedSandbox:
         self.close()
 
 
-def handshake(worker: ChildProcess, init: Any, what: str, *, raw: bool = False) -> tuple[Any, ...]:
-    """Send the worker its `init` message (bytes already pickled with `raw`) and wait for ("ready", ...).
-    EvaluationError naming `what` when it dies or does not answer in time; the worker is stopped then."""
+def handshake(
+    worker: ChildProcess, init: dict[str, Any], what: str, *, blobs: Sequence[bytes] = ()
+) -> dict[str, Any]:
+    """Send the worker its `init` message (and the frames `blobs` after it) and wait for its `ready` message,
+    which it returns. EvaluationError naming `what` when it dies, breaks its protocol or does not answer in
+    time; the worker is stopped then."""
     try:
-        if raw:
-            worker.send_bytes(init)
-        else:
-            worker.send(init)
+        worker.send(init)
+        for blob in blobs:
+            worker.send_bytes(blob)
         ready = worker.receive(until=time.monotonic() + START_TIMEOUT_S)
     except ChildDied as death:
         worker.stop(kill=True)
         raise EvaluationError(f"{what} could not start ({death})") from None
-    if ready is None or ready[0] != "ready":
+    except ChildMisbehaved as error:
+        worker.stop(kill=True)
+        raise EvaluationError(f"{what} could not start: {error}") from None
+    if ready is None or ready["type"] != "ready":
         worker.stop(kill=True)
         raise EvaluationError(f"{what} did not start in time")
-    return tuple(ready)
+    return ready
 
 
 def over_time(what: str, deadline_s: float, how: str) -> EvaluationTimeout:

@@ -1,8 +1,8 @@
 """The sandbox worker: a child process that holds one split's rows in a `LockedDuckDB` and runs queries on it.
 
-Started by `sandbox.Sandbox` as `python -m coco_sql.sandbox.worker FD_IN FD_OUT`, with a working
-directory that is an empty temporary folder and an environment that carries no credentials. Before it reads any
-candidate it lowers its own kernel limits, which it cannot raise again:
+Started by `sandbox.Sandbox` as `python -m coco_sql.sandbox.worker` (`child.ChildProcess`: its pipes at the
+fixed descriptors 3 and 4, a working directory that is an empty temporary folder, an environment that carries
+no credentials). Before it reads any rows it lowers its own kernel limits, which it cannot raise again:
 
 - RLIMIT_DATA (the heap and every private writable mapping, Linux >= 4.7) to the sandbox's memory bound, so a
   scalar call that builds a multi-GB string or list fails to allocate instead of taking the machine's memory;
@@ -10,106 +10,124 @@ candidate it lowers its own kernel limits, which it cannot raise again:
 - RLIMIT_FSIZE to 0: no file can be written (writes fail with EFBIG; Python ignores SIGXFSZ);
 - RLIMIT_CORE to 0: a crash leaves no core file.
 
-Messages are pickled tuples over two pipes (`multiprocessing.connection.Connection`):
+Messages are `messages.SQL_PARENT` (init, run, types, ai_result, ai_error) and `messages.SQL_WORKER` (ready,
+result, types, error, ai): length-prefixed JSON (`wire`). The init message is followed by one frame per table
+holding its rows as a pickled DataFrame: in this direction only (the worker trusts its parent, and DuckDB then
+reads exactly the frame the parent holds, with the same column types); nothing the worker sends is unpickled.
+A result travels by column: a column whose DuckDB type holds only text,
+numbers, booleans and lists of them is written as it is; the others pass through `wire.exact`, so that a
+Decimal, a date or a MAP arrives as what DuckDB returned.
 
-    parent -> worker   ("init", inputs: DataFrame, relation, duckdb_memory_limit, with_ai: bool, tables: {name: DataFrame})
-                       ("run", sql, deadline_s) | ("types", sql) | ("ai_result", values) | ("ai_error", message)
-    worker -> parent   ("ready",) | ("result", columns, rows, elapsed_ms) | ("types", kinds)
-                       ("error", kind, message) with kind in {"error", "timeout", "memory"}
-                       ("ai", udf_name, columns)   while a query runs: one chunk for the parent's AI runtime
-
-The AI functions are registered as proxies: a chunk of arguments goes to the parent, whose AI runtime (providers,
-cache, cost ledger, deadline) answers it. So the worker holds no model, no cache and no key. The parent enforces
-the hard deadline by killing this process; the worker's own DuckDB interrupt is the cheap path that keeps it
-alive for the next query.
+The AI functions are registered as proxies: a chunk of arguments goes to the parent (`ai`), whose AI runtime
+(providers, cache, cost ledger, deadline) answers it. So the worker holds no model, no cache and no key. The
+parent enforces the hard deadline by killing this process; the worker's own DuckDB interrupt is the cheap path
+that keeps it alive for the next query.
 """
 
 from __future__ import annotations
 
+import pickle
+import re
 import resource
-import sys
-from multiprocessing.connection import Connection
 from typing import Any
 
+from coco_sql.messages import SQL_PARENT, SQL_RESULT_MAX_BYTES, pack_column
+from coco_sql.sandbox.lockdown import LockedDuckDB, QueryResult  # DuckDB and pandas, before the limits
+from coco_sql.wire import Channel, child_end, dumps, exact
 
-def pack_column(values: list[Any]) -> list[Any] | tuple[int, Any]:
-    """A chunk's argument column for the pipe: `(n, value)` when all n values are equal (the categories and
-    config of an AI call usually are: a 28-label list repeated on 2,000 rows), else the list itself."""
-    first = values[0] if values else None
-    if values and all(value == first for value in values):
-        return (len(values), first)
-    return values
-
-
-def unpack_column(packed: list[Any] | tuple[int, Any]) -> list[Any]:
-    if isinstance(packed, tuple):
-        n, value = packed
-        return [value] * n
-    return packed
+# DuckDB types whose Python values JSON holds as they are (text, integers, floats, booleans; lists of them)
+_PLAIN_TYPE = re.compile(
+    r"(VARCHAR|JSON|BOOLEAN|U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)|FLOAT|DOUBLE|\"NULL\"|NULL)(\[\])*"
+)
 
 
 def _limit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, value))
 
 
-def serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
-    import duckdb  # noqa: F401  (imported before the limit: its shared libraries are not what we bound)
-    import pandas  # noqa: F401
+def result_message(result: QueryResult) -> dict[str, Any]:
+    """The `result` message of a query's rows, by column (one comprehension per column: `zip(*rows)` would make
+    an iterator per row)."""
+    rows = result.rows
+    data = [[row[k] for row in rows] for k in range(len(result.columns))]
+    for k, kind in enumerate(result.types):
+        if not _PLAIN_TYPE.fullmatch(kind):
+            data[k] = exact(data[k])
+    return {
+        "type": "result",
+        "columns": list(result.columns),
+        "n_rows": len(result.rows),
+        "data": data,
+        "elapsed_ms": result.elapsed_ms,
+    }
 
+
+def serve(channel: Channel) -> None:
     from coco_sql.aifuncs.duckdb_udfs import register_udfs
     from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
-    from coco_sql.sandbox.lockdown import LockedDuckDB
 
-    _limit(resource.RLIMIT_DATA, memory_bytes)
+    init = channel.receive()
+    if init is None or init["type"] != "init":
+        raise RuntimeError("the parent must start with init")
+    _limit(resource.RLIMIT_DATA, init["memory_bytes"])
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_CORE, 0)
-
-    _, inputs, relation, duckdb_memory_limit, with_ai, tables = inbox.recv()
+    tables = {name: pickle.loads(channel.receive_bytes()) for name in init["tables"]}  # from the parent
+    relation = init["tables"][0]
 
     def ask_parent(udf: str, columns: list[list[Any]]) -> list[Any]:
-        outbox.send(("ai", udf, [pack_column(column) for column in columns]))
-        kind, payload = inbox.recv()
-        if kind == "ai_error":
-            raise RuntimeError(payload)
-        return payload
+        channel.send({"type": "ai", "udf": udf, "columns": [pack_column(column) for column in columns]})
+        answer = channel.receive()
+        if answer is None or answer["type"] not in ("ai_result", "ai_error"):
+            raise RuntimeError("the parent must answer an AI chunk")
+        if answer["type"] == "ai_error":
+            raise RuntimeError(answer["message"])
+        return answer["values"]
 
     database = LockedDuckDB(
-        inputs,
+        tables.pop(relation),
         relation=relation,
-        memory_limit=duckdb_memory_limit,
-        register_udfs=(lambda con: register_udfs(con, ask_parent)) if with_ai else None,
+        memory_limit=init["duckdb_memory_limit"],
+        register_udfs=(lambda con: register_udfs(con, ask_parent)) if init["with_ai"] else None,
         tables=tables,
     )
-    del inputs, tables
-    outbox.send(("ready",))
+    del tables
+    channel.send({"type": "ready"})
     while True:
         try:
-            message = inbox.recv()
+            message = channel.receive()
         except EOFError:  # the parent closed the pipe: the sandbox is closed
             return
         try:
-            if message[0] == "types":
-                outbox.send(("types", database.statement_types(message[1])))
+            if message["type"] == "types":
+                channel.send({"type": "types", "kinds": database.statement_types(message["sql"])})
                 continue
-            _, sql, deadline_s = message
-            result = database.run(sql, deadline_s)
-            outbox.send(("result", result.columns, result.rows, result.elapsed_ms))
+            result = database.run(message["sql"], message["deadline_s"])
+            payload = dumps(result_message(result))
+            if len(payload) > SQL_RESULT_MAX_BYTES:
+                raise EvaluationError(
+                    f"query failed: its result is {len(payload) / 2**20:,.0f} MB, over the sandbox's limit of "
+                    f"{SQL_RESULT_MAX_BYTES // 2**20} MB (return fewer rows or columns)"
+                )
+            del result
+            channel.send_bytes(payload)
         except EvaluationTimeout as error:
-            outbox.send(("error", "timeout", str(error)))
+            channel.send({"type": "error", "kind": "timeout", "message": str(error)})
         except EvaluationMemoryError as error:
-            outbox.send(("error", "memory", str(error)))
-        except MemoryError:  # Python could not hold or pickle the result within the bound
-            outbox.send(("error", "memory", "the query's result does not fit in the sandbox's memory bound"))
+            channel.send({"type": "error", "kind": "memory", "message": str(error)})
+        except MemoryError:  # Python could not hold or encode the result within the bound
+            message_text = "the query's result does not fit in the sandbox's memory bound"
+            channel.send({"type": "error", "kind": "memory", "message": message_text})
         except EvaluationError as error:
-            outbox.send(("error", "error", str(error)))
+            channel.send({"type": "error", "kind": "error", "message": str(error)})
         except Exception as error:  # every other failure is the candidate's too
-            outbox.send(("error", "error", f"query failed: {' '.join(str(error).split())[:500]}"))
+            text = f"query failed: {' '.join(str(error).split())[:500]}"
+            channel.send({"type": "error", "kind": "error", "message": text})
 
 
-def main(argv: list[str]) -> None:
-    fd_in, fd_out, memory_bytes = (int(value) for value in argv[1:4])
-    serve(Connection(fd_in), Connection(fd_out), memory_bytes)
+def main() -> None:
+    serve(child_end(SQL_PARENT))
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    main()

@@ -1,7 +1,9 @@
-"""The tsp_construct harness: build one closed tour per instance with the program's `select_next_node`.
+"""The tsp_construct harness: build one closed tour per instance with the program's `select_next_node`, and
+measure it outside the sandbox.
 
-Trusted pack code, run inside the Python sandbox next to the program. For an instance of n points it starts at
-node 0 and, while more than one node is unvisited, calls
+Trusted pack code in two parts. `run` runs inside the Python sandbox next to the program (which can reach and
+change anything there, this module's globals included): for an instance of n points it starts at node 0 and,
+while more than one node is unvisited, calls
 
     select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix)
 
@@ -10,8 +12,12 @@ unvisited nodes in increasing order and `distance_matrix` the n x n Euclidean di
 unvisited node follows without a call, and the tour closes back to node 0, as in LLM4AD's TSP-Construct.
 
 The answer must be an integer (a Python or numpy int) naming an unvisited node; anything else fails the instance
-with the reason. The output is the tour's length, computed from the harness's own copy of the coordinates, so a
-program that writes into the matrix it was given changes only its own decisions.
+with the reason. `run` returns the tour, a list of node numbers.
+
+`measure` runs in coco-sql's own process, on its own copy of the instance: it checks that the tour visits every
+node of the instance exactly once and returns the closed tour's length, the instance's output. So a program that
+writes into the matrix it was given, or replaces anything in the sandbox, changes only the tour it builds, and a
+tour is scored by what it really is.
 """
 
 import math
@@ -46,6 +52,22 @@ def run(select_next_node, instance):
         tour.append(node)
         current = node
     tour.append(unvisited[0])
+    return tour
+
+
+def measure(tour, instance):
+    """The length of the closed tour `run` returned, from this process's copy of the coordinates; ValueError
+    when it is not a permutation of the instance's nodes."""
+    xs = tuple(float(v) for v in instance["x"])
+    ys = tuple(float(v) for v in instance["y"])
+    n = len(xs)
+    if (
+        type(tour) is not list
+        or len(tour) != n
+        or any(type(node) is not int for node in tour)
+        or sorted(tour) != list(range(n))
+    ):
+        raise ValueError(f"the tour is not a permutation of the instance's {n} nodes")
     return tour_length(xs, ys, tour)
 
 

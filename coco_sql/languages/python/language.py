@@ -2,16 +2,22 @@
 AST features. Its offline operators are `mutate.python_mutator`.
 
 A program is a module that defines the task's entry function; the pack's harness (`[program] harness`) calls it
-on every instance of a split inside the sandbox and turns each instance into its output. An instance the harness
-could not finish (the program raised, or answered something the harness refuses) has no output, and scores 0
-with "no output row for this id"; a program that finishes no instance at all fails as a whole, with the first
+on every instance of a split inside the sandbox (`run(entry, instance)`) and answers for each instance. The answer
+is the instance's output, unless the harness also defines `measure(answer, instance)`: that function runs here,
+in coco-sql's own process, on this process's copy of the instance, and turns the answer into the output (or
+raises to refuse it). A pack whose output must not be taken on the sandbox's word (tsp_construct's tour length:
+the program could change anything inside the sandbox, the harness included) computes it there. An instance
+that could not be finished (the program raised, or answered something the harness refuses) has no output, and
+scores 0 with the reason; a program that finishes no instance at all fails as a whole, with the first
 instance's reason as its error.
+
+The harness is trusted pack code, like the task's data: it is executed in this process to find `measure`.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.errors import EvaluationError, TaskError
@@ -48,6 +54,7 @@ class PythonLanguage:
         self.task = task
         self.spec = pack_spec(task)
         self.limits = limits
+        self.measure = harness_measure(task)
 
     def validate(self, code: str) -> Program:
         tree = validate_program(code, self.spec)
@@ -60,31 +67,62 @@ class PythonLanguage:
         return cell_of_counts(nodes, branches)
 
     def runner(self, split: Split, ai: AiFunctions | None) -> PythonRunner:
+        instances = instance_rows(split.inputs, list(self.task.input_columns))
         sandbox = PythonSandbox(
-            instance_rows(split.inputs, list(self.task.input_columns)),
+            instances,
             harness=self.task.harness or "",
             entry=self.spec.entry,
             modules=self.spec.modules,
             limits=self.limits,
         )
-        return PythonRunner(sandbox)
+        return PythonRunner(sandbox, self.measure, dict(instances))
+
+
+Measure = Callable[[Any, Mapping[str, Any]], Any]
 
 
 class PythonRunner:
-    """Runs validated modules over the split's instances in its Python sandbox."""
+    """Runs validated modules over the split's instances in its Python sandbox; with the harness's `measure`,
+    turns each answer into its output here, on `instances` (this process's own copy)."""
 
-    def __init__(self, sandbox: PythonSandbox) -> None:
+    def __init__(
+        self,
+        sandbox: PythonSandbox,
+        measure: Measure | None = None,
+        instances: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self.sandbox = sandbox
+        self.measure = measure
+        self.instances = instances or {}
 
     def run(
         self, program: Program, deadline_s: float, on_timeout: Callable[[], None] | None = None
     ) -> RunResult:
         result = self.sandbox.run(program.runnable, deadline_s, on_timeout)
-        if not result.outputs and result.failures:
-            instance_id, reason = result.failures[0]
-            raise EvaluationError(f"the program failed on every instance; on {instance_id}: {reason}")
         outputs: list[tuple[object, object]] = list(result.outputs)
-        return RunResult(outputs, result.elapsed_ms, dict(result.failures))
+        failures = dict(result.failures)
+        if self.measure is not None:
+            outputs = self._measured(self.measure, outputs, failures)
+        if not outputs and failures:
+            instance_id, reason = next(iter(failures.items()))
+            raise EvaluationError(f"the program failed on every instance; on {instance_id}: {reason}")
+        return RunResult(outputs, result.elapsed_ms, failures)
+
+    def _measured(
+        self, measure: Measure, answers: list[tuple[object, object]], failures: dict[str, str]
+    ) -> list[tuple[object, object]]:
+        """Each answer as `measure` makes it an output; a refused one becomes its instance's failure. An id
+        that is not an instance of the split is left out (the sandbox has only these)."""
+        outputs: list[tuple[object, object]] = []
+        for instance_id, answer in answers:
+            instance = self.instances.get(str(instance_id))
+            if instance is None:
+                continue
+            try:
+                outputs.append((instance_id, measure(answer, instance)))
+            except Exception as error:  # the harness refuses the answer: the instance's failure
+                failures[str(instance_id)] = one_line_reason(error)
+        return outputs
 
     def close(self) -> None:
         self.sandbox.close()
@@ -107,6 +145,27 @@ def pack_spec(task: TaskPack) -> PythonSpec:
         raise TaskError(f"{where}: the harness must define run(entry, instance)")
     arity = len(seed.args.posonlyargs) + len(seed.args.args)
     return PythonSpec(entry=task.entry, arity=arity, modules=ALLOWED_MODULES)
+
+
+def harness_measure(task: TaskPack) -> Measure | None:
+    """The harness's `measure(answer, instance)`, executed here (trusted pack code), or None when it has none.
+    TaskError (one line) when the harness fails to load."""
+    if task.harness is None or _function(task.harness, "measure", f"task {task.name!r}: the harness") is None:
+        return None
+    namespace: dict[str, Any] = {"__name__": "harness"}
+    try:
+        exec(compile(task.harness, "harness.py", "exec"), namespace)
+    except Exception as error:
+        raise TaskError(
+            f"task {task.name!r}: the harness fails when loaded: {one_line_reason(error)}"
+        ) from None
+    measure = namespace.get("measure")
+    return measure if callable(measure) else None
+
+
+def one_line_reason(error: BaseException) -> str:
+    text = " ".join(str(error).split())[:300]
+    return f"{type(error).__name__}{': ' + text if text else ''}"
 
 
 def _function(source: str, name: str, what: str) -> ast.FunctionDef | None:

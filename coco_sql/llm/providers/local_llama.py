@@ -13,7 +13,8 @@ with ProviderUnavailable saying how ('killed by SIGSEGV'), and coco-sql stops wi
 segfault. The evaluation's deadline is hard here too: a generation still running at the deadline is killed, and
 the next call starts a new host (the model loads in about 0.5 s).
 
-Run as `python -m coco_sql.llm.providers.local_llama FD_IN FD_OUT MODEL N_CTX N_THREADS`, by the provider only.
+Run as `python -m coco_sql.llm.providers.local_llama MODEL N_CTX N_THREADS`, by the provider only; it speaks
+`messages.LLAMA_HOST` (checked JSON frames, like every child), so nothing it sends is unpickled here.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coco_sql.child import ChildDied, ChildProcess
+from coco_sql.child import ChildDied, ChildMisbehaved, ChildProcess
 from coco_sql.errors import CallCancelled, ProviderResponseError, ProviderUnavailable
 from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Deadline
 from coco_sql.llm.providers.tool_wire import openai_messages, openai_tool_calls, openai_tools
+from coco_sql.messages import LLAMA_HOST, LLAMA_PARENT
 
 MODELS = frozenset({"smollm2", "smollm2-135m"})
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -132,7 +134,7 @@ class LocalLlamaProvider:
         left = deadline.remaining()
         until = None if left is None else time.monotonic() + left
         try:
-            host.send(options)
+            host.send({"type": "complete", "options": options})
             while True:
                 reply = host.receive(until=_sooner(until, time.monotonic() + 0.25))
                 if reply is not None:
@@ -140,15 +142,19 @@ class LocalLlamaProvider:
                 if deadline.cancelled.is_set() or (until is not None and time.monotonic() >= until):
                     self._stop(kill=True)  # a generation cannot be interrupted: end the host
                     raise CallCancelled(self.name, "evaluation deadline passed during generation")
+            if reply["type"] == "ready":
+                raise ChildMisbehaved("the local model process answered a request with 'ready'")
         except ChildDied as death:
             self._stop(kill=False)
             raise ProviderUnavailable(
                 self.name, f"the local model process died ({death}); llama.cpp crashed on this machine"
             ) from None
-        kind, payload = reply
-        if kind == "error":
-            raise ProviderResponseError(self.name, payload)
-        return payload
+        except ChildMisbehaved as error:
+            self._stop(kill=True)
+            raise ProviderUnavailable(self.name, f"{error} (it was stopped)") from None
+        if reply["type"] == "error":
+            raise ProviderResponseError(self.name, reply["message"])
+        return reply["completion"]
 
     def _ensure_host(self) -> ChildProcess:
         if self._host is not None:
@@ -167,6 +173,7 @@ class LocalLlamaProvider:
             str(path),
             str(self._n_ctx),
             str(self._n_threads),
+            receives=LLAMA_HOST,
             threads=self._n_threads,
         )
         try:
@@ -176,9 +183,12 @@ class LocalLlamaProvider:
             raise ProviderUnavailable(
                 self.name, f"the local model process died while loading {path.name} ({death})"
             ) from None
-        if ready is None or ready[0] != "ready":
+        except ChildMisbehaved as error:
             host.stop(kill=True)
-            detail = "it did not load in time" if ready is None else ready[1]
+            raise ProviderUnavailable(self.name, f"cannot load {path.name}: {error}") from None
+        if ready is None or ready["type"] != "ready":
+            host.stop(kill=True)
+            detail = "it did not load in time" if ready is None else ready.get("message", ready["type"])
             raise ProviderUnavailable(self.name, f"cannot load {path.name}: {detail}")
         self._host = host
         return host
@@ -193,29 +203,31 @@ def _sooner(a: float | None, b: float) -> float:
     return b if a is None else min(a, b)
 
 
-def _serve(fd_in: int, fd_out: int, model_path: str, n_ctx: int, n_threads: int) -> None:
-    from multiprocessing.connection import Connection
+def _serve(model_path: str, n_ctx: int, n_threads: int) -> None:
+    from coco_sql.wire import child_end
 
-    inbox, outbox = Connection(fd_in), Connection(fd_out)
+    channel = child_end(LLAMA_PARENT)
     try:
         disable_extra_buffers()
         from llama_cpp import Llama
 
         llama = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, verbose=False, seed=0)
     except Exception as error:  # reported to the provider as a load failure
-        outbox.send(("error", " ".join(str(error).split())[:300]))
+        channel.send({"type": "error", "message": " ".join(str(error).split())[:300]})
         return
-    outbox.send(("ready",))
+    channel.send({"type": "ready"})
     while True:
         try:
-            options = inbox.recv()
+            request = channel.receive()
         except EOFError:
             return
+        if request is None:
+            continue
         try:
-            outbox.send(("ok", llama.create_chat_completion(**options)))
+            channel.send({"type": "ok", "completion": llama.create_chat_completion(**request["options"])})
         except Exception as error:  # a bad request: the provider raises it as a response error
-            outbox.send(("error", " ".join(str(error).split())[:300]))
+            channel.send({"type": "error", "message": " ".join(str(error).split())[:300]})
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
