@@ -81,15 +81,17 @@ class Option:
         }[self.kind]
 
     def check(
-        self, value: Any, *, error: type[CocoError] = ConfigError, prefix: str = "", noun: str = "option"
+        self, value: Any, *, error: type[CocoError] = ConfigError, prefix: str = "", label: str | None = None
     ) -> Any:
         """`value` as the option holds it (an integral float as an int, an int as a float for a number); else
-        `error` with one line: '<prefix>option 'islands' must be an integer in [1, 64] (got 100000000)'."""
+        `error` with one line: '<prefix><label> must be an integer in [1, 64] (got 100000000)', the label
+        "option 'islands'" unless given (a setting, a command-line flag)."""
         if value is None and self.nullable:
             return None
         checked = self._checked(value)
         if checked is _BAD:
-            raise error(f"{prefix}{noun} {self.name!r} must be {self.expects()} (got {_shown(value)})")
+            label = label or f"option {self.name!r}"
+            raise error(f"{prefix}{label} must be {self.expects()} (got {_shown(value)})")
         return checked
 
     def _checked(self, value: Any) -> Any:

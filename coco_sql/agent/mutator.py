@@ -67,7 +67,7 @@ class AgentSettings:
 
     def __post_init__(self) -> None:
         for option in AGENT_SETTINGS:  # type and range (`coco_sql.options`), the budgets' bounds included
-            option.check(getattr(self, option.name), noun="agent setting")
+            option.check(getattr(self, option.name), label=f"agent setting {option.name!r}")
         if not self.model:
             raise ConfigError("the agent mutator needs a model: --model <endpoint>/<model> (in SQL: mutator_settings.model) "
                               "(e.g. openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, cortex:mistral-large2)")  # fmt: skip

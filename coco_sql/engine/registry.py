@@ -57,7 +57,9 @@ class MutatorSpec:
                     f"mutator {self.name!r}: setting {name!r} must be {expected.__name__} (got {value!r})"
                 )
             if self.options is not None:
-                value = self.options[name].check(value, prefix=f"mutator {self.name!r}: ", noun="setting")
+                value = self.options[name].check(
+                    value, prefix=f"mutator {self.name!r}: ", label=f"setting {name!r}"
+                )
             merged[name] = value
         if self.check is not None:
             self.check(merged)

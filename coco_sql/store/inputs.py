@@ -80,6 +80,8 @@ def _writes_or_calls(tree: exp.Expression) -> str | None:
             return "SELECT ... INTO writes a table"
         if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
             return f"{node.this.sql()[:60]} is not a table (table functions are not read)"
+        if type(node).__name__ == "TableFromRows":  # Snowflake's TABLE(f(...))
+            return f"{node.sql(dialect='snowflake')[:60]} is not a table (table functions are not read)"
         if isinstance(node, exp.Func) and _function_name(node).lower().startswith("coco_"):
             return f"it calls {_function_name(node)}, a coco-sql procedure"
     return None
