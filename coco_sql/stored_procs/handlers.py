@@ -114,14 +114,13 @@ def _int(value: Any) -> int | None:
     """A NUMBER argument as an int (Snowflake may pass a Decimal or a float); a one-line ConfigError otherwise."""
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not number.is_integer():
+        number = int(value)
+        exact = not isinstance(value, bool | str) and number == value
+    except (TypeError, ValueError, OverflowError):
+        exact = False
+    if not exact:
         from coco_sql.errors import ConfigError
 
         raise ConfigError(f"expected a whole number, got {value!r}")
-    return int(number)
+    return number
