@@ -30,6 +30,8 @@ MAX_SEED = 2**31 - 1  # a seed any model provider and numpy accept
 MAX_AMOUNT = 1e15  # a spend or cost limit past this is no limit, and float() of a larger int may overflow
 TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 """A registered task's name: an identifier (it names files in a temporary folder, rows and a view)."""
+PACK_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+"""A task pack's name (its directory's); a task registered before `TASK_NAME` may have one too."""
 
 
 @dataclass(frozen=True)
@@ -177,9 +179,13 @@ def as_object(value: Any, what: str, *, error: type[CocoError] = ConfigError) ->
     return value
 
 
-def check_task_name(name: Any, *, error: type[CocoError] = ConfigError) -> str:
-    """`name` when it matches `TASK_NAME`; else one line (before anything is written under that name)."""
-    if not isinstance(name, str) or not TASK_NAME.fullmatch(name):
+def check_task_name(name: Any, *, error: type[CocoError] = ConfigError, stored: bool = False) -> str:
+    """`name` when it matches `TASK_NAME` (or, for a task `stored` in a store already, `PACK_NAME`, which older
+    versions registered: neither holds a path); else one line, before anything is written under that name."""
+    fits = isinstance(name, str) and (
+        TASK_NAME.fullmatch(name) is not None or (stored and PACK_NAME.fullmatch(name) is not None)
+    )
+    if not fits:
         raise error(
             f"a task name is a letter or _ then up to 63 letters, digits or _ (got {_shown(name)}): it names a "
             "folder, rows and a view, so it may not be a path"

@@ -460,3 +460,17 @@ def test_the_sql_command_gives_one_line_for_bad_arguments(tmp_path: Path) -> Non
             "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM tasks)"
         ).fetchone() == (0, 0)
         assert check.execute("SELECT count(*) FROM programs").fetchone() == (0,)
+
+
+def test_a_task_registered_under_an_older_name_rule_still_evolves(signals_db) -> None:
+    """Before the identifier rule a registered name could be a pack-style one ('old-signals'): such a stored
+    task still loads and evolves, while registering a new task under that name is refused."""
+    con = signals_db
+    con.execute(SIGNALS_TASK).fetchall()
+    con.execute("UPDATE tasks SET name = 'old-signals'")
+    con.execute("UPDATE task_rows SET task = 'old-signals'")
+    (summary,) = con.execute("CALL coco_evolve('old-signals', 1, {'seed': 1})").fetchall()
+    assert summary[1:3] == ("old-signals", 1)
+    assert "a task name is a letter or _" in one_line_error(
+        con, f"CALL coco_task('new-signals', 'signals', {SIGNALS_OPTIONS})"
+    )

@@ -5,24 +5,24 @@
     data        query (read-only SQL over the training rows), check, show_draft
     workspace   read_candidate, write_candidate, edit_candidate
     test_draft  the candidate on training rows: the train score and at most `test_rows` rows (failures first),
-                at most `max_tests` times per mutation
-
-The draft-test budget: every call that runs the candidate on the training rows, `test_draft` or `show_draft`,
-spends one of the mutation's `max_tests` draft tests. `show_draft` of a candidate this mutation has already
-tested spends none (it shows that test's rows again, nothing runs), and once the budget is spent `show_draft` of
-an untested candidate is refused like a fourth `test_draft`: the budget bounds what the agent learns from
-training labels, and a tool that ran a full test for free would lift it.
+                at most `max_tests` times per mutation (together with show_draft: the budget below)
     primitives  check_primitives: the candidate against this iteration's PACE operator contract (only when
                 primitives are on; the operator itself is in the task prompt)
     offline     offline_search: the offline operators (guard screening, joint rule fit, leaf changes) run from
                 the parent, returned as a proposal the agent may adopt
     commit      ends the mutation with the workspace's candidate, an approach (hillclimb | new) and a line
 
+The draft-test budget: every call that runs the candidate on the training rows, `test_draft` or `show_draft`,
+spends one of the mutation's `max_tests` draft tests. `show_draft` of a candidate this mutation has already
+tested spends none (it shows that test's rows again, nothing runs), and once the budget is spent `show_draft` of
+an untested candidate is refused like a fourth `test_draft`: the budget bounds what the agent learns from
+training labels, and a tool that ran a full test for free would lift it.
+
 A tool's answer is JSON text (or a one-line error the agent can act on). A tool that fails in a way that is not
-a user error (its SQL fails inside DuckDB, say) ends the mutation: the child is discarded with the reason, so a
-resumed run that replays the same cached turn discards it again instead of crashing again. Nothing here can reach validation or
-test rows: the data tools are bound to the training sandbox, and the history tools answer an id that is not a
-training row with the same refusal as an unknown id.
+the agent's mistake (its SQL fails inside DuckDB, say) ends the mutation: the child is discarded with the reason,
+so a resumed run that replays the same cached turn discards it again instead of crashing again. Nothing here can
+reach validation or test rows: the data tools are bound to the training sandbox, and the history tools answer an
+id that is not a training row with the same refusal as an unknown id.
 """
 
 from __future__ import annotations

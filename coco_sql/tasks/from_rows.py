@@ -58,10 +58,11 @@ _OPTION_OF = {
 }  # fmt: skip
 
 
-def check_options(name: object, options: object) -> dict[str, Any]:
+def check_options(name: object, options: object, *, stored: bool = False) -> dict[str, Any]:
     """The task's name and options checked (`options.TASK_NAME`, `options.TASK_OPTIONS`): the options with each
-    value as the table holds it, or a one-line TaskError before anything is written."""
-    check_task_name(name, error=TaskError)
+    value as the table holds it, or a one-line TaskError before anything is written. `stored`: the task is read
+    back from a store, where an older version may have registered a pack-style name (`options.PACK_NAME`)."""
+    check_task_name(name, error=TaskError, stored=stored)
     given = as_object(options, f"task {name!r}: the options", error=TaskError)
     checked = TASK_OPTIONS.check(given, error=TaskError, prefix=f"task {name!r}: ")
     for required in ("label", "seed_program"):
@@ -76,8 +77,9 @@ def check_options(name: object, options: object) -> dict[str, Any]:
 def task_from_rows(
     name: str, source: str, options: Mapping[str, Any], rows: pd.DataFrame, types: Mapping[str, str]
 ) -> TaskPack:
-    """The task `name` over `rows` (the source's columns, with their DuckDB `types`), checked like a pack."""
-    options = check_options(name, options)
+    """The task `name` over `rows` (the source's columns, with their DuckDB `types`), checked like a pack. A new
+    task's name was checked strictly first (`api.register_task`); a stored one may have an older name."""
+    options = check_options(name, options, stored=True)
     id_column = str(options.get("id_column", "id"))
     label = str(options["label"])
     for role, column in (("id_column", id_column), ("label", label)):

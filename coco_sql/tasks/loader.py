@@ -67,7 +67,7 @@ from typing import Any
 import duckdb
 
 from coco_sql.errors import TaskError
-from coco_sql.options import SPLIT_SEED, TASK_NAME, TIMEOUT_SECONDS
+from coco_sql.options import PACK_NAME, SPLIT_SEED, TASK_NAME, TIMEOUT_SECONDS
 from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR
 from coco_sql.tasks.pack_files import (
     Reader,
@@ -94,7 +94,6 @@ TASK_FILE = "task.toml"
 DIALECTS: tuple[str, ...] = ("duckdb", "snowflake")
 LANGUAGES: tuple[str, ...] = ("sql", "python")
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
 
@@ -269,8 +268,8 @@ def _build_scorer(reader: Reader, table: Mapping[str, Any], contract: Contract) 
 
 
 def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
-    """The pack at `root`. `registered`: a task registered from rows (`tasks.from_rows`), whose name is an
-    identifier (`options.TASK_NAME`) rather than a pack directory's lower-case name."""
+    """The pack at `root`. `registered`: a task registered from rows (`tasks.from_rows`), whose name may also be
+    an identifier (`options.TASK_NAME`), not only a pack directory's lower-case name (`options.PACK_NAME`)."""
     toml_path = root / TASK_FILE
     reader = Reader(toml_path)
     if not toml_path.is_file():
@@ -285,10 +284,8 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
     reader.check_keys(doc, "", _TOP_KEYS)
 
     name = reader.get(doc, "name", str)
-    if registered and not TASK_NAME.fullmatch(name):
-        raise reader.error("name", f"must match {TASK_NAME.pattern} (got {name!r})")
-    if not registered and not _NAME_RE.match(name):
-        raise reader.error("name", f"must match [a-z0-9][a-z0-9_-]* (got {name!r})")
+    if not (PACK_NAME.fullmatch(name) or (registered and TASK_NAME.fullmatch(name))):
+        raise reader.error("name", f"must match {PACK_NAME.pattern} (got {name!r})")
     if name != root.name:
         raise reader.error("name", f"must equal the pack directory name {root.name!r} (got {name!r})")
     description = reader.get(doc, "description", str)
