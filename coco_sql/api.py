@@ -2,8 +2,9 @@
 
 Each function takes the store either as a path (opened and closed here) or as an open `Warehouse`, a task
 either by name/path or as a loaded `TaskPack`, and run options as a plain mapping (the keys of
-`engine.RunConfig`, exactly what `CALL coco_evolve(task, budget, {...})` passes). Errors a user can cause are
-`CocoError`s with one-line messages; nothing is written for a call that fails before its run starts.
+`engine.RunConfig`, exactly what `CALL coco_evolve(task, budget, {...})` passes; their types, ranges and defaults
+are the tables of `coco_sql.options`). Errors a user can cause are `CocoError`s with one-line messages; nothing is
+written for a call that fails before its seed is scored (a new run's row is written with its seed's batch).
 
     from coco_sql import api
     summary = api.evolve("lockpicking6", db="runs/lp.duckdb", budget=60, options={"seed": 1, "target": 1.0})
@@ -34,11 +35,13 @@ from coco_sql.languages.sql_reference_export import reads_table
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
+from coco_sql.options import RUN_OPTIONS, as_object
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
 from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
 from coco_sql.store import DuckDBStore, Warehouse
+from coco_sql.store.inputs import checked_source
 from coco_sql.tasks import TaskPack, list_tasks, load_task
 from coco_sql.tasks.from_rows import check_options, task_from_rows
 from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
@@ -110,7 +113,7 @@ def evolve(
     mutator, mutator_settings, islands, targeting, admission, history, target, max_spend, prices, max_cost,
     ...); an unknown key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones
     (tests, extensions)."""
-    config = RunConfig.from_dict({**dict(options or {}), "budget": budget})
+    config = RunConfig.from_dict({**as_object(options, "the run options"), "budget": budget})
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
     for (
         model
@@ -138,6 +141,8 @@ def resume(
     `budget`. `max_spend` replaces the run's spend limit and `prices` add to its prices (a run paused by its
     limit goes on under a larger one). The task pack is reloaded by the run's task name unless `task` is
     given."""
+    if budget is not None:  # checked before the store is opened: a bad budget writes nothing
+        budget = RUN_OPTIONS["budget"].check(budget)
     if isinstance(db, str | Path) and not Path(db).exists():
         raise StoreError(f"no coco-sql database at {db} to resume")
     with _open(db) as store:
@@ -159,6 +164,10 @@ def evaluate(
 ) -> Evaluation:
     """Score one program on one split of `task` (test included: this is a report, not a search). With `db`, a
     task registered there from warehouse rows is found too."""
+    if not isinstance(code, str) or not code.strip():
+        raise ConfigError(f"the program to evaluate is SQL or Python text (got {code!r})")
+    if not isinstance(split, str):
+        raise ConfigError(f"the split is train, val or test (got {split!r})")
     pack = _task(task) if db is None else _resolve_task(task, db)
     language = _language(pack, db) if db is not None and not isinstance(db, str | Path) else None
     in_warehouse = language is not None
@@ -184,9 +193,15 @@ def evaluate(
 
 def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Store) -> dict[str, Any]:
     """Register task `name` over the rows of `source` (a table name or a query in `db`), checked like a pack and
-    stored with its rows (`tasks`, `task_rows`). Returns its name, rows and split sizes. Nothing is written when
-    the source, the options or the rows are wrong."""
-    check_options(name, options)
+    stored with its rows (`tasks`, `task_rows`). Returns its name, rows and split sizes. Nothing is written, on
+    disk or in tables, when the name, the source, the options or the rows are wrong: the name and options are
+    checked first (`tasks.from_rows.check_options`), and the source must be one read-only query
+    (`store.inputs.checked_source`) before it runs."""
+    options = check_options(name, options)
+    if isinstance(db, str | Path):  # a Warehouse checks its source itself, in its own dialect
+        checked_source(source, "duckdb")
+    elif not isinstance(source, str):
+        raise TaskError(f"task {name!r}: the source is a table name or one SELECT query (got {source!r})")
     if name in {info.name for info in list_tasks()}:
         raise TaskError(f"task {name!r} is already a task pack on disk; register the rows under another name")
     with _open(db) as store:

@@ -21,6 +21,7 @@ from coco_sql.engine.spend import price_option
 from coco_sql.errors import CocoError, ConfigError
 from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig
+from coco_sql.options import TOOL_ARGUMENTS
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 from coco_sql.store import DuckDBStore
@@ -350,6 +351,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
+    TOOL_ARGUMENTS["n"].check(args.n, label="-n")  # before the sandbox starts
     task = load_task(args.task)
     evaluator = Evaluator(task, ("train",))
     environment = DraftEnvironment(evaluator)

@@ -190,6 +190,11 @@ def _task_run(args: argparse.Namespace) -> snowflake.TaskRun | None:
         raise ConfigError(f"--task-options is not JSON: {error}") from None
     if options is not None and not isinstance(options, dict):
         raise ConfigError("--task-options must be a JSON object such as '{\"seed\": 1}'")
+    from coco_sql.engine import RunConfig
+    from coco_sql.procedures.handlers import split_options
+
+    run_options, _ = split_options(options)
+    RunConfig.from_dict({**run_options, "budget": int(budget)})  # what the task would refuse, refused now
     return snowflake.TaskRun(task, int(budget), args.warehouse, options)
 
 

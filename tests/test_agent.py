@@ -16,14 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pytest
 from llm_double import FakeEndpoint, Fault, Turn
 
 from coco_sql import api
+from coco_sql.agent.conversation import Discard
+from coco_sql.agent.toolbox import Toolbox
+from coco_sql.agent.workspace import Workspace
 from coco_sql.errors import ConfigError, ProviderUnavailable
+from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig
-from coco_sql.llm.providers.base import ProviderLimits
+from coco_sql.llm.providers.base import ProviderLimits, ToolCall
 from coco_sql.llm.routing import EndpointConfig
+from coco_sql.mutate import MutationRequest
+from coco_sql.reflect import DraftEnvironment
+from coco_sql.reflect.context import ProgramView
 from coco_sql.reflect.history import HistoryTools
 from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
@@ -346,3 +354,93 @@ def test_an_unusable_reflector_or_proposer_answer_falls_back_to_hillclimbing(
 def test_the_proposer_without_the_reflector_is_a_config_error(db: Path) -> None:
     with pytest.raises(ConfigError, match="set reflector_model too"):
         api.evolve("lockpicking6", db=db, budget=1, options=options(proposer_model="fake/p"))
+
+
+# -- issue 25: the draft-test budget, integers past SQL's, and a tool that fails ------------------------------
+@pytest.fixture
+def train_env() -> Any:
+    task = load_task("lockpicking6")
+    evaluator = Evaluator(task, ("train",))
+    yield task, DraftEnvironment(evaluator)
+    evaluator.close()
+
+
+def toolbox_for(task: Any, env: DraftEnvironment, history: HistoryTools | None = None) -> Toolbox:
+    request = MutationRequest(1, ProgramView("1-0", task.seed_program, 0.0), env, history=history)
+    return Toolbox(request, Workspace(task.seed_program), np.random.default_rng(0), history=history)
+
+
+def call(box: Toolbox, name: str, **arguments: Any) -> Any:
+    return box.call(ToolCall(f"c{name}", name, arguments, json.dumps(arguments)))
+
+
+def test_show_draft_spends_the_draft_test_budget_it_shares_with_test_draft(train_env) -> None:
+    """show_draft ran a full draft test for free, so the 3 test_draft calls of a mutation were no bound. Now
+    both spend the same budget; a candidate tested already is shown again without a new test."""
+    task, env = train_env
+    box = toolbox_for(task, env)
+    drafts = [f"SELECT id, {k} AS label FROM input" for k in range(4)]
+
+    def write(code: str) -> None:
+        assert not call(box, "write_candidate", code=code).error
+
+    assert not call(box, "test_draft").error  # the parent: 1 of 3
+    write(drafts[0])
+    assert not call(box, "test_draft").error  # 2 of 3
+    shown = call(box, "show_draft", limit=2)  # tested already: free
+    assert not shown.error and len(json.loads(shown.text)["rows"]) == 2
+    write(drafts[1])
+    assert not call(box, "show_draft").error  # 3 of 3
+    assert (box.tests_used, env.drafts_tested) == (3, 3)
+    write(drafts[2])
+    for tool in ("show_draft", "test_draft"):
+        refused = call(box, tool)
+        assert refused.error and refused.text == (
+            f"error: {tool}: the 3 draft tests of this mutation are spent (test_draft and show_draft share "
+            "them); commit now"
+        )
+    assert (box.tests_used, env.drafts_tested) == (3, 3)  # nothing ran
+    write(drafts[0])
+    again = call(box, "show_draft")
+    assert not again.error and json.loads(again.text)["rows"][0]["output"] is not None
+    assert env.drafts_tested == 3
+
+
+def test_a_tool_that_fails_inside_its_sql_discards_the_mutation(train_env, tmp_path: Path) -> None:
+    """Not the agent's mistake, so not a tool error it could act on; and not a crash, which a resume would replay
+    from the cache into the same crash: the mutation ends, discarded with the reason."""
+    task, env = train_env
+    db = tmp_path / "run.duckdb"
+    api.evolve("lockpicking6", db=db, budget=1, options={"mutator_settings": {"max_drafts": 2}})
+    store = DuckDBStore(db, read_only=True)
+    box = toolbox_for(task, env, HistoryTools(store, 1))
+    assert not call(box, "get_best_programs", n=1).error
+    store.close()  # the history's connection is gone: its next query fails inside DuckDB
+    with pytest.raises(Discard, match=r"^tool get_best_programs failed: ConnectionException: "):
+        call(box, "get_best_programs", n=1)
+
+
+def test_an_n_past_bigint_from_the_model_is_a_tool_error_and_the_run_goes_on(db: Path) -> None:
+    """get_hard_questions with n = 2**70 raised an uncaught ConversionException: the run crashed, and its resume
+    replayed the cached turn into the same crash. Now the agent is told, and the run ends normally."""
+    answers: list[str] = []
+
+    def overflowing(conversation: list[dict[str, Any]], tools: list[str]) -> Turn:
+        step = assistant_turns(conversation)
+        if step == 0:
+            return Turn("All of them.", (("get_hard_questions", {"n": 2**70}),))
+        answers.extend(tool_results(conversation)[len(answers) :])
+        return investigator(
+            conversation[:2] + conversation[4:], tools
+        )  # the investigator from its first step
+
+    with FakeEndpoint(script=overflowing) as server:
+        summary = api.evolve("lockpicking6", db=db, budget=2, options=options(), ai=ai_for(server))
+        resumed = api.resume(summary.run_id, db=db, budget=3, ai=ai_for(server))
+    assert summary.iterations == 2 and resumed.iterations == 3
+    assert (
+        answers[0] == f"error: get_hard_questions: n must be a positive integer up to 100,000 (got {2**70})"
+    )
+    with duckdb.connect(str(db), read_only=True) as con:
+        valid = con.execute("SELECT count(*) FROM programs WHERE iteration > 0 AND valid").fetchone()
+    assert valid == (3,)

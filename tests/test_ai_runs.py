@@ -9,10 +9,13 @@ import os
 from pathlib import Path
 
 import duckdb
+import pytest
 from llm_double import FakeEndpoint
 from pack_copies import small_pack, text_pack
 
-from coco_sql.engine import EvolutionLoop, RunConfig
+from coco_sql import api
+from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig
+from coco_sql.errors import ProviderUnavailable
 from coco_sql.llm import AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import ProviderLimits
 from coco_sql.store import DuckDBStore
@@ -90,8 +93,15 @@ def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(t
     assert again["run_id"] == second.run_id and again["phases"]["search"]["provider_calls"] == 0
 
 
-def test_a_dead_endpoint_stops_the_run_with_one_line_and_resume_finishes_it(tmp_path: Path) -> None:
+def test_a_dead_endpoint_stops_the_run_with_one_line_and_resume_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dead before the seed is scored, the endpoint fails the command with one line and writes no run at all
+    (issue 25: no half-made run), so the same command runs it later. Dead once the seed is committed, it stops
+    the run with one line, and a resume finishes it."""
     pack = completion_pack(tmp_path)
+    test_rows = "".join(f"t{i},other {i},reply to: other {i}\n" for i in range(12))
+    (pack / "data" / "test.csv").write_text("id,text,label\n" + test_rows)  # texts the search never asks for
     db = tmp_path / "echo.duckdb"
     dead = FakeEndpoint().start()
     dead_url = dead.base_url
@@ -101,6 +111,19 @@ def test_a_dead_endpoint_stops_the_run_with_one_line_and_resume_finishes_it(tmp_
     assert failed.returncode == 2
     assert failed.stderr.strip().count("\n") == 0, failed.stderr
     assert "AI provider 'local'" in failed.stderr and "Traceback" not in failed.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+    dying = FakeEndpoint().start()
+    monkeypatch.setenv("COCO_LOCAL_LLM_URL", dying.base_url)
+
+    def stop_after_the_seed(report: IterationReport) -> None:
+        if report.iteration == 0:
+            dying.stop()  # the children's calls are the seed's (cached); the test rows' calls find nobody
+
+    with pytest.raises(ProviderUnavailable) as stopped:
+        api.evolve(pack, db=db, budget=2, progress=stop_after_the_seed)
+    assert "\n" not in str(stopped.value) and "AI provider 'local'" in str(stopped.value)
     with FakeEndpoint() as live:
         env["COCO_LOCAL_LLM_URL"] = live.base_url
         done = run_cli("evolve", pack, "--resume", "--db", db, cwd=tmp_path, env=env, timeout=120)

@@ -225,3 +225,60 @@ def test_resume_on_a_missing_or_empty_store_is_one_line(cli: CliRunner, store_pa
 def test_export_of_a_missing_db_is_one_line_and_creates_nothing(cli: CliRunner, store_path: Path) -> None:
     assert_user_error(cli("export", "--db", store_path), "no coco-sql database", store_path.name)
     assert not store_path.exists()
+
+
+# -- issue 25: every flag checked for type and range, before anything is written -----------------------------
+HUGE = str(2**70)
+OUT_OF_RANGE: dict[str, tuple[tuple[str, ...], str]] = {
+    "islands": (("--islands", "100000000"), "option 'islands' must be an integer in [1, 64] (got 100000000)"),
+    "seed": (("--seed", "-1"), "option 'seed' must be an integer in [0, 2147483647] (got -1)"),
+    "budget": (("--budget", "1000000"), "option 'budget' must be an integer in [0, 100000] (got 1000000)"),
+    "target": (("--target", "nan"), "option 'target' must be a number in [0, 1] (got nan)"),
+    "minibatch": (("--minibatch", HUGE), "option 'minibatch' must be an integer in [0, 1000000]"),
+    "primitive-k": (("--primitive-k", "1000"), "option 'primitive_k' must be an integer in [1, 32]"),
+    "max-drafts": (("--max-drafts", "-1"), "setting 'max_drafts' must be an integer in [1, 1024] (got -1)"),
+    "agent wall time": (
+        ("--mutator", "agent", "--model", "x/y", "--mutator-setting", "wall_s=1e308"),
+        "agent setting 'wall_s' must be a number in (0, 86400]",
+    ),
+}
+
+
+def test_an_out_of_range_flag_is_one_line_and_writes_no_store(cli: CliRunner, tmp_path: Path) -> None:
+    """A value past what memory, a timer or a BIGINT holds (islands 1e8 took 14 GB; a seed of -1 failed after
+    its run row was written) is refused before the store is opened: no database file appears."""
+    commands = {
+        name: ("evolve", "lockpicking6", "--db", tmp_path / f"{name}.duckdb", "--quiet", *flags)
+        for name, (flags, _) in OUT_OF_RANGE.items()
+    }
+    results = run_concurrently(commands, tmp_path)
+    for name, (_, message) in OUT_OF_RANGE.items():
+        assert_user_error(results[name], message, case=name)
+        assert not (tmp_path / f"{name}.duckdb").exists(), name
+
+
+def test_an_integer_past_bigint_or_a_huge_timeout_is_one_line(
+    cli: CliRunner, copy_pack: PackCopier, evolved: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    db, _ = evolved
+    before = table_counts(db)
+    commands: dict[str, tuple[str | Path, ...]] = {
+        "resume budget": ("resume", "--db", db, "--budget", "-3"),
+        "status run": ("export", "--db", db, "--run", HUGE),
+        "cost run": ("cost", "--db", db, "--run", HUGE),
+        "history n": ("history", "get_best_programs", "--db", db, "-n", HUGE),
+        "env n": ("env", "lockpicking6", "query", "--sql", "SELECT 1", "-n", HUGE),
+        "pack timeout": ("eval", copy_pack(timeout=1e308), "--program", SEED_SQL),
+    }
+    results = run_concurrently(commands, tmp_path)
+    expected = {
+        "resume budget": "option 'budget' must be an integer in [0, 100000] (got -3)",
+        "status run": f"no run {HUGE}",
+        "cost run": f"no run {HUGE}",
+        "history n": f"n must be a positive integer up to 100,000 (got {HUGE})",
+        "env n": f"-n must be an integer in [1, 100000] (got {HUGE})",
+        "pack timeout": "key 'program.timeout_seconds': must be a number in (0, 3600] (got 1e+308)",
+    }
+    for name, message in expected.items():
+        assert_user_error(results[name], message, case=name)
+    assert table_counts(db) == before

@@ -151,7 +151,7 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> list[exp.Expression | st
     """`coco-sql deploy --print` with a schema and a task run, as parsed statements (Commands kept as text)."""
     done = run_cli(
         "deploy", "--print", "--schema", "ANALYTICS.COCO", "--stage", "coco_stage",
-        "--task-run", "reviews", "30", "--warehouse", "COCO_WH", "--task-options", '{"seed": 1, "note": "it\'s"}',
+        "--task-run", "reviews", "30", "--warehouse", "COCO_WH", "--task-options", '{"seed": 1, "prices": {"it\'s": [0.1, 0.2]}}',
         cwd=tmp_path_factory.mktemp("deploy"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -225,7 +225,10 @@ def test_the_script_ends_with_the_task_run(script: list[exp.Expression | str]) -
     call = sqlglot.parse_one(f"SELECT f{arguments}", read="snowflake").selects[0]
     task, budget, options = call.expressions
     assert (task.name, int(budget.name)) == ("reviews", 30)
-    assert isinstance(options, exp.ParseJSON) and json.loads(options.this.name) == {"seed": 1, "note": "it's"}
+    assert isinstance(options, exp.ParseJSON) and json.loads(options.this.name) == {
+        "seed": 1,
+        "prices": {"it's": [0.1, 0.2]},
+    }
     assert execute == "EXECUTE TASK coco_evolve_reviews"
     assert len(script) == 2 + len(TABLES) + len(VIEWS) + len(PROCEDURES) + 2
 
@@ -251,6 +254,23 @@ def test_deploy_without_a_schema_or_task_run() -> None:
         (
             ("--print", "--task-run", "r", "3", "--warehouse", "WH", "--task-options", "[1]"),
             "must be a JSON object",
+        ),
+        (  # issue 25: what the task would refuse inside Snowflake is refused here
+            (
+                "--print",
+                "--task-run",
+                "r",
+                "3",
+                "--warehouse",
+                "WH",
+                "--task-options",
+                '{"islands": 100000000}',
+            ),
+            "option 'islands' must be an integer in [1, 64] (got 100000000)",
+        ),
+        (
+            ("--print", "--task-run", "r", "1000000", "--warehouse", "WH"),
+            "option 'budget' must be an integer in [0, 100000] (got 1000000)",
         ),
     ],
 )

@@ -273,6 +273,37 @@ def test_cli_prints_the_tools_json_and_errors_in_one_line(lp_db: Path, tmp_path:
         assert message in done.stderr
 
 
+def test_an_integer_past_what_sql_takes_is_one_line_from_the_tools_and_the_cli(
+    lp, lp_db: Path, tmp_path: Path
+) -> None:
+    """`n` and `depth` become SQL parameters: a value past BIGINT (2**70) raised a ConversionException with a
+    traceback, from the agent's tool call and from `coco-sql history -n`; now it is refused in one line."""
+    tools, _ = lp
+    huge = 2**70
+    for tool, arguments in (
+        ("get_hard_questions", {"n": huge}),
+        ("get_best_programs", {"n": huge}),
+        ("get_lineage", {"program_id": "1-6", "depth": huge}),
+    ):
+        name = "depth" if "depth" in arguments else "n"
+        with pytest.raises(
+            ConfigError, match=rf"^{name} must be a positive integer up to 100,000 \(got {huge}\)$"
+        ):
+            tools.call(tool, **arguments)
+    assert len(tools.get_hard_questions(n=100_000)) == len(
+        tools.get_hard_questions(n=1_000)
+    )  # the bound fits
+    for args, message in (
+        (("get_hard_questions", "-n", str(huge)), f"n must be a positive integer up to 100,000 (got {huge})"),
+        (("get_best_programs", "--run", str(huge)), f"no run {huge}"),
+        (("get_thinking_trace", "--iteration", str(huge)), f"no iteration {huge} in run 1"),
+    ):
+        done = run_cli("history", *args, "--db", lp_db, cwd=tmp_path)
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("coco-sql: error: "), done.stderr
+        assert message in done.stderr
+
+
 # ------------------------------------------------------------------------------------------ the no-leak test
 
 

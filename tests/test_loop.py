@@ -267,3 +267,34 @@ def test_jp_admission_only_admits_children_that_raise_the_archives_jp(tmp_path: 
             assert now > last
         last = now
     assert any(e.reason == "admitted" for e in entries)
+
+
+@pytest.mark.parametrize(
+    ("seed_sql", "message"),
+    [
+        ("SELECT id, 1 AS label FROM secrets", "the seed program is rejected"),
+        ("SELECT id, CAST(code AS INTEGER) // 0 AS label FROM input", "fails on the validation split"),
+    ],
+    ids=["rejected", "fails on val"],
+)
+def test_a_seed_that_fails_writes_no_run_and_the_latest_run_resumes(
+    tmp_path: Path, copy_pack, seed_sql: str, message: str
+) -> None:
+    """The run's row is written with its seed's batch: a seed that is rejected or fails leaves no `running` run
+    with no programs behind, which became the store's latest run and failed again on every resume."""
+    from coco_sql import api
+    from coco_sql.errors import TaskError
+
+    db = tmp_path / "runs.duckdb"
+    first = api.evolve("lockpicking6", db=db, budget=1, options={"mutator_settings": {"max_drafts": 2}})
+    before = snapshot(db)
+    pack = copy_pack()
+    (pack / "seed.sql").write_text(seed_sql)
+    with pytest.raises(TaskError, match=message) as caught:
+        api.evolve(pack, db=db, budget=2)
+    assert "\n" not in str(caught.value)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT run_id, status FROM runs").fetchall() == [(first.run_id, "finished")]
+        assert con.execute("SELECT count(*) FROM events WHERE run_id <> ?", [first.run_id]).fetchone() == (0,)
+    assert snapshot(db) == before and [r["run_id"] for r in api.status(db=db)] == [first.run_id]
+    assert api.resume(db=db, budget=2).run_id == first.run_id

@@ -98,7 +98,9 @@ def test_a_resumed_minibatch_run_equals_an_uninterrupted_one(tmp_path: Path) -> 
 
 
 def test_a_negative_minibatch_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--minibatch must be >= 0 rows"):
+    with pytest.raises(
+        ConfigError, match=r"option 'minibatch' must be an integer in \[0, 1000000\] \(got -1\)"
+    ):
         api.evolve("lockpicking6", db=tmp_path / "x.duckdb", budget=1, options={"minibatch": -1})
 
 

@@ -119,6 +119,8 @@ class MemoryStore:
 
     def write_iteration(self, batch: IterationBatch) -> None:
         run_id = batch.run_id
+        if batch.new_run is not None:  # a new run's row comes with its seed's batch
+            self.runs[run_id] = batch.new_run
         self.programs_[run_id].extend(batch.programs)
         for evaluation in batch.evaluations:
             summary = evaluation.summary

@@ -276,6 +276,20 @@ BAD_CALLS = {
     ),
     "empty source": (("coco_task", "t", "SELECT * FROM signals WHERE speed > 100", OPTIONS), "has no rows"),
     "bad option name": (("coco_evolve", "signals", 3, {"sed": 1}), "unknown option 'sed'|unknown .*'sed'"),
+    # issue 25: the source is one read-only query, the name an identifier, the options checked first
+    "two statements": (("coco_task", "t", "signals; DROP TABLE programs", OPTIONS), "holds 2 statements"),
+    "a table function": (
+        ("coco_task", "t", "SELECT * FROM TABLE(coco_evolve('signals', 1))", OPTIONS),
+        "must only read tables",
+    ),
+    "a name that is not an identifier": (
+        ("coco_task", "bad name!", "signals", OPTIONS),
+        "a task name is a letter",
+    ),
+    "a seed out of range": (
+        ("coco_evolve", "signals", 3, {"seed": -1}),
+        "option 'seed' must be an integer in",
+    ),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import jinja2
 import pytest
 import sqlglot
 from conftest import run_cli
@@ -116,3 +117,31 @@ def function_signature(text: str) -> list[tuple[str, str]]:
 def columns(*pairs: tuple[str, str]) -> list[tuple[str, exp.DataType]]:
     """Expected (column, type) pairs, the types read as sqlglot reads Snowflake's (NUMBER is DECIMAL(38, 0))."""
     return [(name, exp.DataType.build(kind, dialect="snowflake")) for name, kind in pairs]
+
+
+def test_the_dbt_export_never_pastes_the_source_into_jinja_or_sql(tmp_path: Path) -> None:
+    """`--source` went into the dbt model unescaped: a source such as `x }}{{ run_query(...) }}{{` was Jinja
+    that dbt would run. A source is a table name now; a quoted name holding a Jinja delimiter is kept out of
+    Jinja's reach (`{% raw %}`), and rendering the model gives the name back verbatim."""
+    program = "SELECT id, 1 AS label FROM input"
+    injected = "x }}{{ run_query('DROP TABLE reviews') }}{{ 'y'"
+    for form in ("dbt", "snowflake_view", "duckdb_view"):
+        with pytest.raises(
+            ConfigError, match=r"^the source to export over must be a table name such as signals"
+        ):
+            export_form(program, "snowflake", form, name="x", source=injected)
+    model = export_form(program, "snowflake", "dbt", name="x", source='raw."rev{{iews}}"')
+    assert '{% raw %}raw."rev{{iews}}"{% endraw %}' in model
+    rendered = jinja2.Template(model).render(config=lambda **_: "", ref=lambda name: name)
+    assert 'FROM raw."rev{{iews}}" AS input' in rendered
+    assert isinstance(sqlglot.parse_one(rendered, read="snowflake"), exp.Select)
+    qualified = export_form(program, "snowflake", "dbt", name="x", source="raw.reviews")
+    assert "FROM raw.reviews AS input" in qualified and "{%" not in qualified
+
+    db = tmp_path / "coco.duckdb"
+    con = coco_sql.connect(str(db))
+    con.execute("CALL coco_evolve('lockpicking6', 1, {'seed': 1, 'mutator_settings': {'max_drafts': 2}})")
+    con.close()
+    done = run_cli("export", "--form", "dbt", "--source", injected, "--db", db, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("coco-sql: error: the source to export over must be a table name")

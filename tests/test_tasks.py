@@ -484,6 +484,18 @@ MALFORMED = [
     ),
     ("unparseable input", None, MINI_POOL.replace("r04,4,04,8", "r04,four,04,8"), r"id 'r04': column 'x'"),
     ("duplicate id", None, MINI_POOL.replace("r05,", "r04,"), r"pool\.csv: duplicate id 'r04'"),
+    (
+        "huge timeout",  # a thread's timer overflowed on it, and the candidate then ran without a deadline
+        lambda t: t + "timeout_seconds = 1e308\n",
+        None,
+        r"key 'program\.timeout_seconds': must be a number in \(0, 3600\] \(got 1e\+308\)",
+    ),
+    (
+        "negative split seed",
+        lambda t: t.replace("seed = 1", "seed = -1"),
+        None,
+        r"key 'splits\.seed': must be an integer in \[0, 2147483647\] \(got -1\)",
+    ),
 ]
 
 
@@ -509,3 +521,29 @@ def test_list_tasks_reports_broken_pack(tmp_path: Path) -> None:
     assert infos[1].pack is None and infos[1].error is not None and "scorer.kind" in infos[1].error
     assert infos[0].description == infos[0].pack.description
     assert infos[1].description.startswith("(broken: ") and infos[1].source == {}
+
+
+@pytest.mark.parametrize("linked", ["pool.csv", "seed.sql", "data"])
+def test_a_pack_file_that_is_a_symbolic_link_is_refused(tmp_path: Path, linked: str) -> None:
+    """A pack's files are inside it: a link (or a folder on the way that is one) could make a pack read any file
+    on the machine, and its fingerprint would not cover what the link points to."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    toml = MINI_TOML.replace('pool = "pool.csv"', 'pool = "data/pool.csv"')
+    root = make_pack(tmp_path / "packs", toml)
+    (root / "data").mkdir()
+    (root / "pool.csv").rename(root / "data" / "pool.csv")
+    assert len(load_task(root).split("train")) == 5  # as written, the pack loads
+    if linked == "data":
+        shutil.move(root / "data", outside / "data")
+        (root / "data").symlink_to(outside / "data", target_is_directory=True)
+        key = "data.pool"
+    else:
+        where = root / "data" / "pool.csv" if linked == "pool.csv" else root / "seed.sql"
+        shutil.move(where, outside / linked)
+        where.symlink_to(outside / linked)
+        key = "data.pool" if linked == "pool.csv" else "program.seed"
+    with pytest.raises(TaskError) as info:
+        load_task(root)
+    message = str(info.value)
+    assert "\n" not in message and f"key '{key}'" in message and "is a symbolic link" in message, message

@@ -36,10 +36,7 @@ from coco_sql.agent.workspace import Workspace
 from coco_sql.errors import ConfigError
 from coco_sql.llm.providers.base import CompletionResult, Message
 from coco_sql.mutate.base import MutationRequest, Mutator, Proposal
-
-MODES = ("static", "agentic", "self_test")
-PROMPTS = ("static_task", "gepa_task", "openevolve_task")  # the one-shot prompts: ours, GEPA's, OpenEvolve's
-TOOL_CHOICES = ("auto", "required", "forced")
+from coco_sql.options import AGENT_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -69,23 +66,11 @@ class AgentSettings:
     proposer_model: str = ""
 
     def __post_init__(self) -> None:
+        for option in AGENT_SETTINGS:  # type and range (`coco_sql.options`), the budgets' bounds included
+            option.check(getattr(self, option.name), label=f"agent setting {option.name!r}")
         if not self.model:
             raise ConfigError("the agent mutator needs a model: --model <endpoint>/<model> (in SQL: mutator_settings.model) "
                               "(e.g. openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, cortex:mistral-large2)")  # fmt: skip
-        if self.mode not in MODES:
-            raise ConfigError(f"agent setting 'mode' must be one of {', '.join(MODES)} (got {self.mode!r})")
-        if self.prompt not in PROMPTS:
-            raise ConfigError(
-                f"agent setting 'prompt' must be one of {', '.join(PROMPTS)} (got {self.prompt!r})"
-            )
-        if self.tool_choice not in TOOL_CHOICES:
-            raise ConfigError(f"agent setting 'tool_choice' must be one of {', '.join(TOOL_CHOICES)} (got {self.tool_choice!r})")  # fmt: skip
-        if min(self.max_turns, self.max_tokens, self.max_tests, self.test_rows, self.max_invalid) < 1:
-            raise ConfigError(
-                "agent budgets (max_turns, max_tokens, max_tests, test_rows, max_invalid) must be >= 1"
-            )
-        if self.test_rows > 10 or self.max_tests > 3:
-            raise ConfigError("test_draft runs at most 3 times per mutation, on at most 10 training rows")
         if self.reflector_model and not self.ledger:
             raise ConfigError("the reflector reads the strategy ledger: it needs ledger=true")
         if self.proposer_model and not self.reflector_model:

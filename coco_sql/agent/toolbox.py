@@ -5,16 +5,24 @@
     data        query (read-only SQL over the training rows), check, show_draft
     workspace   read_candidate, write_candidate, edit_candidate
     test_draft  the candidate on training rows: the train score and at most `test_rows` rows (failures first),
-                at most `max_tests` times per mutation
+                at most `max_tests` times per mutation (together with show_draft: the budget below)
     primitives  check_primitives: the candidate against this iteration's PACE operator contract (only when
                 primitives are on; the operator itself is in the task prompt)
     offline     offline_search: the offline operators (guard screening, joint rule fit, leaf changes) run from
                 the parent, returned as a proposal the agent may adopt
     commit      ends the mutation with the workspace's candidate, an approach (hillclimb | new) and a line
 
-A tool's answer is JSON text (or a one-line error the agent can act on). Nothing here can reach validation or
-test rows: the data tools are bound to the training sandbox, and the history tools answer an id that is not a
-training row with the same refusal as an unknown id.
+The draft-test budget: every call that runs the candidate on the training rows, `test_draft` or `show_draft`,
+spends one of the mutation's `max_tests` draft tests. `show_draft` of a candidate this mutation has already
+tested spends none (it shows that test's rows again, nothing runs), and once the budget is spent `show_draft` of
+an untested candidate is refused like a fourth `test_draft`: the budget bounds what the agent learns from
+training labels, and a tool that ran a full test for free would lift it.
+
+A tool's answer is JSON text (or a one-line error the agent can act on). A tool that fails in a way that is not
+the agent's mistake (its SQL fails inside DuckDB, say) ends the mutation: the child is discarded with the reason,
+so a resumed run that replays the same cached turn discards it again instead of crashing again. Nothing here can
+reach validation or test rows: the data tools are bound to the training sandbox, and the history tools answer an
+id that is not a training row with the same refusal as an unknown id.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from coco_sql.agent.conversation import Discard
 from coco_sql.agent.workspace import Workspace, WorkspaceError
 from coco_sql.errors import CocoError
 from coco_sql.llm.providers.base import ToolCall, ToolSpec
@@ -68,6 +77,7 @@ class Toolbox:
     tests_used: int = 0
     invalid_candidates: int = 0
     _specs: dict[str, ToolSpec] = field(default_factory=dict, init=False)
+    _shown: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)  # tested code -> its rows
 
     def __post_init__(self) -> None:
         specs = [*_workspace_specs(), *_data_specs(), _COMMIT]
@@ -99,6 +109,10 @@ class Toolbox:
             return self._dispatch(call.name, dict(call.arguments))
         except (CocoError, WorkspaceError, ValueError) as error:
             return ToolAnswer(f"error: {call.name}: {_one_line(error)}", error=True)
+        except Exception as error:  # not the agent's mistake: this mutation ends, the run goes on
+            raise Discard(
+                f"tool {call.name} failed: {type(error).__name__}: {_one_line(error)[:300]}"
+            ) from error
 
     # -- dispatch ----------------------------------------------------------------------------------------------
     def _dispatch(self, name: str, args: dict[str, Any]) -> ToolAnswer:
@@ -118,13 +132,12 @@ class Toolbox:
         if name == "query":
             return _json(env.query(args["sql"], limit=int(args.get("limit", 50))))
         if name == "show_draft":
-            return self._show(limit=min(int(args.get("limit", self.test_rows)), self.test_rows))
+            limit = min(int(args.get("limit", self.test_rows)), self.test_rows)
+            if self.workspace.code in self._shown:  # tested already: its rows again, nothing runs
+                return _json(_first_rows(self._shown[self.workspace.code], limit))
+            return self._show("show_draft", limit)
         if name == "test_draft":
-            if self.tests_used >= self.max_tests:
-                return ToolAnswer(f"error: test_draft may run {self.max_tests} times per mutation; commit now",
-                                  error=True)  # fmt: skip
-            self.tests_used += 1
-            return self._show(limit=self.test_rows)
+            return self._show("test_draft", self.test_rows)
         if name == "offline_search":
             assert self.offline is not None
             proposal = self.offline.propose(self.request, self.rng)
@@ -141,13 +154,21 @@ class Toolbox:
         assert self.history is not None
         return _json(self.history.call(name, **args))
 
-    def _show(self, limit: int) -> ToolAnswer:
+    def _show(self, tool: str, limit: int) -> ToolAnswer:
+        """One draft test of the candidate (it spends one of `max_tests`), its first `limit` rows shown."""
+        if self.tests_used >= self.max_tests:
+            return ToolAnswer(f"error: {tool}: the {self.max_tests} draft tests of this mutation are spent "
+                              "(test_draft and show_draft share them); commit now", error=True)  # fmt: skip
         env = self.request.env
-        problem = env.check(self.workspace.code)
+        code = self.workspace.code
+        problem = env.check(code)
         if problem is not None:
             self.invalid_candidates += 1
             return ToolAnswer(f"rejected: {problem}", error=True)
-        return _json(env.show_draft(self.workspace.code, limit=limit))
+        self.tests_used += 1
+        shown = env.show_draft(code, limit=self.test_rows)
+        self._shown[code] = shown
+        return _json(_first_rows(shown, limit))
 
     def _commit(self, args: Mapping[str, Any]) -> ToolAnswer:
         problem = self.request.env.check(self.workspace.code)
@@ -192,7 +213,8 @@ _COMMIT = _spec(
 )  # fmt: skip
 _TEST_DRAFT = _spec(
     "test_draft",
-    "Score the candidate on the training rows: its train score and up to 10 rows (failures first).",
+    "Score the candidate on the training rows: its train score and up to 10 rows (failures first). Spends one "
+    "of the mutation's draft tests (shared with show_draft).",
     {},
 )
 _CHECK_PRIMITIVES = _spec(
@@ -225,7 +247,8 @@ def _data_specs() -> list[ToolSpec]:
               "the columns and at most `limit` rows.",
               {"sql": _STR, "limit": _INT}, ("sql",)),
         _spec("check", "Validate the candidate without running it: 'ok' or the validator's reason.", {}),
-        _spec("show_draft", "Run the candidate and show outputs against expected on a few training rows.",
+        _spec("show_draft", "Run the candidate and show outputs against expected on a few training rows. "
+              "Spends one of the mutation's draft tests, unless this candidate was tested already.",
               {"limit": _INT}),
     ]  # fmt: skip
 
@@ -271,6 +294,11 @@ def _json(value: Any) -> ToolAnswer:
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f" ... [cut: {len(text):,} characters in all]"
     return ToolAnswer(text)
+
+
+def _first_rows(shown: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A draft test's answer with its first `limit` rows (they are failures first: a smaller limit is a prefix)."""
+    return {**shown, "rows": shown["rows"][:limit]}
 
 
 def _one_line(error: BaseException) -> str:

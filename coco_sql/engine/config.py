@@ -13,12 +13,13 @@ from coco_sql.engine.registry import mutator_spec
 from coco_sql.engine.spend import SpendLimit, normalise_prices
 from coco_sql.errors import ConfigError
 from coco_sql.llm.routing import DEFAULT_ALIASES, merge_aliases, normalise_aliases
+from coco_sql.options import RUN_OPTIONS, as_object
 from coco_sql.search import POLICIES
 from coco_sql.store import RunRecord
 
+_D = RUN_OPTIONS.default  # each field's default is the options table's
+
 POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM, MINIBATCH_STREAM, PRIMITIVE_STREAM = 0, 1, 2, 3, 4
-TARGETING = ("infogain", "uniform")
-ADMISSION = ("map_elites", "jp")
 _RETIRED_KEYS = (
     "max_drafts",
     "probe",
@@ -43,53 +44,39 @@ class RunConfig:
     before anything is written.
     """
 
-    seed: int = 0
-    budget: int = 60
-    islands: int = 2
-    migration_interval: int = 10
-    policy: str = "lp_roster"
-    mutator: str = "offline"
+    seed: int = _D("seed")
+    budget: int = _D("budget")
+    islands: int = _D("islands")
+    migration_interval: int = _D("migration_interval")
+    policy: str = _D("policy")
+    mutator: str = _D("mutator")
     mutator_settings: Mapping[str, Any] = field(default_factory=dict)
-    targeting: str = "infogain"  # infogain | uniform
-    admission: str = "map_elites"  # map_elites: beat the cell's occupant | jp: raise the population's J_p
-    history: bool = True  # off: parent-local mutation (no ledger, elites, donors)
-    target: float | None = None  # stop once the champion's validation score reaches this
-    max_spend: int | str | None = None  # '200000 tokens' | 200000 | '$5' | '5 usd' (`engine.spend`)
+    targeting: str = _D("targeting")  # infogain | uniform
+    admission: str = _D("admission")  # map_elites: beat the cell's occupant | jp: raise the population's J_p
+    history: bool = _D("history")  # off: parent-local mutation (no ledger, elites, donors)
+    target: float | None = _D("target")  # stop once the champion's validation score reaches this
+    max_spend: int | str | None = _D(
+        "max_spend"
+    )  # '200000 tokens' | 200000 | '$5' | '5 usd' (`engine.spend`)
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> USD per 1M in, out
-    max_cost: int | float | str | None = None  # per 1,000 rows: '500 calls' | '20000 tokens' | '$0.05'
+    max_cost: int | float | str | None = _D(
+        "max_cost"
+    )  # per 1,000 rows: '500 calls' | '20000 tokens' | '$0.05'
     # Algorithm 1's T_t: the mutator works on this many sampled training rows, and the child is evaluated in full
     # only when it gains on them and loses nothing on as many sampled validation rows (0: always in full).
-    minibatch: int = 0
+    minibatch: int = _D("minibatch")
     # PACE: a primitive library with Thompson sampling and the P1-P4 operators (`mutate.pace`); k bounds the
     # primitives per program; generation (E3) runs every `primitive_generation` iterations without extraction.
-    primitives: bool = False
-    primitive_k: int = 3
-    primitive_generation: int = 5
+    primitives: bool = _D("primitives")
+    primitive_k: int = _D("primitive_k")
+    primitive_generation: int = _D("primitive_generation")
     model_aliases: Mapping[str, str] = field(default_factory=dict)  # Cortex model name -> the local stand-in
 
     def __post_init__(self) -> None:
-        if self.budget < 0:
-            raise ConfigError(f"--budget must be >= 0 (got {self.budget})")
-        if self.islands < 1:
-            raise ConfigError(f"--islands must be >= 1 (got {self.islands})")
-        if self.migration_interval < 1:
-            raise ConfigError(f"migration interval must be >= 1 (got {self.migration_interval})")
+        for option in RUN_OPTIONS:  # type and range of every field (`coco_sql.options`), normalised in place
+            object.__setattr__(self, option.name, option.check(getattr(self, option.name)))
         if self.policy not in POLICIES:
             raise ConfigError(f"unknown policy {self.policy!r} (known: {', '.join(sorted(POLICIES))})")
-        if self.admission not in ADMISSION:
-            raise ConfigError(f"unknown admission {self.admission!r} (known: {', '.join(ADMISSION)})")
-        if self.targeting not in TARGETING:
-            raise ConfigError(f"unknown targeting {self.targeting!r} (known: {', '.join(TARGETING)})")
-        if self.minibatch < 0:
-            raise ConfigError(f"--minibatch must be >= 0 rows (got {self.minibatch})")
-        if self.primitive_k < 1:
-            raise ConfigError(f"primitive_k must be >= 1 primitive per program (got {self.primitive_k})")
-        if self.primitive_generation < 0:
-            raise ConfigError(
-                f"primitive_generation must be >= 0 iterations (got {self.primitive_generation})"
-            )
-        if self.target is not None and not 0.0 <= self.target <= 1.0:
-            raise ConfigError(f"--target must be a score in [0, 1] (got {self.target})")
         object.__setattr__(
             self, "mutator_settings", mutator_spec(self.mutator).settings(self.mutator_settings)
         )
@@ -133,10 +120,11 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
         """A config from stored or user-given keys; unknown keys are a ConfigError naming the key."""
-        data = dict(data)
+        data = dict(as_object(data, "the run options"))
         retired = {key: data.pop(key) for key in _RETIRED_KEYS if key in data}
         if retired:  # a run stored before the mutator registry: its settings move under the mutator
-            data["mutator_settings"] = {**retired, **dict(data.get("mutator_settings") or {})}
+            settings = as_object(data.get("mutator_settings"), "option 'mutator_settings'")
+            data["mutator_settings"] = {**retired, **settings}
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:

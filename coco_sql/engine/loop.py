@@ -131,7 +131,8 @@ class EvolutionLoop:
             budget=config.budget,
             config=config.to_stored(),
         )
-        self.store.create_run(run)
+        # The run's row is written with its seed's batch (`_commit_seed`), once the seed is scored: a run that
+        # fails before that (a rejected seed, one that fails on validation) leaves no row and no event behind.
         return self._run(run, config, resumed=False)
 
     def resume(
@@ -187,13 +188,13 @@ class EvolutionLoop:
         mutator = self._mutator or make_mutator(config, evaluator.language, self.task.entry)
         curator = make_curator(config, self.task)
         env = DraftEnvironment(evaluator)
-        self._history = HistoryTools(self.store, run.run_id)
         self._chat = self._chat_runtime(config) if getattr(mutator, "uses_models", False) else None
         try:
             state = RunState.load(self.store, run.run_id, config, self.task)
             pace = self._primitive_state(run, config) if config.primitives else None
             if state.last_iteration < 0:
-                self._commit_seed(run, config, evaluator, state, pace)
+                self._commit_seed(run, config, evaluator, state, pace, new_run=not resumed)
+                self._committer.flush()  # the run's row is in: the history tools read it
             elif resumed:
                 self._committer.submit(
                     IterationBatch(
@@ -208,6 +209,7 @@ class EvolutionLoop:
                         ),
                     )
                 )
+            self._history = HistoryTools(self.store, run.run_id)
             for t in range(state.last_iteration + 1, config.budget + 1):
                 if config.target is not None and state.best_score() >= config.target:
                     break  # reached the target: the run ends here, and a resume does not go on
@@ -255,7 +257,7 @@ class EvolutionLoop:
 
     def _save_chat_cache(self, run: RunRecord) -> None:
         """Write the mutator's new cache entries outside an iteration (the run is stopping mid-iteration)."""
-        if self._chat is None:
+        if self._chat is None or self._history is None:  # no model was asked before the run's row was written
             return
         responses, _ = self._chat.cache.drain()
         if responses:
@@ -338,7 +340,11 @@ class EvolutionLoop:
         evaluator: Evaluator,
         state: RunState,
         pace: PrimitiveState | None = None,
+        *,
+        new_run: bool = False,
     ) -> None:
+        """Score the seed program and commit it as iteration 0; with `new_run`, the run's row goes in the same
+        batch, so a seed that is rejected or fails writes nothing at all."""
         code = self.task.seed_program
         try:
             evaluator.check(code)
@@ -393,6 +399,7 @@ class EvolutionLoop:
             IterationBatch(
                 run.run_id,
                 0,
+                new_run=run if new_run else None,
                 programs=(record,),
                 evaluations=tuple(o.as_split_evaluation(pid) for o in outcomes.values()),
                 archive=tuple(entry for entry in landings if entry is not None),

@@ -18,6 +18,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.languages import Language
 from coco_sql.mutate import Mutator, OfflineMutator
 from coco_sql.mutate.python_mutator import PythonOfflineMutator
+from coco_sql.options import OFFLINE_SETTINGS, OptionTable, as_object
 
 #: The offline (no model) operators of each language, built from the offline mutator's settings.
 OFFLINE_MUTATORS: Mapping[str, Callable[..., Mutator]] = MappingProxyType(
@@ -35,9 +36,12 @@ class MutatorSpec:
     defaults: Mapping[str, Any]
     build: Callable[[Language, Mapping[str, Any]], Mutator] = field(repr=False)
     check: Callable[[Mapping[str, Any]], None] | None = field(default=None, repr=False)  # ConfigError if bad
+    options: OptionTable | None = field(default=None, repr=False)  # each setting's range (`coco_sql.options`)
 
     def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        """`given` on top of the defaults; ConfigError for an unknown name or a value of the wrong type."""
+        """`given` on top of the defaults; ConfigError for an unknown name, or a value of the wrong type or out of
+        its range."""
+        given = as_object(given, "option 'mutator_settings'")
         unknown = sorted(set(given) - set(self.defaults))
         if unknown:
             raise ConfigError(
@@ -52,6 +56,10 @@ class MutatorSpec:
                 raise ConfigError(
                     f"mutator {self.name!r}: setting {name!r} must be {expected.__name__} (got {value!r})"
                 )
+            if self.options is not None:
+                value = self.options[name].check(
+                    value, prefix=f"mutator {self.name!r}: ", label=f"setting {name!r}"
+                )
             merged[name] = value
         if self.check is not None:
             self.check(merged)
@@ -61,12 +69,6 @@ class MutatorSpec:
 def _offline(language: Language, settings: Mapping[str, Any]) -> Mutator:
     """The language's offline operators. `max_examples` (few-shot examples per AI_CLASSIFY call, 0: no cap)
     belongs to SQL AI pipelines: a Python task takes only 0."""
-    if settings["max_drafts"] < 1:
-        raise ConfigError(f"--max-drafts must be >= 1 (got {settings['max_drafts']})")
-    if settings["max_examples"] < 0:
-        raise ConfigError(
-            f"max_examples must be >= 0 examples, 0 for no cap (got {settings['max_examples']})"
-        )
     if language.name not in OFFLINE_MUTATORS:
         raise ConfigError(f"the offline mutator has no operators for {language.name} programs")
     chosen = dict(settings)
@@ -125,8 +127,9 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
         "offline": MutatorSpec(
             "offline",
             "data-driven AST edits tested on training rows before commit (no model)",
-            {"max_drafts": 32, "probe": True, "max_examples": 0},
+            {option.name: option.default for option in OFFLINE_SETTINGS},
             _offline,
+            options=OFFLINE_SETTINGS,
         ),
         "agent": MutatorSpec(
             "agent",

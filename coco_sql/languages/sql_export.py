@@ -11,7 +11,9 @@ sqlglot in that dialect before it is returned.
     snowflake_view      CREATE OR REPLACE VIEW <name> AS <program over source>                    (Snowflake)
     snowflake_function  CREATE OR REPLACE FUNCTION <name>() RETURNS TABLE (<columns>)
                         AS $$ <program over source> $$                                   (Snowflake SQL UDTF)
-    dbt                 {{ config(materialized='view') }} <program over {{ source(...) }} or {{ ref(...) }}>
+    dbt                 {{ config(materialized='view') }} <program over {{ ref('source') }} or the source's name>
+
+`source` is a table name (`source_table`: a name, schema.name or db.schema.name); anything else is refused.
 
 The UDTF must declare its columns, and a program alone does not say every type: a column passed through from
 the source (`id`) has whatever type the user's table gives it. So each output column (the query's named
@@ -33,6 +35,7 @@ from collections.abc import Mapping
 import pandas as pd
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.scope import traverse_scope
 
@@ -85,12 +88,13 @@ def export_form(
     if form == "sql":
         return code
     target = _TARGETS[form]
+    reads = source_table(source, target)
     program = sqlglot.parse_one(code, read=dialect)
     if (
         dialect == "snowflake" and target == "duckdb"
     ):  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
         program = snowflake_to_duckdb(program)
-    relation = _DBT_PLACEHOLDER if form == "dbt" else source
+    relation: str | exp.Table = _DBT_PLACEHOLDER if form == "dbt" else reads
     tables = ""
     for table, (rows, types) in (references or {}).items():
         if not reads_table(code, dialect, table):
@@ -101,7 +105,7 @@ def export_form(
         tables += create_table(f"{name}_{table}", rows, types, target) + "\n"
     body = over_source(program, relation).sql(dialect=target, pretty=True)
     if form == "dbt":
-        return _dbt(body, source)
+        return _dbt(body, reads)
     identifier = exp.to_identifier(name).sql(dialect=target)
     if form == "snowflake_function":
         return tables + _udtf(identifier, program, dialect, body, columns)
@@ -131,8 +135,35 @@ def _checked(statement: str, dialect: str, body: str) -> str:
     return statement + ";\n"
 
 
-def _dbt(body: str, source: str) -> str:
-    reference = "{{ ref('" + source + "') }}" if re.fullmatch(r"\w+", source) else source
+def source_table(source: str, dialect: str) -> exp.Table:
+    """`source` as a table of `dialect`: a name, `schema.name` or `db.schema.name` (quoted parts allowed), its
+    comments dropped; a one-line ConfigError for anything else (a query, a function, several statements), so an
+    export never pastes the caller's text into its SQL or its Jinja."""
+    try:
+        table = sqlglot.parse_one(source, into=exp.Table, read=dialect) if isinstance(source, str) else None
+    except (ParseError, TokenError):
+        table = None
+    if table is None or len(table.parts) > 3 or not all(isinstance(p, exp.Identifier) for p in table.parts):
+        raise ConfigError(
+            f"the source to export over must be a table name such as signals or raw.signals (got {source!r})"
+        )
+    for node in table.walk():
+        node.comments = None
+    return table
+
+
+def _dbt(body: str, table: exp.Table) -> str:
+    """The model: `{{ ref('name') }}` for a plain name, else the table's SQL name, inside `{% raw %}` when it
+    holds a Jinja delimiter (a quoted name may), so Jinja never evaluates it."""
+    name = table.sql(dialect="snowflake")
+    if len(table.parts) == 1 and re.fullmatch(r"\w+", name):
+        reference = "{{ ref('" + name + "') }}"
+    elif any(mark in name for mark in ("{{", "}}", "{%", "%}", "{#", "#}")):
+        if "endraw" in name:
+            raise ConfigError(f"the source {name} cannot be quoted for dbt's Jinja: rename the table")
+        reference = "{% raw %}" + name + "{% endraw %}"
+    else:
+        reference = name
     sqlglot.parse_one(body, read="snowflake")  # the model minus its Jinja parses as Snowflake SQL
     return "{{ config(materialized='view') }}\n\n" + body.replace(_DBT_PLACEHOLDER, reference) + "\n"
 
@@ -162,13 +193,13 @@ def _udtf_type(kind: exp.DataType | None) -> str:
     return "VARIANT" if kind is None else _UDTF_TYPES.get(kind.this, "VARIANT")
 
 
-def over_source(query: exp.Expression, source: str, relation: str = "input") -> exp.Expression:
+def over_source(query: exp.Expression, source: str | exp.Table, relation: str = "input") -> exp.Expression:
     """`query` with every reference to the table `relation` (not a CTE of that name) replaced by `source`."""
     query = query.copy()
     for scope in traverse_scope(query):
         for table in scope.tables:
             if table.name.lower() == relation and not table.db and table.name not in scope.cte_sources:
-                replacement = exp.to_table(source)
+                replacement = source.copy() if isinstance(source, exp.Table) else exp.to_table(source)
                 replacement.set(
                     "alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(relation))
                 )

@@ -65,23 +65,48 @@ def connect(path: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
 
 
 def install(con: duckdb.DuckDBPyConnection) -> None:
-    """Create coco-sql's tables (if missing) and its procedures (as temporary macros of this connection)."""
+    """Create coco-sql's tables (if missing) and its procedures (as temporary macros of this connection).
+
+    DuckDB keeps a Python UDF in the database's catalog, which every connection to the same file in this process
+    shares, while a temporary macro belongs to its connection. So each connection gets UDFs of its own names
+    (`coco_task_py`, then `coco_task_py_2`, ...), each bound to that connection, and macros that call those: a
+    second `coco_sql.connect(path)` works, and keeps working after the first is closed."""
     DuckDBStore.over(con).close()  # the schema
+    suffix = _free_suffix(con)
     for name, (handler, params, required) in _SIGNATURES.items():
         columns = handlers.COLUMNS[name]
         returns = "STRUCT(" + ", ".join(f'"{c}" {t}' for c, t in columns) + ")[]"
         con.create_function(
-            f"{name}_py",
+            f"{name}_py{suffix}",
             _udf(con, handler, [t for _, t in params], [c for c, _ in columns]),
             [duckdb.sqltype("VARCHAR" if t == "JSON" else t) for _, t in params],
             duckdb.sqltype(returns),
             side_effects=True,
             null_handling="special",
         )
-        con.execute(_macro(name, params, required))
+        con.execute(_macro(name, params, required, suffix))
 
 
-def _macro(name: str, params: Sequence[tuple[str, str]], required: int) -> str:
+def _free_suffix(con: duckdb.DuckDBPyConnection) -> str:
+    """'' when no connection of this process registered the UDFs in this database yet, else the first free
+    '_<n>'."""
+    taken = {
+        name
+        for (name,) in con.execute(
+            "SELECT DISTINCT function_name FROM duckdb_functions() WHERE starts_with(function_name, 'coco_')"
+        ).fetchall()
+    }
+    n = 1
+    while any(f"{name}_py{_suffix(n)}" in taken for name in _SIGNATURES):
+        n += 1
+    return _suffix(n)
+
+
+def _suffix(n: int) -> str:
+    return "" if n == 1 else f"_{n}"
+
+
+def _macro(name: str, params: Sequence[tuple[str, str]], required: int, suffix: str = "") -> str:
     """One table-macro overload per accepted number of arguments; missing ones are NULL (the default)."""
     overloads = []
     for given in range(required, len(params) + 1):
@@ -90,7 +115,7 @@ def _macro(name: str, params: Sequence[tuple[str, str]], required: int) -> str:
             (f"CAST(to_json({p}) AS VARCHAR)" if t == "JSON" else p) if i < given else "NULL"
             for i, (p, t) in enumerate(params)
         ]
-        body = f"SELECT unnest({name}_py({', '.join(arguments)}), recursive := true)"
+        body = f"SELECT unnest({name}_py{suffix}({', '.join(arguments)}), recursive := true)"
         overloads.append(f"({', '.join(names)}) AS TABLE ({body})")
     return f"CREATE OR REPLACE TEMP MACRO {name}" + ", ".join(overloads)
 

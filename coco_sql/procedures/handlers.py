@@ -3,6 +3,7 @@ dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are
 
     coco_task(name, source, options)     register a task over a table or query's rows (tasks.from_rows)
     coco_evolve(task, budget, options)   a new run; options: RunConfig keys plus classify_model, completion_model
+                                         (`coco_sql.options`: RUN_OPTIONS and AI_OPTIONS, their types and ranges)
     coco_resume(run_id, budget)          continue a run (to a larger budget)
     coco_status(run_id)                  one row per run (or the one run)
     coco_export(run_id, form, max_cost)  the champion (or the best program within a deploy cost per 1,000 rows):
@@ -20,6 +21,7 @@ from typing import Any
 
 from coco_sql import api
 from coco_sql.llm import AiConfig
+from coco_sql.options import AI_OPTIONS, as_object
 from coco_sql.store import Warehouse
 
 SUMMARY = (
@@ -76,11 +78,11 @@ COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("html", "VARCHAR"),
     ),
 }
-AI_OPTIONS = ("classify_model", "completion_model")
 
 
 def coco_task(store: Warehouse, name: str, source: str, options: Mapping[str, Any] | None) -> list[dict]:
-    return [api.register_task(name, source, options or {}, db=store)]
+    """Name, source and options are checked before anything runs or is written (`api.register_task`)."""
+    return [api.register_task(name, source, options, db=store)]
 
 
 def coco_evolve(
@@ -92,7 +94,7 @@ def coco_evolve(
     ai: AiConfig | None = None,
 ) -> list[dict]:
     """`ai` is the engine's base model configuration (Snowflake: Cortex through the procedure's session)."""
-    run_options, ai = _split_options(options or {}, ai)
+    run_options, ai = split_options(options, ai)
     summary = api.evolve(task, db=store, budget=60 if budget is None else budget, options=run_options, ai=ai)
     return [summary.as_dict()]
 
@@ -146,13 +148,15 @@ def coco_report(store: Warehouse, run_id: int | None) -> list[dict]:
     return [{"run_id": report.run_id, "html": report.html}]
 
 
-def _split_options(
-    options: Mapping[str, Any], base: AiConfig | None = None
+def split_options(
+    options: Mapping[str, Any] | None, base: AiConfig | None = None
 ) -> tuple[dict[str, Any], AiConfig | None]:
     """RunConfig keys apart from the AI model choices (which configure the AI functions, not the run), the
-    choices applied over `base`."""
-    run_options = {k: v for k, v in options.items() if k not in AI_OPTIONS}
-    models = {k: str(v) for k, v in options.items() if k in AI_OPTIONS and v is not None}
+    choices applied over `base`. The options must be an object, and the model choices text."""
+    options = as_object(options, "coco_evolve's options")
+    run_options = {k: v for k, v in options.items() if k not in AI_OPTIONS.names}
+    chosen = AI_OPTIONS.check({k: v for k, v in options.items() if k in AI_OPTIONS.names})
+    models = {k: v for k, v in chosen.items() if v is not None}
     if not models:
         return run_options, base
     return run_options, (replace(base, **models) if base is not None else AiConfig.from_environment(**models))

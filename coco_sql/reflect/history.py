@@ -22,6 +22,7 @@ import json
 from typing import Any, ClassVar
 
 from coco_sql.errors import ConfigError
+from coco_sql.options import TOOL_ARGUMENTS
 from coco_sql.store.base import Warehouse
 
 #: The command-line flag of each tool parameter (`coco-sql history TOOL ...`), for error messages.
@@ -218,8 +219,14 @@ def _parsed(value: Any) -> Any:
 
 
 def _positive(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """`value` of the integer argument `name` within its range (`options.TOOL_ARGUMENTS`): it becomes a SQL
+    parameter (a LIMIT or a depth), so a value past what the query takes is refused here, in one line, instead
+    of failing inside DuckDB (a `-n 2**70` overflowed BIGINT)."""
+    option = TOOL_ARGUMENTS[name]
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be a positive integer (got {value!r})")
+    if not option.low <= value <= option.high:  # type: ignore[operator]
+        raise ConfigError(f"{name} must be a positive integer up to {option.high:,.0f} (got {value!r})")
     return value
 
 

@@ -50,7 +50,8 @@ class Warehouse(Protocol):
         ...
 
     def create_run(self, run: RunRecord) -> None:
-        """Insert a run row (status 'running')."""
+        """Insert a run row (status 'running'). The loop does not call it: a new run's row travels with its
+        seed's batch (`IterationBatch.new_run`), so a run whose seed fails leaves no row."""
         ...
 
     def get_run(self, run_id: int) -> RunRecord:
@@ -70,7 +71,8 @@ class Warehouse(Protocol):
         ...
 
     def write_iteration(self, batch: IterationBatch) -> None:
-        """Commit one iteration's rows as a single transaction (all or nothing)."""
+        """Commit one iteration's rows as a single transaction (all or nothing), a new run's row (`new_run`, with
+        its seed's batch) first."""
         ...
 
     def ai_cache_entries(self) -> tuple[list[CachedResponse], list[CachedEmbedding]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from sqlglot import exp
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
+from coco_sql.store.inputs import check_run_id, checked_source
 from coco_sql.store.named import named_query
 from coco_sql.store.records import (
     DEPLOY_COST_EVENT,
@@ -181,22 +181,18 @@ class DuckDBStore:
 
     def create_run(self, run: RunRecord) -> None:
         with self._lock:
-            self._con.execute(
-                "INSERT INTO runs (run_id, task, task_fingerprint, seed, budget, config, status, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    run.run_id,
-                    run.task,
-                    run.task_fingerprint,
-                    run.seed,
-                    run.budget,
-                    to_json(run.config),
-                    run.status,
-                    _now(),
-                ],
-            )
+            self._insert_run(run)
+
+    def _insert_run(self, run: RunRecord) -> None:
+        self._con.execute(
+            "INSERT INTO runs (run_id, task, task_fingerprint, seed, budget, config, status, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [run.run_id, run.task, run.task_fingerprint, run.seed, run.budget, to_json(run.config), run.status,
+             _now()],
+        )  # fmt: skip
 
     def get_run(self, run_id: int) -> RunRecord:
+        check_run_id(run_id, self.path)
         row = self._fetchone(
             "SELECT run_id, task, task_fingerprint, seed, budget, config, status, created_at, finished_at "
             "FROM runs WHERE run_id = ?",
@@ -247,6 +243,8 @@ class DuckDBStore:
         multi-row VALUES (small tables) or as one list per column, unnested (the larger ones). Evaluations, up to
         millions of rows, travel as Arrow tables of `EVALUATION_CHUNK_ROWS` rows (`_insert_evaluations`)."""
         now = _now()
+        if batch.new_run is not None:
+            self._insert_run(batch.new_run)
         rows = table_rows(batch, now)
         for table in WRITE_ORDER:
             if table == "evaluations":
@@ -469,10 +467,14 @@ class DuckDBStore:
 
     # -- tasks from warehouse rows ----------------------------------------------------------------------------
     def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
-        """The rows of a user's table or query (`coco_task`'s source) and its columns' DuckDB types."""
-        query = f"SELECT * FROM {source}" if _IDENTIFIER.fullmatch(source.strip()) else source
+        """The rows of a user's table or query (`coco_task`'s source) and its columns' DuckDB types. The source
+        must be one read-only query (`store.inputs.checked_source`), and DuckDB must see one SELECT in it."""
+        query = checked_source(source, "duckdb")
         try:
             with self._lock:
+                statements = self._con.extract_statements(query)
+                if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+                    raise StoreError(f"the source {source!r} is not one SELECT query")
                 types = {row[0]: row[1] for row in self._con.execute(f"DESCRIBE {query}").fetchall()}
                 rows = self._con.execute(query).df()
         except duckdb.Error as error:
@@ -567,9 +569,6 @@ class DuckDBStore:
         if row is None and not allow_none:
             raise StoreError(f"query returned no row: {sql}")
         return row
-
-
-_IDENTIFIER = re.compile(r'[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*){0,2}|"[^"]+"')
 
 
 def _program(row: tuple[Any, ...]) -> ProgramRecord:

@@ -259,6 +259,8 @@ class IterationBatch:
 
     run_id: int
     iteration: int
+    # a new run's row, written with its seed's batch: a run that fails before its seed is scored leaves nothing
+    new_run: RunRecord | None = None
     programs: tuple[ProgramRecord, ...] = ()
     evaluations: tuple[SplitEvaluation, ...] = ()
     archive: tuple[ArchiveEntry, ...] = ()

@@ -31,6 +31,7 @@ from sqlglot import exp
 from coco_sql.errors import EvaluationError, StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
+from coco_sql.store.inputs import check_run_id, checked_source
 from coco_sql.store.named import named_query
 from coco_sql.store.records import (
     DEPLOY_COST_EVENT,
@@ -150,11 +151,15 @@ class SnowparkStore:
         return None if value is None else int(value)
 
     def create_run(self, run: RunRecord) -> None:
-        row = (run.run_id, run.task, run.task_fingerprint, run.seed, run.budget, to_json(run.config), run.status,
+        self._append("runs", [self._run_row(run)])
+
+    @staticmethod
+    def _run_row(run: RunRecord) -> tuple[Any, ...]:
+        return (run.run_id, run.task, run.task_fingerprint, run.seed, run.budget, to_json(run.config), run.status,
                _now(), None)  # fmt: skip
-        self._append("runs", [row])
 
     def get_run(self, run_id: int) -> RunRecord:
+        check_run_id(run_id, self.path)
         rows = self._select("runs", run_id=run_id)
         if not rows:
             raise StoreError(f"no run {run_id} in {self.path}")
@@ -225,6 +230,8 @@ class SnowparkStore:
 
         now = _now()
         with self._lock:
+            if batch.new_run is not None:  # first: a batch cut short is repaired by `recover` on resume
+                self._append("runs", [self._run_row(batch.new_run)])
             rows = table_rows(batch, now)
             for table in WRITE_ORDER:
                 if table == "evaluations":  # one append per chunk: the rows of a large table stay bounded
@@ -352,18 +359,9 @@ class SnowparkStore:
 
     # -- tasks from warehouse rows ----------------------------------------------------------------------------
     def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
-        """A user's table (by name) or query, in Snowflake SQL: the one place the user's own SQL runs."""
-        stripped = source.strip().rstrip(";")
-        try:
-            query = sqlglot.parse_one(stripped, read="snowflake")
-        except sqlglot.errors.ParseError as error:
-            raise StoreError(
-                f"the source {source!r} does not parse as Snowflake SQL: {_first_line(error)}"
-            ) from None
-        if isinstance(query, exp.Table | exp.Column):
-            stripped = f"SELECT * FROM {stripped}"
-        elif not isinstance(query, exp.Query):
-            raise StoreError(f"the source {source!r} is neither a table name nor a query")
+        """A user's table (by name) or query, in Snowflake SQL: the one place the user's own SQL runs. It must be
+        one read-only query (`store.inputs.checked_source`)."""
+        stripped = checked_source(source, "snowflake")
         try:
             result = self._sql(stripped)
         except Exception as error:  # the engine's own error type differs between executors

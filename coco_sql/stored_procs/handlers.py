@@ -93,19 +93,34 @@ def _call(session: Session, name: str, handler: Callable[..., list[dict]], *argu
 
 
 def _object(value: Any) -> dict[str, Any] | None:
-    """A VARIANT argument: a dict from `session.call`, JSON text from SQL, or NULL."""
+    """A VARIANT argument: a dict from `session.call`, JSON text from SQL, or NULL; a one-line ConfigError for
+    anything else."""
     import json
 
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = json.loads(value)
-    if not isinstance(value, dict):
-        from coco_sql.errors import ConfigError
+    from coco_sql.errors import ConfigError
+    from coco_sql.options import as_object
 
-        raise ConfigError(f"options must be an object such as {{'seed': 1}}, got {type(value).__name__}")
-    return value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ConfigError(
+                f"options must be an object such as {{'seed': 1}} (got the text {value[:60]!r})"
+            ) from None
+    return dict(as_object(value, "options")) if value is not None else None
 
 
 def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    """A NUMBER argument as an int (Snowflake may pass a Decimal or a float); a one-line ConfigError otherwise."""
+    if value is None:
+        return None
+    try:
+        number = int(value)
+        exact = not isinstance(value, bool | str) and number == value
+    except (TypeError, ValueError, OverflowError):
+        exact = False
+    if not exact:
+        from coco_sql.errors import ConfigError
+
+        raise ConfigError(f"expected a whole number, got {value!r}")
+    return number

@@ -5,7 +5,8 @@ are fixed by the stored split seed, so a run stays reproducible when the source 
 task is loaded through the same loader as a pack on disk: its options are written as a task.toml beside the rows
 (in a temporary folder), so every check a pack gets, a table gets too; errors name the option, not the file.
 
-Options (a JSON object; unknown keys are errors):
+The name is an identifier (`options.TASK_NAME`), checked before anything is written anywhere. Options (a JSON
+object; unknown keys are errors) are `options.TASK_OPTIONS`, each checked for type and range first:
 
     label              required: the label column
     seed_program       required: the SQL program to start from (over the relation `input`)
@@ -13,11 +14,11 @@ Options (a JSON object; unknown keys are errors):
     id_column          default "id" (ids are read as strings and must be unique)
     output             the program's output column (default: the label column's name)
     output_type        INTEGER | DOUBLE | VARCHAR | BOOLEAN | VARCHAR[] (default: from the label column's type)
-    scorer             exact (default) | numeric | multilabel_f1 | token_match
+    scorer             exact (default) | numeric | multilabel_f1 | token_match | bound_ratio
     allowed_functions  extra functions, e.g. ["AI_CLASSIFY"]
     dialect            snowflake (default) | duckdb: the dialect programs are written in
-    train_fraction     0.5;  test_fraction 0.2;  split_seed 0
-    timeout_seconds    10.0; description "rows of <source>"
+    train_fraction     0.5 in (0, 1);  test_fraction 0.2 in [0, 1);  split_seed 0 in [0, 2147483647]
+    timeout_seconds    10.0 in (0, 3600]; description "rows of <source>"
 """
 
 from __future__ import annotations
@@ -32,12 +33,9 @@ from typing import Any
 import pandas as pd
 
 from coco_sql.errors import TaskError
+from coco_sql.options import TASK_OPTIONS, as_object, check_task_name
 from coco_sql.tasks.loader import TaskPack, load_task
 
-OPTIONS = (
-    "label", "seed_program", "input_columns", "id_column", "output", "output_type", "scorer", "allowed_functions",
-    "dialect", "train_fraction", "test_fraction", "split_seed", "timeout_seconds", "description",
-)  # fmt: skip
 _CONTRACT_OF = {"BOOLEAN": "BOOLEAN", "VARCHAR": "VARCHAR", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE"}
 _INTEGERS = (
     "TINYINT",
@@ -60,20 +58,28 @@ _OPTION_OF = {
 }  # fmt: skip
 
 
-def check_options(name: str, options: Mapping[str, Any]) -> None:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise TaskError(f"task {name!r}: unknown option {unknown[0]!r} (options: {', '.join(OPTIONS)})")
+def check_options(name: object, options: object, *, stored: bool = False) -> dict[str, Any]:
+    """The task's name and options checked (`options.TASK_NAME`, `options.TASK_OPTIONS`): the options with each
+    value as the table holds it, or a one-line TaskError before anything is written. `stored`: the task is read
+    back from a store, where an older version may have registered a pack-style name (`options.PACK_NAME`)."""
+    check_task_name(name, error=TaskError, stored=stored)
+    given = as_object(options, f"task {name!r}: the options", error=TaskError)
+    checked = TASK_OPTIONS.check(given, error=TaskError, prefix=f"task {name!r}: ")
     for required in ("label", "seed_program"):
-        if not options.get(required):
+        if not checked.get(required):
             raise TaskError(f"task {name!r}: option {required!r} is required")
+    description = checked.get("description")
+    if description is not None and (not description.strip() or "\n" in description.strip()):
+        raise TaskError(f"task {name!r}: option 'description' must be a single non-empty line")
+    return checked
 
 
 def task_from_rows(
     name: str, source: str, options: Mapping[str, Any], rows: pd.DataFrame, types: Mapping[str, str]
 ) -> TaskPack:
-    """The task `name` over `rows` (the source's columns, with their DuckDB `types`), checked like a pack."""
-    check_options(name, options)
+    """The task `name` over `rows` (the source's columns, with their DuckDB `types`), checked like a pack. A new
+    task's name was checked strictly first (`api.register_task`); a stored one may have an older name."""
+    options = check_options(name, options, stored=True)
     id_column = str(options.get("id_column", "id"))
     label = str(options["label"])
     for role, column in (("id_column", id_column), ("label", label)):
@@ -104,7 +110,7 @@ def task_from_rows(
             _toml(name, source, options, id_column, label, {c: types[c] for c in inputs}, output_type)
         )
         try:
-            return load_task(root)
+            return load_task(root, registered=True)
         except TaskError as error:
             raise TaskError(_in_options(name, str(error))) from None
 

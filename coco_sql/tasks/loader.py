@@ -12,7 +12,8 @@ task.toml format (every key is validated; unknown keys are errors)::
     dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake (SQL programs)
 
     [data]                           # required
-    pool = "data/pool.csv"           # required; labelled search pool (train/val come from here)
+    pool = "data/pool.csv"           # required; labelled search pool (train/val come from here); files are
+                                     #   inside the pack: no absolute path, no .., no symbolic link
     test = "data/test.csv"           # optional held-out file; without it test is carved from the pool
     id_column = "id"                 # optional (default "id"); ids are read as strings and must be unique
     expected_column = "label"        # required; parsed to contract.type (first bad id is reported)
@@ -20,7 +21,7 @@ task.toml format (every key is validated; unknown keys are errors)::
     code = "VARCHAR"                 #   other types cast with empty cells as NULL)
 
     [splits]                         # required
-    seed = 42                        # required integer
+    seed = 42                        # required integer in [0, 2147483647]
     mode = "partition"               # optional (default partition): partition | shared
     train_fraction = 0.34            # partition only (required there), in (0, 1); the rest of the pool is val
     test_fraction = 0.0              # partition only, in [0, 1); must be > 0 without data.test and 0 with it
@@ -39,7 +40,7 @@ task.toml format (every key is validated; unknown keys are errors)::
     [program]                        # required
     seed = "seed.sql"                # required; the seed program, in `dialect` (python: a module)
     allowed_functions = []           # optional: extra function names on top of the base SQL allow-list (SQL)
-    timeout_seconds = 10.0           # optional (default 10.0), > 0
+    timeout_seconds = 10.0           # optional (default 10.0), in (0, 3600]
     entry = "select_next_node"       # python packs only, required: the function the harness calls
     harness = "harness.py"           # python packs only, required: `run(entry, instance) -> output`
 
@@ -66,6 +67,7 @@ from typing import Any
 import duckdb
 
 from coco_sql.errors import TaskError
+from coco_sql.options import PACK_NAME, SPLIT_SEED, TASK_NAME, TIMEOUT_SECONDS
 from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR
 from coco_sql.tasks.pack_files import (
     Reader,
@@ -92,7 +94,6 @@ TASK_FILE = "task.toml"
 DIALECTS: tuple[str, ...] = ("duckdb", "snowflake")
 LANGUAGES: tuple[str, ...] = ("sql", "python")
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
 
@@ -266,7 +267,9 @@ def _build_scorer(reader: Reader, table: Mapping[str, Any], contract: Contract) 
     return scorer, DEFAULT_LIST_SEPARATOR
 
 
-def _load_pack(root: Path) -> TaskPack:
+def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
+    """The pack at `root`. `registered`: a task registered from rows (`tasks.from_rows`), whose name may also be
+    an identifier (`options.TASK_NAME`), not only a pack directory's lower-case name (`options.PACK_NAME`)."""
     toml_path = root / TASK_FILE
     reader = Reader(toml_path)
     if not toml_path.is_file():
@@ -281,8 +284,8 @@ def _load_pack(root: Path) -> TaskPack:
     reader.check_keys(doc, "", _TOP_KEYS)
 
     name = reader.get(doc, "name", str)
-    if not _NAME_RE.match(name):
-        raise reader.error("name", f"must match [a-z0-9][a-z0-9_-]* (got {name!r})")
+    if not (PACK_NAME.fullmatch(name) or (registered and TASK_NAME.fullmatch(name))):
+        raise reader.error("name", f"must match {PACK_NAME.pattern} (got {name!r})")
     if name != root.name:
         raise reader.error("name", f"must equal the pack directory name {root.name!r} (got {name!r})")
     description = reader.get(doc, "description", str)
@@ -315,7 +318,7 @@ def _load_pack(root: Path) -> TaskPack:
             input_columns[column] = check_duckdb_type(reader, key, type_.strip(), con)
 
         splits = reader.table(doc, "splits", _SPLIT_KEYS)
-        split_seed = reader.get(splits, "splits.seed", int)
+        split_seed = reader.bounded(splits, "splits.seed", replace(SPLIT_SEED, default=...))
         split_mode = reader.choice(splits, "splits.mode", SPLIT_MODES, "partition")
         train_fraction = test_fraction = 0.0
         if split_mode == "shared":
@@ -370,9 +373,7 @@ def _load_pack(root: Path) -> TaskPack:
         for function in functions:
             if not isinstance(function, str) or not _FUNCTION_RE.match(function):
                 raise reader.error("program.allowed_functions", f"not a function name: {short(function)}")
-        timeout_seconds = reader.get(program, "program.timeout_seconds", float, 10.0)
-        if not timeout_seconds > 0:
-            raise reader.error("program.timeout_seconds", f"must be > 0 (got {timeout_seconds!r})")
+        timeout_seconds = float(reader.bounded(program, "program.timeout_seconds", TIMEOUT_SECONDS))
         entry = reader.get(program, "program.entry", str) if language == "python" else None
         harness_path = reader.file_path(root, program, "program.harness") if language == "python" else None
         try:
@@ -475,18 +476,20 @@ def _looks_like_path(value: str | Path) -> bool:
     return "/" in value or "\\" in value or value.endswith(".toml") or value in (".", "..")
 
 
-def load_task(name_or_path: str | Path, search_paths: Sequence[Path] | None = None) -> TaskPack:
+def load_task(
+    name_or_path: str | Path, search_paths: Sequence[Path] | None = None, *, registered: bool = False
+) -> TaskPack:
     """Load a pack by name (looked up in ``search_paths``) or by path (a pack directory or its task.toml).
 
     A ``Path``, or a string containing a path separator or ending in ``.toml``, is a path; anything else
-    is a name.
+    is a name. `registered`: the pack `tasks.from_rows` writes for a task registered from rows.
     """
     if _looks_like_path(name_or_path):
         path = Path(name_or_path)
         root = path.parent if path.name == TASK_FILE or path.suffix == ".toml" else path
         if not (root / TASK_FILE).is_file():
             raise TaskError(f"{display(root)}: no task pack here ({TASK_FILE} not found)")
-        return _load_pack(root)
+        return _load_pack(root, registered=registered)
     paths = list(search_paths) if search_paths is not None else default_search_paths()
     found = _discover(paths)
     if name_or_path not in found:

@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 
 from coco_sql.errors import TaskError
+from coco_sql.options import Option
 from coco_sql.tasks.coerce import parse_expected
 from coco_sql.tasks.splits import Split
 
@@ -97,7 +98,8 @@ class Reader:
         return value
 
     def file_path(self, root: Path, table: Mapping[str, Any], key: str, default: Any = ...) -> Path | None:
-        """A file inside the pack; absolute paths and ``..`` are refused so a pack never reads outside."""
+        """A file inside the pack; absolute paths, ``..`` and symbolic links (a link, or a folder on the way that
+        is one) are refused, so a pack never reads outside itself."""
         value = self.get(table, key, str, default)
         if value is None:
             return None
@@ -105,9 +107,21 @@ class Reader:
         if relative.is_absolute() or ".." in relative.parts:
             raise self.error(key, f"must be a relative path inside the pack (got {value!r})")
         path = root / relative
+        linked = [root / Path(*relative.parts[: i + 1]) for i in range(len(relative.parts))]
+        if any(p.is_symlink() for p in linked) or not path.resolve().is_relative_to(root.resolve()):
+            raise self.error(key, f"{display(path)} is a symbolic link: a pack's files must be inside it")
         if not path.is_file():
             raise self.error(key, f"file not found: {display(path)}")
         return path
+
+    def bounded(self, table: Mapping[str, Any], key: str, option: Option) -> Any:
+        """Value of ``key`` checked against `option`'s type and range (`coco_sql.options`, the same bounds a
+        task registered from rows gets), with its default."""
+        value = self.get(table, key, float if option.kind == "number" else int, option.default)
+        try:
+            return option.check(value, error=TaskError)
+        except TaskError:
+            raise self.error(key, f"must be {option.expects()} (got {short(value)})") from None
 
 
 def check_duckdb_type(reader: Reader, key: str, type_: str, con: duckdb.DuckDBPyConnection) -> str:

@@ -1,0 +1,378 @@
+"""Every option a user gives coco-sql, in one place: its type, its range, its default and one line of doc.
+
+One table per call: `TASK_OPTIONS` (`coco_task`'s options), `RUN_OPTIONS` (`coco_evolve`'s, which are
+`engine.RunConfig`'s fields, and the CLI flags of `coco-sql evolve`), `AI_OPTIONS` (`coco_evolve`'s model choices),
+`OFFLINE_SETTINGS` and `AGENT_SETTINGS` (the `mutator_settings` of the offline mutator and of the coding agent) and
+`TOOL_ARGUMENTS` (the integer arguments of the history tools, `coco-sql history -n`). `TASK_NAME` is the pattern a
+registered task's name matches.
+
+Why bounds at all: a value reaches memory (one archive per island), a thread's timer (a deadline) or a SQL
+parameter (BIGINT), and a value past what those hold failed late, with a traceback, after the run row was written
+(issue 25). Each bound is generous for real use and far below what breaks: checked here, a value out of range is a
+one-line error naming the option, what it takes and what it got, before anything is written.
+
+`OptionTable.rows()` gives a table as plain rows (name, type, range, default, doc) for printing (`coco_help`, the
+README). This module imports nothing of coco-sql but its errors, so that every layer may read it; the choices of
+registries (parent policies, mutators) are checked by their owners (`engine.RunConfig`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from coco_sql.errors import CocoError, ConfigError
+
+MAX_SEED = 2**31 - 1  # a seed any model provider and numpy accept
+MAX_AMOUNT = 1e15  # a spend or cost limit past this is no limit, and float() of a larger int may overflow
+TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+"""A registered task's name: an identifier (it names files in a temporary folder, rows and a view)."""
+PACK_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+"""A task pack's name (its directory's); a task registered before `TASK_NAME` may have one too."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. `kind` is integer | number | boolean | string | choice | strings | object | amount (a number or
+    a text such as '200000 tokens', parsed by its owner). `low`/`high` bound integers and numbers (inclusive
+    unless `open_low`/`open_high`); `choices` are a choice's values. None is accepted where `nullable` (it means
+    the default, or off)."""
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    choices: tuple[str, ...] = ()
+    nullable: bool = False
+
+    @property
+    def type(self) -> str:
+        """The type as a table shows it."""
+        return {"strings": "list of strings", "amount": "number or text"}.get(self.kind, self.kind)
+
+    @property
+    def range(self) -> str:
+        """The values it takes, as a table shows them: '[1, 64]', '(0, 3600]', 'exact | numeric', ''."""
+        if self.choices:
+            return " | ".join(self.choices)
+        if self.low is None and self.high is None:
+            return ""
+        low = "" if self.low is None else _number(self.low)
+        high = "" if self.high is None else _number(self.high)
+        return f"{'(' if self.open_low else '['}{low}, {high}{')' if self.open_high else ']'}"
+
+    def expects(self) -> str:
+        """What a value must be, for messages: 'an integer in [1, 64]'."""
+        within = f" in {self.range}" if self.range and not self.choices else ""
+        return {
+            "integer": f"an integer{within}",
+            "number": f"a number{within}",
+            "boolean": "true or false",
+            "string": "a string",
+            "choice": f"one of {', '.join(self.choices)}",
+            "strings": "a list of strings",
+            "object": "an object such as {'key': value}",
+            "amount": f"a number up to {_number(MAX_AMOUNT)} or a text such as '200000 tokens'",
+        }[self.kind]
+
+    def check(
+        self, value: Any, *, error: type[CocoError] = ConfigError, prefix: str = "", label: str | None = None
+    ) -> Any:
+        """`value` as the option holds it (an integral float as an int, an int as a float for a number); else
+        `error` with one line: '<prefix><label> must be an integer in [1, 64] (got 100000000)', the label
+        "option 'islands'" unless given (a setting, a command-line flag)."""
+        if value is None and self.nullable:
+            return None
+        checked = self._checked(value)
+        if checked is _BAD:
+            label = label or f"option {self.name!r}"
+            raise error(f"{prefix}{label} must be {self.expects()} (got {_shown(value)})")
+        return checked
+
+    def _checked(self, value: Any) -> Any:
+        if self.kind in ("integer", "number"):
+            return self._in_range(value)
+        if self.kind == "boolean":
+            return value if isinstance(value, bool) else _BAD
+        if self.kind == "string":
+            return value if isinstance(value, str) else _BAD
+        if self.kind == "choice":
+            return value if isinstance(value, str) and value in self.choices else _BAD
+        if self.kind == "strings":
+            ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+            return list(value) if ok else _BAD
+        if self.kind == "object":
+            return value if isinstance(value, Mapping) else _BAD
+        if isinstance(value, str):  # amount
+            return value
+        number = _as_number(value)
+        return value if number is not None and abs(number) <= MAX_AMOUNT else _BAD
+
+    def _in_range(self, value: Any) -> Any:
+        number = _as_number(value)
+        if number is None:
+            return _BAD
+        if self.kind == "integer":
+            if isinstance(value, float) and not value.is_integer():
+                return _BAD
+            number = int(value)
+        else:
+            number = float(number)
+        low_ok = self.low is None or (number > self.low if self.open_low else number >= self.low)
+        high_ok = self.high is None or (number < self.high if self.open_high else number <= self.high)
+        return number if low_ok and high_ok else _BAD
+
+
+@dataclass(frozen=True)
+class OptionTable:
+    """The options of one call, in the order a table shows them."""
+
+    title: str
+    options: tuple[Option, ...]
+
+    def __getitem__(self, name: str) -> Option:
+        for option in self.options:
+            if option.name == name:
+                return option
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[Option]:
+        return iter(self.options)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.options)
+
+    def default(self, name: str) -> Any:
+        return self[name].default
+
+    def check(
+        self, given: Mapping[str, Any], *, error: type[CocoError] = ConfigError, prefix: str = ""
+    ) -> dict[str, Any]:
+        """`given` with each value checked (`Option.check`); an unknown key is `error` naming the known ones."""
+        unknown = sorted((str(k) for k in given if k not in self.names), key=str)
+        if unknown:
+            raise error(f"{prefix}unknown option {unknown[0]!r} (options: {', '.join(self.names)})")
+        return {name: self[name].check(value, error=error, prefix=prefix) for name, value in given.items()}
+
+    def rows(self) -> list[dict[str, str]]:
+        """The table as plain rows: name, type, range, default, doc (all text)."""
+        return [
+            {"name": o.name, "type": o.type, "range": o.range, "default": _default(o.default), "doc": o.doc}
+            for o in self.options
+        ]
+
+
+def as_object(value: Any, what: str, *, error: type[CocoError] = ConfigError) -> Mapping[str, Any]:
+    """`value` when it is an object (a mapping), {} for None; else one line saying `what` must be one."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise error(f"{what} must be an object such as {{'seed': 1}} (got {_kind(value)} {_shown(value)})")
+    return value
+
+
+def check_task_name(name: Any, *, error: type[CocoError] = ConfigError, stored: bool = False) -> str:
+    """`name` when it matches `TASK_NAME` (or, for a task `stored` in a store already, `PACK_NAME`, which older
+    versions registered: neither holds a path); else one line, before anything is written under that name."""
+    fits = isinstance(name, str) and (
+        TASK_NAME.fullmatch(name) is not None or (stored and PACK_NAME.fullmatch(name) is not None)
+    )
+    if not fits:
+        raise error(
+            f"a task name is a letter or _ then up to 63 letters, digits or _ (got {_shown(name)}): it names a "
+            "folder, rows and a view, so it may not be a path"
+        )
+    return name
+
+
+_BAD = object()
+
+
+def _as_number(value: Any) -> float | None:
+    """A finite int or float (not a bool), as a float; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        return float(value) if abs(value) <= 2**1000 else None
+    return value if math.isfinite(value) else None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else f"{value:g}"
+
+
+def _default(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping) and not value:
+        return "{}"
+    if isinstance(value, Sequence) and not isinstance(value, str) and not value:
+        return "[]"
+    return str(value)
+
+
+def _kind(value: Any) -> str:
+    return {str: "a string", list: "a list", int: "a number", float: "a number", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+CONTRACT_TYPES = ("INTEGER", "DOUBLE", "VARCHAR", "BOOLEAN", "VARCHAR[]")
+MAX_TIMEOUT_S = 3600.0  # one evaluation's deadline; a thread's timer overflows near 1e8 s
+
+TIMEOUT_SECONDS = Option(
+    "timeout_seconds", "number", 10.0, "a program's deadline on one split, seconds (task.toml: "
+    "program.timeout_seconds)", low=0, high=MAX_TIMEOUT_S, open_low=True,
+)  # fmt: skip
+SPLIT_SEED = Option(
+    "split_seed", "integer", 0, "the seed of the train/val/test assignment (task.toml: splits.seed)",
+    low=0, high=MAX_SEED,
+)  # fmt: skip
+
+TASK_OPTIONS = OptionTable(
+    "coco_task(name, source, options)",
+    (
+        Option("label", "string", None, "required: the label column", nullable=True),
+        Option("seed_program", "string", None, "required: the SQL program to start from, over `input`",
+               nullable=True),
+        Option("input_columns", "strings", None, "the input columns (default: every column but the id and "
+               "the label)", nullable=True),
+        Option("id_column", "string", "id", "the id column (ids are read as text and must be unique)"),
+        Option("output", "string", None, "the program's output column (default: the label's name)",
+               nullable=True),
+        Option("output_type", "choice", None, "the output's type (default: from the label column's type)",
+               choices=CONTRACT_TYPES, nullable=True),
+        Option("scorer", "choice", "exact", "how an output is scored against its label",
+               choices=("exact", "numeric", "multilabel_f1", "token_match", "bound_ratio")),
+        Option("allowed_functions", "strings", [], "functions allowed on top of the base list, e.g. "
+               "['AI_CLASSIFY']", nullable=True),
+        Option("dialect", "choice", "snowflake", "the dialect programs are written in",
+               choices=("snowflake", "duckdb")),
+        Option("train_fraction", "number", 0.5, "the share of rows in train", low=0, high=1, open_low=True,
+               open_high=True),
+        Option("test_fraction", "number", 0.2, "the share of rows held out for test (the rest is val)", low=0,
+               high=1, open_high=True),
+        SPLIT_SEED,
+        TIMEOUT_SECONDS,
+        Option("description", "string", None, "one line (default: 'rows of <source>')", nullable=True),
+    ),
+)  # fmt: skip
+
+RUN_OPTIONS = OptionTable(
+    "coco_evolve(task, budget, options) and coco-sql evolve",
+    (
+        Option("seed", "integer", 0, "the run's seed: same seed, same run", low=0, high=MAX_SEED),
+        Option("budget", "integer", 60, "mutation iterations", low=0, high=100_000),
+        Option("islands", "integer", 2, "MAP-Elites islands, each its own archive", low=1, high=64),
+        Option("migration_interval", "integer", 10, "iterations between ring migrations of the islands",
+               low=1, high=100_000),
+        Option("policy", "string", "lp_roster", "the parent policy: lp_roster | map_elites | "
+               "rare_capability | pareto | best"),
+        Option("mutator", "string", "offline", "the mutator: offline | agent | gepa_like | openevolve_like"),
+        Option("mutator_settings", "object", {}, "the mutator's own settings (the offline and agent tables)"),
+        Option("targeting", "choice", "infogain", "how the curator picks target rows",
+               choices=("infogain", "uniform")),
+        Option("admission", "choice", "map_elites", "archive admission: beat the cell's occupant, or raise "
+               "the population's J_p", choices=("map_elites", "jp")),
+        Option("history", "boolean", True, "the mutator may read the search history (false: parent-local)"),
+        Option("target", "number", None, "stop once the champion's validation score reaches this", low=0,
+               high=1, nullable=True),
+        Option("max_spend", "amount", None, "pause the run once its models spent this: '200000 tokens' or '$5'",
+               nullable=True),
+        Option("prices", "object", {}, "model -> [USD per 1M input tokens, per 1M output tokens]"),
+        Option("max_cost", "amount", None, "a child over this deploy cost per 1,000 rows is never admitted: "
+               "'500 calls', '20000 tokens' or '$0.05'", nullable=True),
+        Option("minibatch", "integer", 0, "rows the mutator works on, and a child must gain on first (0: all)",
+               low=0, high=1_000_000),
+        Option("primitives", "boolean", False, "PACE: a library of primitives credited by Thompson sampling"),
+        Option("primitive_k", "integer", 3, "with primitives: at most this many per program", low=1, high=32),
+        Option("primitive_generation", "integer", 5, "with primitives: generate one every this many "
+               "iterations without extraction (0: never)", low=0, high=100_000),
+        Option("model_aliases", "object", {}, "model name the SQL writes -> the model that answers it here"),
+    ),
+)  # fmt: skip
+
+AI_OPTIONS = OptionTable(
+    "coco_evolve's model choices (not stored with the run)",
+    (
+        Option("classify_model", "string", None, "the model of AI_CLASSIFY / AI_FILTER", nullable=True),
+        Option("completion_model", "string", None, "the model of AI_COMPLETE / AI_EXTRACT / AI_AGG",
+               nullable=True),
+    ),
+)  # fmt: skip
+
+OFFLINE_SETTINGS = OptionTable(
+    "mutator_settings of the offline mutator",
+    (
+        Option("max_drafts", "integer", 32, "drafts tested on training rows per iteration", low=1, high=1024),
+        Option("probe", "boolean", True, "test drafts on training rows (false: one untested edit)"),
+        Option("max_examples", "integer", 0, "few-shot examples per AI_CLASSIFY call (0: no cap)", low=0,
+               high=10_000),
+    ),
+)  # fmt: skip
+
+AGENT_SETTINGS = OptionTable(
+    "mutator_settings of the coding agent (agent, gepa_like, openevolve_like)",
+    (
+        Option("model", "string", "", "required: the chat model, e.g. openai/gpt-4o-mini"),
+        Option("mode", "choice", "self_test", "self_test | agentic (no test_draft) | static (one-shot)",
+               choices=("static", "agentic", "self_test")),
+        Option("prompt", "choice", "static_task", "the one-shot prompt (mode static)",
+               choices=("static_task", "gepa_task", "openevolve_task")),
+        Option("ledger", "boolean", True, "show the strategy ledger"),
+        Option("history", "boolean", True, "offer the history tools"),
+        Option("offline_tools", "boolean", True, "offer offline_search"),
+        Option("max_turns", "integer", 16, "model calls per mutation", low=1, high=1000),
+        Option("max_tokens", "integer", 60_000, "prompt + completion tokens per mutation", low=1,
+               high=10_000_000),
+        Option("wall_s", "number", 300.0, "seconds per mutation", low=0, high=86_400, open_low=True),
+        Option("max_tests", "integer", 3, "draft tests per mutation (test_draft and show_draft together)",
+               low=1, high=3),
+        Option("test_rows", "integer", 10, "training rows a draft test shows", low=1, high=10),
+        Option("max_invalid", "integer", 3, "invalid candidates before the mutation is discarded", low=1,
+               high=100),
+        Option("max_tool_errors", "integer", 5, "failed tool calls in a row before it is discarded", low=1,
+               high=100),
+        Option("max_silent_turns", "integer", 2, "answers without a tool call before it is discarded", low=1,
+               high=100),
+        Option("tool_choice", "choice", "auto", "auto | required | forced (each turn names its tool)",
+               choices=("auto", "required", "forced")),
+        Option("temperature", "number", 0.0, "the model's sampling temperature", low=0, high=2),
+        Option("max_output_tokens", "integer", 1024, "tokens per answer", low=1, high=1_000_000),
+        Option("reflector_model", "string", "", "the reflector's model ('': no reflector)"),
+        Option("proposer_model", "string", "", "the proposer's model (default: the reflector's)"),
+    ),
+)  # fmt: skip
+
+TOOL_ARGUMENTS = OptionTable(
+    "integer arguments of the history tools (coco-sql history -n, --depth)",
+    (
+        Option("n", "integer", None, "how many rows", low=1, high=100_000),
+        Option("depth", "integer", 10, "get_lineage: how many ancestors", low=1, high=100_000),
+    ),
+)  # fmt: skip
+
+TABLES: Mapping[str, OptionTable] = {
+    "coco_task": TASK_OPTIONS,
+    "coco_evolve": RUN_OPTIONS,
+    "coco_evolve models": AI_OPTIONS,
+    "offline mutator": OFFLINE_SETTINGS,
+    "agent mutator": AGENT_SETTINGS,
+    "history tools": TOOL_ARGUMENTS,
+}
+"""Every table, by the name a help command shows it under."""
