@@ -311,3 +311,44 @@ def lockpicking_env():
     evaluator = Evaluator(task)
     yield task, evaluator
     evaluator.close()
+
+
+def test_the_screening_query_gives_the_same_rows_and_scores_on_a_warehouse(lockpicking_env) -> None:
+    """The screening query is written in DuckDB; a warehouse (a Snowpark local-testing session: Snowflake SQL over
+    the staged training rows) reads it in its own dialect, and scores its rows in Python: the same outputs, and
+    the same gains as the in-engine scoring in DuckDB."""
+    pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed")
+    from snowflake.snowpark import Session
+
+    from coco_sql.languages.sql import SqlLanguage
+    from coco_sql.store.snowpark_store import SnowparkStore
+
+    task, evaluator = lockpicking_env
+    env = DraftEnvironment(evaluator)
+    session = Session.builder.config("local_testing", True).create()
+    remote = Evaluator(task, language=SqlLanguage(task, SnowparkStore(session).candidate_engine()))
+    warehouse = DraftEnvironment(remote)
+    try:
+        mutator = OfflineMutator()
+        query = mutator._parse(task.seed_program, env)
+        parent = env.test_draft(task.seed_program)
+        targets = [r.instance_id for r in parent.rows if r.score < 1][:2]
+        additions = [
+            e
+            for t in targets
+            for e in duplicate_guard(query, mutator._profile_scopes(query, env, t), mutator._fires(env, t))
+        ]
+        edits = screenable(query, additions[:30] + drop_guard(query))
+        sql = screening_sql(query, edits, env.output_column)
+        assert sorted(warehouse.probe(sql).rows) == sorted(env.probe(sql).rows)
+        in_duckdb = score_hypotheses(env, query, edits, parent, True, PENALTY)
+        on_warehouse = score_hypotheses(
+            warehouse, query, edits, warehouse.test_draft(task.seed_program), True, PENALTY
+        )
+        assert [(s.gain, s.fixed, s.broken) for s in on_warehouse] == [
+            (s.gain, s.fixed, s.broken) for s in in_duckdb
+        ]
+        assert warehouse.labels_sql() is None  # the Python path scored them there
+    finally:
+        remote.close()
+        session.close()

@@ -30,7 +30,8 @@ from snowflake.snowpark import Session  # noqa: E402
 from snowflake.snowpark.mock import ColumnEmulator, ColumnType, patch  # noqa: E402
 from snowflake.snowpark.mock._functions import MockedFunctionRegistry  # noqa: E402  (no public unregister)
 from snowflake.snowpark.mock.exceptions import SnowparkLocalTestingException  # noqa: E402
-from snowflake.snowpark.types import LongType, StringType, VariantType  # noqa: E402
+from snowflake.snowpark.types import StringType  # noqa: E402
+from snowpark_helpers import strict_session  # noqa: E402
 
 import coco_sql  # noqa: E402
 from coco_sql import api  # noqa: E402
@@ -42,11 +43,8 @@ from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES  # noqa: E402
 from coco_sql.store.snowpark_candidates import LocalQueries  # noqa: E402
 from coco_sql.store.snowpark_local import LocalSql  # noqa: E402
 from coco_sql.store.snowpark_store import SnowparkStore, snowpark_schema  # noqa: E402
-from coco_sql.store.snowpark_strict import strict_procedures  # noqa: E402
 from coco_sql.store.table_schema import table_columns  # noqa: E402
-from coco_sql.stored_procs import handlers  # noqa: E402
 from coco_sql.stored_procs.mirror import mirror_run  # noqa: E402
-from coco_sql.stored_procs.signatures import PROCEDURES  # noqa: E402
 
 SIGNALS_SQL = """
 SELECT 's' || lpad(i::VARCHAR, 3, '0') AS id, ['red', 'green', 'amber', 'blue'][1 + i % 4] AS color, i % 7 AS speed,
@@ -56,7 +54,6 @@ FROM range(80) t(i)
 """
 SEED = "SELECT id, CASE WHEN color = 'blue' THEN 'go' ELSE 'wait' END AS action FROM input"
 OPTIONS = {"label": "action", "dialect": "duckdb", "seed_program": SEED}
-_TYPES = {"VARCHAR": StringType(), "NUMBER": LongType(), "VARIANT": VariantType()}
 
 
 def signals() -> pd.DataFrame:
@@ -65,26 +62,10 @@ def signals() -> pd.DataFrame:
 
 @pytest.fixture
 def session() -> Iterator[Session]:
-    """A fresh local-testing session with the user's table `signals` and coco-sql's procedures registered, whose
-    procedures run under Snowflake's documented limits (`snowpark_strict`): no process, no socket, writes under
-    /tmp only, the session from the calling thread only. Every refusal is counted, caught or not, and must not
-    happen."""
-    session = Session.builder.config("local_testing", True).create()
-    frame = signals()
-    frame.columns = [c.upper() for c in frame.columns]
-    session.create_dataframe(frame).write.save_as_table("signals")
-    for name, procedure in PROCEDURES.items():
-        session.sproc.register(
-            getattr(handlers, name),
-            name=name,
-            input_types=[_TYPES[kind] for _, kind, _ in procedure.arguments],
-            return_type=snowpark_schema(procedure.columns),
-            replace=True,
-        )
-    with strict_procedures(session) as limits:
+    """A fresh local-testing session with the user's table `signals` and coco-sql's procedures, run under the
+    strict emulation of a stored procedure's limits: no refusal may happen (`snowpark_helpers.strict_session`)."""
+    with strict_session({"signals": signals()}) as (session, _):
         yield session
-    session.close()
-    limits.check()
 
 
 def duckdb_run(tmp_path: Path, budget: int) -> duckdb.DuckDBPyConnection:

@@ -14,7 +14,8 @@ rows and tokens, which become the evaluation's usage.
 (the evaluator's `probe`): they are written in DuckDB, with AI calls bound as the validator binds them; here
 they are turned back into Cortex's calls (`ai_binding.unbind_ai_calls`), written in Snowflake's dialect by
 sqlglot, metered like candidates, and run over the staged rows. DuckDB's identifiers are case-insensitive, so a
-quoted plain identifier of a probe is unquoted for Snowflake (where a quoted name keeps its case).
+quoted plain identifier of a probe is unquoted for Snowflake (where a quoted name keeps its case). A probe may
+read the split's relations only (and its own CTEs): on a warehouse other tables exist.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.scope import traverse_scope
 
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
@@ -148,6 +150,7 @@ class WarehouseQueries:
             raise EvaluationError(f"probe does not parse: {' '.join(str(error).split())[:300]}") from None
         if not isinstance(tree, exp.Query):
             raise EvaluationError(f"a probe must be one SELECT, got {type(tree).__name__}")
+        _check_relations(tree, set(self._tables))
         tree = unbind_ai_calls(tree)
         for node in tree.find_all(exp.Func):
             args = positional_arguments(node)
@@ -162,6 +165,21 @@ class WarehouseQueries:
 
     def close(self) -> None:
         """The staged tables belong to the runner that made them."""
+
+
+def _check_relations(tree: exp.Query, allowed: set[str]) -> None:
+    """EvaluationError unless every relation the probe reads is one of the split's (`input`, `examples`) or its
+    own CTE: on a warehouse, unlike in the DuckDB sandbox, other tables exist (the user's source, the run's
+    tables), and a probe must not see a validation or test row."""
+    for scope in traverse_scope(tree):
+        for source in scope.sources.values():
+            if isinstance(source, exp.Table) and (
+                source.name.lower() not in allowed or source.db or not isinstance(source.this, exp.Identifier)
+            ):
+                raise EvaluationError(
+                    f"a probe may read only {', '.join(sorted(allowed))} (and its own CTEs), not "
+                    f"{source.sql(dialect='duckdb')[:80]}"
+                )
 
 
 def run_metered(engine: CandidateEngine, sql: str, metered: Metered, deadline_s: float) -> QueryResult:
