@@ -146,7 +146,11 @@ def test_a_warehouse_probe_reads_only_the_training_rows(both_engines) -> None:
     """On a warehouse other tables exist (the run's, the user's source): a probe may read its split's rows only,
     and the in-engine scoring SQL, DuckDB's own, is not sent there (its Python twin scores instead)."""
     local, remote = both_engines
-    for sql in ("SELECT * FROM programs", "SELECT * FROM input JOIN main.task_rows ON TRUE", "DROP TABLE input"):
+    for sql in (
+        "SELECT * FROM programs",
+        "SELECT * FROM input JOIN main.task_rows ON TRUE",
+        "DROP TABLE input",
+    ):
         with pytest.raises(EvaluationError, match=r"may read only examples, input|one SELECT"):
             remote.probe(sql)
     assert local.labels_sql() is not None and remote.labels_sql() is None
