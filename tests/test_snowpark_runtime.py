@@ -10,9 +10,12 @@ tokenizer, as the embedded AI_CLASSIFY's billing). Small budgets: the suite's ti
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
@@ -99,3 +102,98 @@ def test_yesterdays_probe_sandbox_fails_under_the_procedure_limits(monkeypatch: 
     finally:
         session.close()
     assert limits.refused["process"] >= 1
+
+
+# -- on a real account: Snowflake enforces the limits itself -----------------------------------------------------
+ACCOUNT = os.environ.get("COCO_SNOWFLAKE_CONNECTION")
+on_an_account = pytest.mark.skipif(
+    not ACCOUNT,
+    reason="no Snowflake account here: set COCO_SNOWFLAKE_CONNECTION to a connection of connections.toml "
+    "(and COCO_SNOWFLAKE_SCHEMA to a scratch DB.SCHEMA)",
+)
+TASKS = Path(__file__).resolve().parents[1] / "tasks"
+
+
+def _account_session() -> Session:
+    """The scratch schema with coco-sql deployed in it (`coco-sql deploy`), and a session using it."""
+    from coco_sql.stored_procs import deploy
+
+    schema = os.environ.get("COCO_SNOWFLAKE_SCHEMA")
+    deploy.deploy(str(ACCOUNT), schema=schema)
+    session = Session.builder.config("connection_name", ACCOUNT).create()
+    if schema:
+        session.sql(f"USE SCHEMA {schema}").collect()
+    return session
+
+
+def _register(session: Session, name: str, frame: pd.DataFrame, options: dict[str, Any]) -> None:
+    upper = frame.copy()
+    upper.columns = [c.upper() for c in upper.columns]
+    session.create_dataframe(upper).write.save_as_table(name, mode="overwrite")
+    session.sql("CALL coco_task(?, ?, PARSE_JSON(?))", [name, name, json.dumps(options)]).collect()
+
+
+@on_an_account
+def test_on_a_real_account_procedures_run_offline_and_ai_tasks_and_bill_cortex(tmp_path: Path) -> None:
+    """lockpicking6's rows and an AI task (hotpotqa_type's first rows) as tasks from tables, evolved by `CALL
+    coco_evolve` inside Snowflake, which refuses a process, a socket or a write outside /tmp by itself: both runs
+    finish; the AI task's candidates are billed by their own queries (ai_usage under Cortex's model, provider
+    'warehouse'); and no candidate query was preceded by a DESCRIBE (the session's query history)."""
+    session = _account_session()
+    suffix = os.getpid()
+    try:
+        lockpicking = pd.read_csv(
+            TASKS / "lockpicking6" / "data" / "pool.csv", dtype={"id": str, "code": str}
+        )
+        seed = (TASKS / "lockpicking6" / "seed.sql").read_text(encoding="utf-8")
+        _register(
+            session,
+            f"lp_{suffix}",
+            lockpicking,
+            {"label": "label", "dialect": "duckdb", "seed_program": seed},
+        )
+        (summary,) = session.sql(f"CALL coco_evolve('lp_{suffix}', 2, {{'seed': 1}})").collect()
+        assert summary["ITERATIONS"] == 2
+        questions = pd.read_csv(TASKS / "hotpotqa_type" / "data" / "pool.csv", dtype=str).head(40)
+        options = {
+            "label": "label",
+            "seed_program": (TASKS / "hotpotqa_type" / "seed.sql").read_text(encoding="utf-8"),
+            "allowed_functions": ["AI_CLASSIFY", "AI_SIMILARITY", "AI_EMBED"],
+        }
+        _register(session, f"hq_{suffix}", questions, options)
+        (summary,) = session.sql(f"CALL coco_evolve('hq_{suffix}', 2, {{'seed': 1}})").collect()
+        assert summary["ITERATIONS"] == 2
+        usage = SnowparkStore(session, read_only=True).table_frame("ai_usage", run_id=int(summary["RUN_ID"]))
+        candidates = usage[usage["split"].isin(["train", "val", "test"])]
+        assert set(candidates["model"]) == {"cortex:ai_classify"}
+        assert candidates["calls"].sum() > 0 and candidates["input_tokens"].sum() > 0
+        history = session.sql(
+            "SELECT COUNT(*) FROM TABLE(INFORMATION_SCHEMA.QUERY_HISTORY_BY_SESSION(RESULT_LIMIT => 10000)) "
+            "WHERE QUERY_TEXT ILIKE 'describe%coco_input%'"
+        ).collect()
+        assert history[0][0] == 0
+    finally:
+        session.close()
+
+
+@on_an_account
+def test_on_a_real_account_python_programs_run_as_temporary_udfs(tmp_path: Path) -> None:
+    """tsp_construct's programs as Snowflake Python UDFs (the client's session here: task packs are not shipped
+    to the warehouse): the same programs and tour lengths as the zygote sandbox gives on DuckDB."""
+    task = str(small_pack(tmp_path, "tsp_construct", 6, 4))
+    db = tmp_path / "local.duckdb"
+    api.evolve(task, db=db, budget=2, options={"seed": 1})
+    session = _account_session()
+    try:
+        store = SnowparkStore(session)
+        summary = api.evolve(task, db=store, budget=2, options={"seed": 1})
+        with DuckDBStore(db, read_only=True) as local:
+            for table, columns in (
+                ("programs", ["iteration", "code", "valid"]),
+                ("program_scores", ["split", "score"]),
+            ):
+                remote = store.table_frame(table, run_id=summary.run_id)
+                ours = local.query(f"SELECT {', '.join(columns)} FROM {table}")
+                assert _rows(remote, columns) == _rows(ours, columns), table
+    finally:
+        session.close()

@@ -57,7 +57,6 @@ from coco_sql.sqlcheck.snowflake import function_name, positional_arguments
 PREFIX = "__coco_m"
 _LIFTED = "__coco_l"
 _COLUMN = "__coco_c"
-_ANSWER = "__coco_a"
 _FREE = frozenset({"AI_COUNT_TOKENS", "PROMPT"})  # not calls to a model
 _NOT_LIFTABLE = ("group", "having", "qualify", "distinct", "limit", "offset")
 
@@ -404,7 +403,7 @@ def _lift(query: exp.Select, top: list[tuple[exp.Func, list[exp.Expression]]], f
             )
             derived.select(
                 exp.Case(ifs=[exp.If(this=runs, true=_read(call, level, reader, inner=True))]).as_(
-                    f"{_ANSWER}{key}"
+                    f"{key}_a"
                 ),
                 _if(live, exp.Literal.number(1)).as_(f"{key}_n"),
                 _if(live.copy(), count).as_(f"{key}_i"),
@@ -419,7 +418,7 @@ def _lift(query: exp.Select, top: list[tuple[exp.Func, list[exp.Expression]]], f
     projections = [_named(_read(p, levels, reader), p) for p in query.expressions]
     for site, (call, _) in zip(sites, sorted(top, key=lambda t: depth[id(t[0])]), strict=True):
         rule = _RULES[site.function]
-        answer = exp.column(f"{_ANSWER}{site.key}", table=reader)
+        answer = exp.column(f"{site.key}_a", table=reader)
         args = [_read(a, levels, reader) for a in positional_arguments(call)]
         output = rule.output(answer, args) if rule.output else exp.Literal.number(0)
         projections += [
@@ -445,7 +444,7 @@ def _read(node: exp.Expression, level: int, reader: str, inner: bool = False) ->
     def swap(inner_node: exp.Expression) -> exp.Expression:
         site = inner_node.meta.get("coco_site")
         if site is not None and not (inner and inner_node is copy):
-            return exp.column(f"{_ANSWER}{site}", table=reader)
+            return exp.column(f"{site}_a", table=reader)
         alias = inner_node.meta.get("coco_column") if isinstance(inner_node, exp.Column) else None
         return exp.column(alias, table=reader) if alias is not None else inner_node
 
