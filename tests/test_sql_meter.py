@@ -44,6 +44,9 @@ SPEC = ValidationSpec(
 EXAMPLES = "OBJECT_CONSTRUCT('examples', [OBJECT_CONSTRUCT('input', 'Where is the seminar held?', 'labels', ['bridge'])])"
 PROGRAMS = {
     "zero-shot": "SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison']):labels[0]::string AS label FROM input",
+    "an explicit NULL config": (
+        "SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison'], NULL):labels[0]::string AS label FROM input"
+    ),
     "guarded few-shot": f"""SELECT id, JSON_EXTRACT_PATH_TEXT(CASE WHEN question ILIKE '% or %'
         THEN PARSE_JSON('{{"labels": ["comparison"]}}') ELSE AI_CLASSIFY(question, ['bridge', 'comparison'],
         {EXAMPLES}) END, 'labels[0]') AS label FROM input""",
@@ -150,6 +153,10 @@ UNMETERED = {
     "beside GROUP BY": (
         "SELECT id, AI_CLASSIFY(MAX(question), ['a', 'b']) AS label FROM input GROUP BY id",
         "inside Max|GROUP",
+    ),
+    "a PROMPT input": (
+        "SELECT id, AI_COMPLETE('llama3.1-8b', PROMPT('Label: {0}', question)) AS label FROM input",
+        "AI_COMPLETE of a PROMPT",
     ),
     "a Cortex spelling": (
         "SELECT id, SNOWFLAKE.CORTEX.SENTIMENT(question) AS label FROM input",

@@ -89,8 +89,9 @@ def _classify_count(args: list[exp.Expression]) -> exp.Expression:
 
 def _classify_constants(args: list[exp.Expression]) -> list[str]:
     """The texts `billing.bill_classify` adds to every row: each category and each example's input and labels."""
-    categories, config = _literal(args[1]), _literal(args[2]) if len(args) > 2 else {}
-    if config is None or (len(args) > 2 and not isinstance(config, dict)):
+    given_config = len(args) > 2 and not isinstance(args[2], exp.Null)
+    categories, config = _literal(args[1]), _literal(args[2]) if given_config else {}
+    if not isinstance(config, dict):
         raise Unmetered("AI_CLASSIFY's config_object is not a literal, so its examples cannot be counted")
     texts: list[str] = []
     labels: list[str] = []
@@ -196,6 +197,10 @@ def meter(query: exp.Query) -> Metered:
     top: list[tuple[exp.Func, list[exp.Expression]]] = []
     nested: list[tuple[exp.Func, exp.Select, list[exp.Expression]]] = []
     for call in calls:
+        if any(
+            isinstance(a, exp.Anonymous) and a.name.upper() == "PROMPT" for a in positional_arguments(call)
+        ):
+            raise Unmetered(f"{function_name(call)} of a PROMPT(...) cannot be metered; pass the text itself")
         select, guard = _placement(call)
         if select is query:
             top.append((call, guard))

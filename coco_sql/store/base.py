@@ -25,6 +25,8 @@ from coco_sql.store.records import (
     RunRecord,
 )
 
+PYTHON_HANDLER = "handle"  # the function a Python UDF's code defines: handle(instance JSON) -> answer JSON
+
 
 @dataclass(frozen=True)
 class QueryRows:

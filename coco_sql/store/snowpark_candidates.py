@@ -27,7 +27,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
 from coco_sql.errors import EvaluationError, EvaluationTimeout
-from coco_sql.store.base import QueryRows
+from coco_sql.store.base import PYTHON_HANDLER, QueryRows
 
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from coco_sql.llm.routing import AiConfig
 
 PYTHON_PACKAGES = ("numpy",)  # what a Python program's UDF may import besides the standard library
-_PYTHON_HANDLER = "handle"
 _JSON_TYPES = frozenset({"ARRAY", "VECTOR"})  # returned as JSON text; read as lists (DuckDB's LIST)
 
 
@@ -179,23 +178,24 @@ class WarehouseCandidates:
 
     def run_python(self, source: str, staged: str, deadline_s: float) -> list[tuple[str, str | None]]:
         """(id, the UDF's JSON answer) for every row of `staged` (columns ID, INSTANCE), from a temporary Python
-        UDF whose code is `source` (`languages.python.warehouse.udf_source`), created for this call and dropped
-        after it."""
-        from snowflake.snowpark.functions import call_udf, col
-
+        UDF whose code is `source` (defining `base.PYTHON_HANDLER(instance)`), created for this call and dropped
+        after it. On an account one query runs it; local testing runs it through Snowpark's DataFrame API."""
         name = f"COCO_PY_{uuid.uuid4().hex[:12].upper()}"
         self._create_python(name, source)
         try:
-            frame = self._session.table(staged).select(
-                col("ID"), call_udf(name, col("INSTANCE")).alias("RESULT")
-            )
-            params = {"STATEMENT_TIMEOUT_IN_SECONDS": max(1, round(deadline_s))}
-            rows = frame.collect(statement_params=None if _local(self._session) else params)
+            if not _local(self._session):
+                found = self.query(f"SELECT ID, {name}(INSTANCE) AS RESULT FROM {staged}", deadline_s)
+                return [(str(row[0]), row[1]) for row in found.rows]
+            from snowflake.snowpark.functions import call_udf, col
+
+            frame = self._session.table(staged).select(col("ID"), call_udf(name, col("INSTANCE")))
+            return [(str(row[0]), row[1]) for row in frame.collect()]
+        except EvaluationError:
+            raise
         except Exception as error:  # the engine's own error type
             raise EvaluationError(_first_line(error)) from None
         finally:
             self._drop_python(name)
-        return [(str(row[0]), row[1]) for row in rows]
 
     def drop_staged(self, name: str) -> None:
         self._session.table(name).drop_table()
@@ -221,14 +221,14 @@ class WarehouseCandidates:
             namespace: dict[str, Any] = {"__name__": name}
             exec(compile(source, name, "exec"), namespace)  # the adapter only: the program runs in the UDF
             self._session.udf.register(
-                namespace[_PYTHON_HANDLER], return_type=StringType(), input_types=[StringType()],
+                namespace[PYTHON_HANDLER], return_type=StringType(), input_types=[StringType()],
                 is_permanent=False, name=name, replace=True,
             )  # fmt: skip
             return
         packages = ", ".join(f"'{p}'" for p in PYTHON_PACKAGES)
         self._queries(
             f"CREATE TEMPORARY FUNCTION {name}(instance VARCHAR) RETURNS VARCHAR LANGUAGE PYTHON "
-            f"RUNTIME_VERSION = '3.11' PACKAGES = ({packages}) HANDLER = '{_PYTHON_HANDLER}' AS $$\n{source}\n$$",
+            f"RUNTIME_VERSION = '3.11' PACKAGES = ({packages}) HANDLER = '{PYTHON_HANDLER}' AS $$\n{source}\n$$",
             timeout_s=60.0,
         )
 

@@ -26,12 +26,11 @@ import pandas as pd
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.python.language import Measure, finished, instance_rows
 from coco_sql.languages.sql_warehouse import WarehouseQueries
-from coco_sql.store.base import CandidateEngine
+from coco_sql.store.base import PYTHON_HANDLER, CandidateEngine
 
 if TYPE_CHECKING:
     from coco_sql.tasks import Split
 
-HANDLER = "handle"  # the UDF's handler function
 MAX_ANSWER_CHARS = (
     64 * 2**20
 )  # one instance's answer, as JSON text, at most (a bigger one is that row's error)
@@ -119,7 +118,7 @@ def _load():
     return _LOADED["run"], _LOADED["entry"]
 
 
-def {HANDLER}(instance):
+def {PYTHON_HANDLER}(instance):
     try:
         run, entry = _load()
         return json.dumps({{"answer": run(entry, json.loads(instance))}}, default=_plain, allow_nan=False)
