@@ -264,11 +264,8 @@ class Evaluator:
 
     def probe(self, sql: str, split: str, deadline_s: float) -> QueryResult:
         """Run one read-only SQL query (DuckDB text) over `split`'s rows in its query engine (the mutator's live
-        probes, for programs of every language): the DuckDB sandbox, or the warehouse's staged rows when the
-        warehouse runs the candidates. Its AI calls are accounted like an evaluation's.
-
-        Only the split's own rows exist in that engine; it must read the text as exactly one SELECT.
-        """
+        probes, for programs of every language), which holds only that split's rows and must read the text as
+        exactly one SELECT. Its AI calls are accounted like an evaluation's."""
         if split not in self.splits:
             raise ConfigError(
                 f"this evaluator may not read the {split!r} split (allowed: {', '.join(self.splits)})"
@@ -335,8 +332,7 @@ class Evaluator:
         return self._probes[split]
 
     def probe_dialect(self, split: str) -> str:
-        """The dialect `split`'s query engine runs probes in (they are written in DuckDB's: 'duckdb' runs them
-        as written, a warehouse translates them)."""
+        """The dialect `split`'s query engine runs probes in (a warehouse translates their DuckDB text)."""
         return self._probe_sandbox(split).dialect
 
     def _run(self, program: Program, split: str, sample: Split | None = None) -> Outcome:

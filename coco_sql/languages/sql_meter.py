@@ -7,7 +7,7 @@ them into the `Usage` the DuckDB path records (`aifuncs.billing`: per row a call
 tokens; AI_COUNT_TOKENS is the documented source, "Cost considerations for Cortex AI Functions" says which
 tokens bill: input and output for functions that generate text, input only for AI_EMBED and AI_SIMILARITY).
 
-What a call site costs, per row it runs on (`_RULES`):
+What a call site costs, per row it runs on (`sql_meter_rules`):
 
     AI_CLASSIFY(x, categories, config)  in:  tokens(x) + tokens of each category ('label: description')
                                              + tokens of each example's input and of its labels' JSON
@@ -40,18 +40,14 @@ cannot bill is a call it does not make, so --max-spend and --max-cost never miss
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 
-from coco_sql.aifuncs.arguments import category_prototypes
-from coco_sql.errors import EvaluationError
+from coco_sql.languages.sql_meter_rules import INPUT_ONLY, RULES, Rule, Unmetered, literal, tokens
 from coco_sql.llm.usage import ProviderCall, Usage
-from coco_sql.sqlcheck.literals import to_python
 from coco_sql.sqlcheck.snowflake import function_name, positional_arguments
 
 PREFIX = "__coco_m"
@@ -60,83 +56,7 @@ _COLUMN = "__coco_c"
 _FREE = frozenset({"AI_COUNT_TOKENS", "PROMPT"})  # not calls to a model
 _NOT_LIFTABLE = ("group", "having", "qualify", "distinct", "limit", "offset")
 
-
-class Unmetered(EvaluationError):
-    """A query whose AI calls cannot be billed on the warehouse (module docstring); it is not run."""
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """How one function bills: the argument whose NULL means no call, the per-row input count, the constant
-    input texts per call (or None), and the output count over the answer (None: input tokens only)."""
-
-    live: int
-    count: Callable[[list[exp.Expression]], exp.Expression]
-    constants: Callable[[list[exp.Expression]], list[str]] | None = None
-    output: Callable[[exp.Expression, list[exp.Expression]], exp.Expression] | None = None
-    model: int | None = None  # the argument naming the model, if the function takes one
-
-
-def _tokens(function: str, *args: exp.Expression) -> exp.Expression:
-    return exp.Anonymous(this="AI_COUNT_TOKENS", expressions=[exp.Literal.string(function), *args])
-
-
-def _classify_count(args: list[exp.Expression]) -> exp.Expression:
-    if _literal(args[1]) is None:  # categories not written out: Cortex's own three-argument form counts them
-        return _tokens("ai_classify", args[0], args[1])
-    return _tokens("ai_classify", args[0])
-
-
-def _classify_constants(args: list[exp.Expression]) -> list[str]:
-    """The texts `billing.bill_classify` adds to every row: each category and each example's input and labels."""
-    given_config = len(args) > 2 and not isinstance(args[2], exp.Null)
-    categories, config = _literal(args[1]), _literal(args[2]) if given_config else {}
-    if not isinstance(config, dict):
-        raise Unmetered("AI_CLASSIFY's config_object is not a literal, so its examples cannot be counted")
-    texts: list[str] = []
-    labels: list[str] = []
-    if categories is not None:
-        try:
-            labels, texts = category_prototypes(categories)
-        except Exception as error:  # Cortex refuses these categories: the query fails on them anyway
-            raise Unmetered(f"AI_CLASSIFY's categories: {error}") from None
-    for example in (config or {}).get("examples") or []:
-        if not isinstance(example, dict) or not isinstance(example.get("input"), str):
-            raise Unmetered("an AI_CLASSIFY example without a text input cannot be counted")
-        given = example.get("labels")
-        given = [given] if isinstance(given, str) else list(given or [])
-        texts += [example["input"], json.dumps([g for g in given if not labels or g in labels])]
-    return texts
-
-
-def _classify_output(answer: exp.Expression, _: list[exp.Expression]) -> exp.Expression:
-    """tokens of json.dumps({"labels": [...]}), the text billing counts (TO_JSON puts no space after commas)."""
-    text = sqlglot.parse_one(
-        """'{"labels": ' || REPLACE(TO_JSON(__coco_answer:labels), '","', '", "') || '}'""", read="snowflake"
-    )
-    text = text.transform(
-        lambda n: answer.copy() if isinstance(n, exp.Column) and n.name == "__coco_answer" else n
-    )
-    return _tokens("ai_classify", text)
-
-
-def _complete_output(answer: exp.Expression, args: list[exp.Expression]) -> exp.Expression:
-    return _tokens("ai_complete", args[0].copy(), exp.cast(answer, "VARCHAR"))
-
-
-def _filter_output(answer: exp.Expression, _: list[exp.Expression]) -> exp.Expression:
-    return _tokens("ai_filter", exp.cast(answer, "VARCHAR"))
-
-
-_RULES: Mapping[str, _Rule] = {
-    "AI_CLASSIFY": _Rule(0, _classify_count, _classify_constants, _classify_output),
-    "AI_COMPLETE": _Rule(1, lambda a: _tokens("ai_complete", a[0], a[1]), output=_complete_output, model=0),
-    "AI_EMBED": _Rule(1, lambda a: _tokens("ai_embed", a[0], a[1]), model=0),
-    "AI_SIMILARITY": _Rule(0, lambda a: _tokens("ai_similarity", *a[:3])),
-    "AI_FILTER": _Rule(0, lambda a: _tokens("ai_filter", a[0]), output=_filter_output),
-    "AI_SENTIMENT": _Rule(0, lambda a: _tokens("ai_sentiment", a[0])),
-}
-_INPUT_ONLY = frozenset(name for name, rule in _RULES.items() if rule.output is None)
+__all__ = ["Metered", "Site", "Unmetered", "meter"]
 
 
 @dataclass(frozen=True)
@@ -230,7 +150,7 @@ def _billed(node: exp.Func) -> str | None:
             )
         return None
     name = function_name(node)
-    if name in _RULES:
+    if name in RULES:
         return name
     if name.startswith("AI_") and name not in _FREE:
         raise Unmetered(f"{name} cannot be metered on the warehouse (no AI_COUNT_TOKENS form bills it)")
@@ -297,13 +217,13 @@ def _counted_site(
     key: str, call: exp.Func, select: exp.Select, guard: list[exp.Expression], ai_ctes: set[str]
 ) -> tuple[Site, list[exp.Expression]]:
     function = function_name(call)
-    if function not in _INPUT_ONLY:
+    if function not in INPUT_ONLY:
         raise Unmetered(
             f"{function} outside the outermost SELECT cannot be metered (its answer bills too): call it in the "
             "final SELECT"
         )
     args = positional_arguments(call)
-    rule = _RULES[function]
+    rule = RULES[function]
     pieces = [
         *args,
         *guard,
@@ -353,7 +273,7 @@ def _uses_ai(node: exp.Expression | list[Any], ai_ctes: set[str]) -> bool:
     nodes = node if isinstance(node, list) else [node]
     for item in nodes:
         for inner in item.walk():
-            if isinstance(inner, exp.Func) and function_name(inner) in _RULES:
+            if isinstance(inner, exp.Func) and function_name(inner) in RULES:
                 return True
             if isinstance(inner, exp.Table) and inner.name.lower() in ai_ctes:
                 return True
@@ -399,7 +319,7 @@ def _lift(query: exp.Select, top: list[tuple[exp.Func, list[exp.Expression]]], f
         reader = f"{_LIFTED}{level - 1}"  # what `derived` reads at this level (the original FROM at level 0)
         for call, guard in [(c, g) for c, g in top if depth[id(c)] == level]:
             key, function = keys[id(call)], function_name(call)
-            rule = _RULES[function]
+            rule = RULES[function]
             args = [_read(a, level, reader) for a in positional_arguments(call)]
             runs = _all([_read(c, level, reader) for c in guard])
             live = exp.and_(runs.copy(), exp.Is(this=args[rule.live].copy(), expression=exp.null()).not_())
@@ -422,7 +342,7 @@ def _lift(query: exp.Select, top: list[tuple[exp.Func, list[exp.Expression]]], f
     query.set("from_", exp.From(this=derived.subquery(reader)))
     projections = [_named(_read(p, levels, reader), p) for p in query.expressions]
     for site, (call, _) in zip(sites, sorted(top, key=lambda t: depth[id(t[0])]), strict=True):
-        rule = _RULES[site.function]
+        rule = RULES[site.function]
         answer = exp.column(f"{site.key}_a", table=reader)
         args = [_read(a, levels, reader) for a in positional_arguments(call)]
         output = rule.output(answer, args) if rule.output else exp.Literal.number(0)
@@ -477,17 +397,17 @@ def _constant(texts: list[str]) -> exp.Expression:
         return exp.Literal.number(0)
     total: exp.Expression = exp.Literal.number(0)
     for text in texts:
-        total = exp.Add(this=total, expression=_tokens("ai_classify", exp.Literal.string(text)))
+        total = exp.Add(this=total, expression=tokens("ai_classify", exp.Literal.string(text)))
     return exp.Subquery(this=exp.Select(expressions=[total]))
 
 
-def _model(call: exp.Func, rule: _Rule) -> str | None:
+def _model(call: exp.Func, rule: Rule) -> str | None:
     args = positional_arguments(call)
     if rule.model is not None and rule.model < len(args):
-        value = _literal(args[rule.model])
+        value = literal(args[rule.model])
         return value if isinstance(value, str) else None
     if function_name(call) == "AI_SIMILARITY" and len(args) > 2:
-        config = _literal(args[2])
+        config = literal(args[2])
         return str(config["model"]) if isinstance(config, dict) and config.get("model") else None
     return None
 
@@ -498,11 +418,3 @@ def _count(value: Any) -> int:
         return int(value) if value is not None and value == value else 0
     except (TypeError, ValueError):
         return 0
-
-
-def _literal(node: exp.Expression | None) -> Any:
-    """A literal argument's value, or None when it is not a literal."""
-    try:
-        return to_python(node)
-    except ValueError:
-        return None
