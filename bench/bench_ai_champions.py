@@ -56,6 +56,28 @@ def head_of(code: str, dialect: str) -> str:
     return "alone" if genes.head_weight == 1 else "part"
 
 
+def with_timeout(name: str, seconds: float, root: Path) -> str:
+    """A copy of pack `name` under `root` whose programs may run `seconds` (the path, as a string): a cold
+    embedding of the validation texts on a loaded 2-core machine can pass the pack's deadline, and a run whose
+    seed times out stops. Nothing else changes: same name, rows and seed program."""
+    import re
+    import shutil
+
+    from coco_sql.tasks import load_task
+
+    pack = load_task(name)
+    copy = root / name
+    shutil.copytree(pack.root, copy)
+    toml = (copy / "task.toml").read_text(encoding="utf-8")
+    line = f"timeout_seconds = {seconds}"
+    if re.search(r"^timeout_seconds\s*=", toml, flags=re.M):
+        toml = re.sub(r"^timeout_seconds\s*=.*$", line, toml, flags=re.M)
+    else:
+        toml = toml.replace("[program]\n", f"[program]\n{line}\n", 1)
+    (copy / "task.toml").write_text(toml, encoding="utf-8")
+    return str(copy)
+
+
 def run_one(pack_name: str, seed: int, budget: int, settings: dict[str, Any]) -> dict[str, Any]:
     from coco_sql import api
     from coco_sql.report import read_models
@@ -75,6 +97,8 @@ def run_one(pack_name: str, seed: int, budget: int, settings: dict[str, Any]) ->
     return {
         "pack": pack_name,
         "seed": seed,
+        "seed_val": summary.seed_val_score,
+        "seed_test": summary.seed_test_score,
         "val": summary.champion_val_score,
         "test": summary.champion_test_score,
         "champion": summary.champion_id,
@@ -267,15 +291,20 @@ def main() -> None:
         "--setting", action="append", default=[], help="offline mutator NAME=INT, e.g. max_examples=16"
     )
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds a program may run (`with_timeout`)"
+    )
     args = parser.parse_args()
     args.packs = args.packs or text_packs()
     settings = {name: int(value) for name, value in (s.split("=", 1) for s in args.setting)}
     seeds = [int(s) for s in args.seeds.split(",")]
-    jobs = [(pack, seed, args.budget, settings) for pack in args.packs for seed in seeds]
+    scratch = tempfile.TemporaryDirectory()
+    paths = {pack: with_timeout(pack, args.timeout, Path(scratch.name)) for pack in args.packs}
+    jobs = [(paths[pack], seed, args.budget, settings) for pack in args.packs for seed in seeds]
     with ProcessPoolExecutor(args.workers) as pool:
         runs = list(pool.map(run_one, *zip(*jobs, strict=True)))
-        references = dict(zip(args.packs, pool.map(reference, args.packs), strict=True))
-        probes = dict(zip(args.packs, pool.map(probe, args.packs), strict=True))
+        references = dict(zip(args.packs, pool.map(reference, paths.values()), strict=True))
+        probes = dict(zip(args.packs, pool.map(probe, paths.values()), strict=True))
     for pack in args.packs:
         ref, lr = references[pack], probes[pack]
         limit = args.cost_share * ref["tokens"]
@@ -294,15 +323,15 @@ def main() -> None:
             f" {centroid['temperature']}, ratio {centroid['ratio']})"
         )
         print(
-            f"  {'seed':>4} {'val':>6} {'test':>6} {'KB':>6} {'tokens/1k':>10} {'head':>5}   best within {args.cost_share:.0%}"
+            f"  {'seed':>4} {'seed val/test':>13} {'val':>6} {'test':>6} {'KB':>6} {'tokens/1k':>10} {'head':>5}   best within {args.cost_share:.0%}"
             f" ({limit:,.0f} tokens): program, val, test   seconds"
         )
         tests, within_tests, tokens_all, heads = [], [], [], []
-        for run in (r for r in runs if r["pack"] == pack):
+        for run in (r for r in runs if r["pack"] == paths[pack]):
             point = best_within(run, limit)
             within = "none that cheap"
             if point is not None:
-                score = test_scores(pack, {point["program_id"]: run["codes"][point["program_id"]]})[
+                score = test_scores(paths[pack], {point["program_id"]: run["codes"][point["program_id"]]})[
                     point["program_id"]
                 ]
                 within_tests.append(score)
@@ -313,7 +342,7 @@ def main() -> None:
                 tokens_all.append(run["tokens"])
             tokens = "-" if run["tokens"] is None else f"{run['tokens']:,.0f}"
             print(
-                f"  {run['seed']:>4} {run['val']:>6.3f} {run['test']:>6.3f} {run['sql_kb']:>6.1f} {tokens:>10}"
+                f"  {run['seed']:>4} {run['seed_val']:>6.3f}/{run['seed_test']:.3f} {run['val']:>6.3f} {run['test']:>6.3f} {run['sql_kb']:>6.1f} {tokens:>10}"
                 f" {run['head']:>5}"
                 f"   {within}   {run['seconds']:.0f}"
             )
@@ -337,6 +366,7 @@ def main() -> None:
             + " |   (pack, champion median test, its median deploy tokens per 1,000 rows, probe test, centroid"
             " test, champion >= the better reference, champions holding the centroid head)"
         )
+    scratch.cleanup()
 
 
 if __name__ == "__main__":

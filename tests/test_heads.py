@@ -142,19 +142,34 @@ def test_the_fit_scores_the_head_after_the_grid(setting) -> None:
         assert scored[0][1] > best_base
 
 
-def test_a_head_program_runs_and_passes_the_deploy_check(setting) -> None:
+def test_a_head_program_runs_passes_the_deploy_check_and_costs_what_the_proxy_does(setting) -> None:
     pack, evaluator, _, query, _ = setting
     where = plan(query, 0, "snowflake")
     assert where is not None
-    for genes in (ProxyGenes(head_weight=1.0), ProxyGenes(word_weight=0.5, head_weight=0.25)):
+
+    def billed(genes: ProxyGenes) -> dict[str, int]:
+        """The program's AI calls' tokens on the validation rows, per function (what the deploy cost counts)."""
         ctes = proxy_ctes(where, "label", False, MODEL, genes)
         code = with_proxy(where, ctes, 0.0, "snowflake", [])(query).sql(dialect="snowflake", pretty=True)
         assert "VECTOR_COSINE_SIMILARITY" in code and "FROM examples AS proxy_e_rows" in code
         assert api.check_deploy(db="unused.duckdb", code=code, task=pack) == []
         outcome = evaluator.evaluate(code, "val")
-        assert outcome.ok, outcome.error and outcome.score > 0.5
-        tokens = {f: line.input_tokens for (f, _), line in outcome.usage.lines.items()}
-        assert not any("CLASSIFY" in f for f in tokens)  # the head answers every row
+        assert outcome.ok and outcome.score > 0.5, outcome.error
+        lines = outcome.usage.lines.items()
+        return {f: x.input_tokens + x.cached_input_tokens + x.output_tokens for (f, _), x in lines if x.calls}
+
+    plain = billed(ProxyGenes())
+    assert plain and not any("CLASSIFY" in f for f in plain)  # the proxy answers every row
+    # the head embeds nothing the proxy does not: no higher deploy cost (a few tokens less where a chunk's
+    # identical texts fall differently); alone it does not embed the categories either
+    for genes in (ProxyGenes(head_weight=0.5), ProxyGenes(word_weight=0.5, head_weight=0.25)):
+        mixed = billed(genes)
+        assert (
+            mixed.keys() == plain.keys()
+            and 0.99 * plain["AI_EMBED"] <= mixed["AI_EMBED"] <= plain["AI_EMBED"]
+        )
+    alone = billed(ProxyGenes(head_weight=1.0))
+    assert alone.keys() == plain.keys() and alone["AI_EMBED"] < plain["AI_EMBED"]
 
 
 def test_head_edits_give_a_proxy_without_one_the_head(setting) -> None:

@@ -4,7 +4,7 @@ the rows where it is confident, and the AI call runs only on the others.
 The proxy is plain SQL, written into the program as CTEs:
 
     proxy_params  its genes (`proxy_fit.ProxyGenes`), one row: k, tau, tau_label, example_weight, ratio,
-                  word_weight, alpha
+                  word_weight, alpha (and head_weight, tau_head with a head)
     proxy_q       each input row's embedding                  AI_EMBED(<model>, <the call's input>)
     proxy_e       each training row's embedding and labels    from `examples` (`tasks.references`): by reference,
                                                               never inline
@@ -14,19 +14,24 @@ The proxy is plain SQL, written into the program as CTEs:
     proxy_qw ..   the words' naive Bayes: each row's distinct words (REGEXP_SUBSTR_ALL), the training rows'
     proxy_words   words and labels, their counts per label, and each row's label probabilities, the row's own
                   counts taken out when it is a training row (`proxy_fit.word_probabilities`)
-    proxy_p       p(label) = (1 - v) [ (1 - w) softmax over the categories of cos / tau_label
-                                       + w (the neighbours' exp(cos / tau) that hold the label) / (all neighbours') ]
-                             + v (the words' probability)
+    proxy_hl ..   the centroid head (`centroid_head`): each row's cosine to each label's centroid of the
+    proxy_head    training rows (the row itself left out), as a softmax at tau_head
+    proxy_p       p(label) = (1 - h) { (1 - v) [ (1 - w) softmax over the categories of cos / tau_label
+                                   + w (the neighbours' exp(cos / tau) that hold the label) / (all neighbours') ]
+                                   + v (the words' probability) }
+                             + h (the centroid head's probability)
     proxy         the labels with p >= ratio * the top p, and the confidence, the top p
 
     CASE WHEN proxy.proxy_confidence >= t THEN OBJECT_CONSTRUCT('labels', proxy.proxy_labels) ELSE <AI call> END
 
 The vote is the embedded backend's AI_CLASSIFY with examples (`aifuncs.semantic`) written in SQL, with its
 constants turned into genes the mutator fits on the training rows (`proxy_fit`); the words read what the
-embeddings blur. Why not a logistic head: the vote and the counts have no training step, so the same SQL
-runs in Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY, REGEXP_SUBSTR_ALL and the examples table the export
-creates from the same training rows, with no UDF, and no weights fitted on the embedded model's vectors have to
-be carried to the warehouse's embedding model (they would not transfer). The words' part is the same on either
+embeddings blur; the centroid head (issue 26) is the nearest-centroid classifier a user would otherwise deploy
+instead, computed from the same table. Why not a logistic head: the vote, the counts and the centroids have no
+training step, so the same SQL runs in Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY, REGEXP_SUBSTR_ALL and
+the examples table the export creates from the same training rows, with no UDF, and no weights fitted on the
+embedded model's vectors have to be carried to the warehouse's embedding model (they would not transfer;
+`centroid_head` says what a logistic head would need). The words' part is the same on either
 engine. The vote's genes and t do carry over, but as numbers fitted to the embedded model's cosines (e5's are
 anisotropic, so tau_label and t especially): on Cortex's embedding model they are a starting point, and
 re-fitting them on the warehouse's vectors is not built yet.
@@ -38,7 +43,8 @@ cross-fitted ones. Three edits are offered: the t that scores best, the lowest t
 the examples move from the call's prompt to the table, and the program shrinks to a few KB); where the proxy
 leaves rows to the call, the call keeps a diverse 16 of its examples. The mutator then tests them like any other
 edit. Once a program has a proxy, its genes evolve by single steps (`gene_edits`: `tune_proxy`), each scored
-by the draft test on the whole program, guards included.
+by the draft test on the whole program, guards included, and a proxy without the head may get it
+(`head_edits`). The SQL is written by `proxy_sql`.
 """
 
 from __future__ import annotations
@@ -306,6 +312,11 @@ def proxy_edits(
         knobs = (
             f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}, "
             f"words' weight {genes.word_weight}, alpha {genes.alpha}"
+            + (
+                f", centroid head's weight {genes.head_weight}, tau_head {genes.tau_head}"
+                if genes.head_weight
+                else ""
+            )
         )
         carried = list(read_spec(classify_calls(query)[index]).config.get("examples") or [])  # plan() read it
         kept, _ = capped(carried, [], generator, view.vectors, fallback_examples)
