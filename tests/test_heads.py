@@ -7,16 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sqlglot
-from pack_copies import small_pack
+from proxy_setting import MODEL, SEED, proxy_setting
 
 from coco_sql import api
-from coco_sql.evaluate import Evaluator
 from coco_sql.mutate.ai_edits import TrainingView
-from coco_sql.mutate.ai_pipeline import embeddings, training_views
 from coco_sql.mutate.centroid_head import centroid_cosines, head_probabilities
 from coco_sql.mutate.head_edits import head_edits, read_plan
 from coco_sql.mutate.proxy_edits import (
-    EMBED_MODELS,
     plan,
     predictions,
     prototype_vectors,
@@ -28,27 +25,13 @@ from coco_sql.mutate.proxy_edits import (
 )
 from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities
 from coco_sql.reflect import DraftEnvironment
-from coco_sql.tasks import load_task
 
-SHOTS = ", ".join(f"{{'input': 'Who is older, A{i} or B?', 'labels': ['comparison']}}" for i in range(20))
-SEED = (
-    f"SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison'], {{'examples': [{SHOTS}]}}):labels[0]::string "
-    "AS label FROM input"
-)
-MODEL = EMBED_MODELS["snowflake"]
 LABELS = ["bridge", "comparison"]
 
 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory: pytest.TempPathFactory):
-    pack = load_task(small_pack(tmp_path_factory.mktemp("packs"), "hotpotqa_type", pool_rows=120))
-    evaluator = Evaluator(pack)
-    env = DraftEnvironment(evaluator)
-    query = sqlglot.parse_one(SEED, read="snowflake")
-    views = training_views(query, env, env.test_draft(SEED))
-    view = TrainingView(views[0].rows, views[0].input_sql, views[0].scope_sql, vectors=embeddings(env, views))
-    yield pack, evaluator, env, query, view
-    evaluator.close()
+    yield from proxy_setting(tmp_path_factory.mktemp("packs"))
 
 
 def _numpy(view: TrainingView, env: DraftEnvironment, genes: ProxyGenes) -> tuple[np.ndarray, np.ndarray]:
