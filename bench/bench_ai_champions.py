@@ -25,7 +25,7 @@ import argparse
 import statistics
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -300,9 +300,20 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     scratch = tempfile.TemporaryDirectory()
     paths = {pack: with_timeout(pack, args.timeout, Path(scratch.name)) for pack in args.packs}
-    jobs = [(paths[pack], seed, args.budget, settings) for pack in args.packs for seed in seeds]
+    jobs = [(paths[pack], seed, args.budget, settings) for seed in seeds for pack in args.packs]
+    runs = []
     with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(run_one, *zip(*jobs, strict=True)))
+        for done in as_completed([pool.submit(run_one, *job) for job in jobs]):
+            run = done.result()  # each run as it ends, so that a long benchmark shows what it has
+            runs.append(run)
+            print(
+                f"run {Path(run['pack']).name} seed {run['seed']}: seed val {run['seed_val']:.3f} test"
+                f" {run['seed_test']:.3f} -> champion {run['champion']} val {run['val']:.3f} test {run['test']:.3f},"
+                f" {run['sql_kb']:.1f} KB, {run['tokens'] or 0:,.0f} tokens per 1,000 rows, head {run['head']},"
+                f" {run['seconds']:.0f} s",
+                flush=True,
+            )
+        runs.sort(key=lambda r: (r["pack"], r["seed"]))
         references = dict(zip(args.packs, pool.map(reference, paths.values()), strict=True))
         probes = dict(zip(args.packs, pool.map(probe, paths.values()), strict=True))
     for pack in args.packs:
