@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
-import sqlglot
-from sqlglot import exp
 
 from coco_sql.errors import EvaluationError, StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
+from coco_sql.store.history_sql import LIST_COLUMNS
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source
-from coco_sql.store.named import named_query
+from coco_sql.store.named import decode_lists, named_query
+from coco_sql.store.portable import snowflake_query
 from coco_sql.store.records import (
     DEPLOY_COST_EVENT,
     ArchiveEntry,
@@ -394,10 +394,10 @@ class SnowparkStore:
     # -- raw SQL: named queries, candidates --------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """A trusted read-only query of coco-sql's own, written in DuckDB with `?` parameters."""
-        return self._sql(_snowflake(sql, list(params))).frame
+        return self._sql(snowflake_query(sql, list(params))).frame
 
     def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return self._named("history", HISTORY_QUERIES, name, params)
+        return decode_lists(self._named("history", HISTORY_QUERIES, name, params), LIST_COLUMNS.get(name, ()))
 
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         return self._named("report", REPORT_QUERIES, name, params)
@@ -409,7 +409,7 @@ class SnowparkStore:
         self, kind: str, queries: Mapping[str, str], name: str, params: Mapping[str, Any]
     ) -> list[dict[str, Any]]:
         sql, bound = named_query(kind, queries, name, params)
-        frame = self._sql(_snowflake(sql, bound)).frame
+        frame = self._sql(snowflake_query(sql, bound)).frame
         return [{c: plain(v) for c, v in zip(frame.columns, row, strict=True)}
                 for row in frame.itertuples(index=False, name=None)]  # fmt: skip
 
@@ -591,21 +591,6 @@ def _column_name(name: str) -> str:
     """Snowflake reports unquoted identifiers in upper case; coco-sql's columns are lower case."""
     unquoted = name.strip('"')
     return unquoted.lower() if unquoted.isupper() or not name.startswith('"') else unquoted
-
-
-def _snowflake(sql: str, params: Mapping[str, Any] | Sequence[Any]) -> str:
-    """A DuckDB query of coco-sql's own in Snowflake SQL, with its `$name` (or `?`) parameters as literals: the
-    values become sqlglot literal nodes, so a string from a tool call is quoted, never spliced."""
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    positional = iter(params) if not isinstance(params, Mapping) else None
-
-    def bind(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Parameter | exp.Placeholder):
-            value = params[node.name] if isinstance(params, Mapping) and node.name else next(positional)  # type: ignore[arg-type]
-            return exp.convert(plain(value))
-        return node
-
-    return tree.transform(bind).sql(dialect="snowflake")
 
 
 def _first_line(error: BaseException) -> str:
