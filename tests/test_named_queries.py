@@ -128,9 +128,10 @@ def snowpark_store() -> Iterator[tuple[Any, dict[str, pd.DataFrame]]]:
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.store.snowpark_store import SnowparkStore, create_tables
 
     session = Session.builder.config("local_testing", True).create()
+    create_tables(session)
     store = SnowparkStore(session)
     for batch in all_batches():
         store.write_iteration(batch)

@@ -1,11 +1,13 @@
 """coco-sql in Snowflake, through Snowpark's local testing mode: the real Snowpark API, no account.
 
 The procedures are the real handlers (`coco_sql.stored_procs.handlers`), registered with `session.sproc.register`
-and run with `session.call`. The store writes and reads with the DataFrame API (`save_as_table`, `Table.update`,
-`Table.merge`, `Table.delete`, filters, joins). Local testing has no `session.sql`, so the store's one raw-SQL
-method (its `SqlExecutor`: the history and report queries, a task's source query and the candidate programs over a
-split's staged rows) is `snowpark_local.LocalSql` there: sqlglot transpiles each Snowflake statement to DuckDB and
-DuckDB runs it over copies of the session's tables. On an account that executor is `session.sql`.
+by `stored_procs.local_deploy` (with the tables, as `coco-sql deploy` creates them on an account) and run with
+`session.call`. The store reads with the DataFrame API (filters, joins) and writes an iteration as a staged batch
+and one INSERT ALL (`store.snowpark_batch`). Local testing has no `session.sql`, so the store's raw SQL (its
+`SqlExecutor`: the history and report queries, a task's source query and the candidate programs over a split's
+staged rows) is `snowpark_local.LocalSql` there: sqlglot transpiles each Snowflake statement to DuckDB and DuckDB
+runs it over copies of the session's tables; its INSERT ALL goes to `snowpark_local_writes.LocalWrites`. On an
+account both are `session.sql`.
 
 The tests check that a run started with `session.call('coco_evolve', ...)` holds, table by table, what the same
 run holds in DuckDB.
@@ -30,7 +32,7 @@ from snowflake.snowpark import Session  # noqa: E402
 from snowflake.snowpark.mock import ColumnEmulator, ColumnType, patch  # noqa: E402
 from snowflake.snowpark.mock._functions import MockedFunctionRegistry  # noqa: E402  (no public unregister)
 from snowflake.snowpark.mock.exceptions import SnowparkLocalTestingException  # noqa: E402
-from snowflake.snowpark.types import LongType, StringType, VariantType  # noqa: E402
+from snowflake.snowpark.types import StringType  # noqa: E402
 
 import coco_sql  # noqa: E402
 from coco_sql import api  # noqa: E402
@@ -42,9 +44,8 @@ from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES  # noqa: E402
 from coco_sql.store.snowpark_local import LocalSql  # noqa: E402
 from coco_sql.store.snowpark_store import SnowparkStore, snowpark_schema  # noqa: E402
 from coco_sql.store.table_schema import table_columns  # noqa: E402
-from coco_sql.stored_procs import handlers  # noqa: E402
+from coco_sql.stored_procs.local_deploy import deploy_local  # noqa: E402
 from coco_sql.stored_procs.mirror import mirror_run  # noqa: E402
-from coco_sql.stored_procs.signatures import PROCEDURES  # noqa: E402
 
 SIGNALS_SQL = """
 SELECT 's' || lpad(i::VARCHAR, 3, '0') AS id, ['red', 'green', 'amber', 'blue'][1 + i % 4] AS color, i % 7 AS speed,
@@ -54,7 +55,6 @@ FROM range(80) t(i)
 """
 SEED = "SELECT id, CASE WHEN color = 'blue' THEN 'go' ELSE 'wait' END AS action FROM input"
 OPTIONS = {"label": "action", "dialect": "duckdb", "seed_program": SEED}
-_TYPES = {"VARCHAR": StringType(), "NUMBER": LongType(), "VARIANT": VariantType()}
 
 
 def signals() -> pd.DataFrame:
@@ -68,14 +68,7 @@ def session() -> Iterator[Session]:
     frame = signals()
     frame.columns = [c.upper() for c in frame.columns]
     session.create_dataframe(frame).write.save_as_table("signals")
-    for name, procedure in PROCEDURES.items():
-        session.sproc.register(
-            getattr(handlers, name),
-            name=name,
-            input_types=[_TYPES[kind] for _, kind, _ in procedure.arguments],
-            return_type=snowpark_schema(procedure.columns),
-            replace=True,
-        )
+    deploy_local(session)
     yield session
     session.close()
 
