@@ -190,5 +190,5 @@ def _trials(rng: random.Random, t: int, pid: str) -> tuple[PrimitiveTrial, ...]:
 
 
 def all_batches() -> list[IterationBatch]:
-    """Run 1 (14 iterations) then run 2 (5): the queries must keep to their run."""
-    return batches(1, 14, seed=3) + batches(2, 5, seed=4)
+    """Run 1 (10 iterations) then run 2 (5): the queries must keep to their run."""
+    return batches(1, 10, seed=3) + batches(2, 5, seed=4)

@@ -35,16 +35,17 @@ from tests.named_query_references import REFERENCES
 QUERIES = {"history": HISTORY_QUERIES, "report": REPORT_QUERIES}
 NAMED = [(kind, name) for kind, queries in QUERIES.items() for name in queries]
 DOUBLES = double_columns()
-# Each query runs with each of these (a query ignores what it does not mention): programs with and without a
-# parent, an invalid one, the other run; instances of each split (only training rows may answer the history).
+# Each query runs with each of these on DuckDB, and with the second and the last on Snowpark (local testing costs
+# ~0.2 s per table a query reads), a query ignoring what it does not mention: programs with and without a parent,
+# an invalid one, the other run; instances of each split (only training rows may answer the history).
 VARIANTS = [
     {"run_id": 1, "program_id": "1-0", "instance_id": "t0", "split": "train", "n": 3, "depth": 2, "cell": None,
      "iteration": 0},
-    {"run_id": 1, "program_id": "1-14", "instance_id": "t3", "split": "val", "n": 100, "depth": 100, "cell": "c1",
-     "iteration": 14},
-    {"run_id": 1, "program_id": "1-7", "instance_id": "v1", "split": "val", "n": 1, "depth": 1, "cell": "c2",
+    {"run_id": 1, "program_id": "1-5", "instance_id": "t3", "split": "train", "n": 100, "depth": 100, "cell": "c1",
+     "iteration": 10},
+    {"run_id": 1, "program_id": "1-4", "instance_id": "v1", "split": "val", "n": 1, "depth": 1, "cell": "c2",
      "iteration": 2},
-    {"run_id": 2, "program_id": "2-4", "instance_id": "t5", "split": "test", "n": 5, "depth": 100, "cell": "c0",
+    {"run_id": 2, "program_id": "2-3", "instance_id": "t5", "split": "test", "n": 5, "depth": 100, "cell": "c0",
      "iteration": 5},
 ]  # fmt: skip
 
@@ -147,7 +148,7 @@ def test_a_named_query_answers_what_pandas_computes_on_both_engines(
     store, tables = request.getfixturevalue("duckdb_store" if engine == "duckdb" else "snowpark_store")
     reference = REFERENCES[kind][name]
     nonempty = 0
-    for params in VARIANTS:
+    for params in VARIANTS if engine == "duckdb" else VARIANTS[1::2]:
         got = getattr(store, kind)(name, params)
         expected = reference(tables, params)
         assert _normal(got) == _normal(expected), (name, params)

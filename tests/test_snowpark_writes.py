@@ -178,3 +178,23 @@ def test_the_counter_follows_what_snowpark_sends_an_account() -> None:
         counter.close()
     finally:
         session.close()
+
+
+def test_array_and_vector_columns_are_typed_as_an_account_types_them() -> None:
+    """The deployed ARRAY column is semi-structured (no element type), so the local tables are created the same
+    way; a VECTOR column of a source reads as the list type AI_EMBED returns locally."""
+    from snowflake.snowpark import types as t
+
+    from coco_sql.store.snowpark_store import duckdb_type, snowpark_type
+    from coco_sql.store.table_schema import table_columns
+
+    vector = next(c for c in table_columns()["ai_embeddings"] if c.name == "vector")
+    assert (
+        vector.type == "REAL[]" and snowpark_type(vector.type) == t.ArrayType()
+    )  # FLOAT[] as DuckDB writes it
+    assert not snowpark_type(vector.type).structured
+    assert (
+        duckdb_type(t.VectorType(float, 384)) == "FLOAT[]"
+        and duckdb_type(t.VectorType(int, 3)) == "INTEGER[]"
+    )
+    assert duckdb_type(t.ArrayType(t.StringType())) == "VARCHAR[]"
