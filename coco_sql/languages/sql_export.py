@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import sqlglot
@@ -81,23 +82,9 @@ class Exported:
     files: dict[str, str] = field(default_factory=dict)
 
 
-def export_form(
-    code: str,
-    dialect: str,
-    form: str,
-    *,
-    name: str,
-    source: str = "input",
-    columns: Mapping[str, str] | None = None,
-    references: Mapping[str, tuple[pd.DataFrame, Mapping[str, str]]] | None = None,
-    source_types: Mapping[str, str] | None = None,
-    note: str | None = None,
-) -> str:
+def export_form(code: str, dialect: str, form: str, **options: Any) -> str:
     """`export_bundle(...).code`: the form's own text, without the files that ship with it."""
-    return export_bundle(
-        code, dialect, form, name=name, source=source, columns=columns, references=references,
-        source_types=source_types, note=note,
-    ).code  # fmt: skip
+    return export_bundle(code, dialect, form, **options).code
 
 
 def export_bundle(
