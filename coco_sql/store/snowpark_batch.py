@@ -178,9 +178,13 @@ def insert_all(stage: str, tables: Sequence[str]) -> str:
     for table, keys in CACHE_KEYS.items():
         if table in tables:
             on = " AND ".join(f"k_{table}.{k} = b.{k}" for k in keys)
-            source += (
-                f"\nLEFT JOIN (SELECT DISTINCT {', '.join(keys)} FROM {table}) AS k_{table}"
-                f" ON b.tbl = '{table}' AND {on}"
+            staged = (
+                f"SELECT 1 FROM {stage} AS s WHERE s.tbl = '{table}'"
+                f" AND JSON_EXTRACT_PATH_TEXT(s.data, '{keys[-1]}') = c.{keys[-1]}"
+            )
+            source += (  # the entries already there, among the batch's keys only (not the whole cache)
+                f"\nLEFT JOIN (SELECT DISTINCT {', '.join(f'c.{k}' for k in keys)} FROM {table} AS c"
+                f" WHERE EXISTS ({staged})) AS k_{table} ON b.tbl = '{table}' AND {on}"
             )
             cached += f", k_{table}.{keys[0]} AS cached_{table}"
     return "INSERT ALL\n" + "\n".join(branches) + f"\nSELECT b.*{cached}\nFROM {source}"
