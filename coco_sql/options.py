@@ -274,8 +274,8 @@ TASK_OPTIONS = OptionTable(
                nullable=True, example="'questions_test'"),
         Option("train_fraction", "number", 0.5, "the share of rows in train", low=0, high=1, open_low=True,
                open_high=True, example="0.6"),
-        Option("test_fraction", "number", 0.2, "the share of the source held out for test, carved first (the "
-               "rest is val; 0 and the default with test_source)", low=0, high=1, open_high=True,
+        Option("test_fraction", "number", 0.2, "the share of the source held out for test, taken first "
+               "(with test_source: 0, the default)", low=0, high=1, open_high=True,
                example="0.25"),
         SPLIT_SEED,
         TIMEOUT_SECONDS,

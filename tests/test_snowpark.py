@@ -97,6 +97,7 @@ COMPARED = {
     "ledger": "iteration, program_id, strategy, kind, status, parent_score, child_score, score_delta, note",
     "events": "iteration, kind, program_id",
     "runs": "run_id, task, task_fingerprint, seed, budget, status",
+    "coco_progress": "run_id, task, phase, iteration, budget, best_val, message",
 }
 
 
@@ -157,6 +158,18 @@ def test_a_run_called_in_snowpark_holds_what_the_same_run_holds_in_duckdb(
     )
     (scored,) = session.call("coco_eval", "signals", SEED, "test").collect()
     assert scored["SCORE"] == summary["SEED_TEST_SCORE"]
+    assert snowflake_rows(session, "coco_progress")[0][2:4] == ("finished", 4)  # another session reads it
+    assert summary["WARNINGS"] is None
+    con.close()
+
+
+def test_coco_help_in_snowflake_prints_the_rows_it_prints_in_duckdb(session: Session, tmp_path: Path) -> None:
+    con = coco_sql.connect(tmp_path / "help.duckdb")
+    for topic in (None, "coco_task", "coco_evolve", "agent mutator"):
+        rows = [tuple(row) for row in session.call("coco_help", topic).collect()]
+        assert rows == con.execute("FROM coco_help(?)", [topic]).fetchall(), topic
+    with pytest.raises(SnowparkLocalTestingException, match="coco_help has no topic 'nosuch'"):
+        session.call("coco_help", "nosuch")
     con.close()
 
 
