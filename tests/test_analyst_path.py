@@ -282,27 +282,29 @@ def test_the_exported_ai_view_runs_on_any_coco_sql_connection_and_answers_the_ev
     first = coco_sql.connect(db)
     second = coco_sql.connect(db)  # its own UDFs and macros
     first.close()  # the view still runs on the second connection
-    code = second.execute(
-        "SELECT code FROM coco_export(NULL, 'duckdb_view', NULL, 'questions_test')"
-    ).fetchone()[0]
-    assert code.startswith("-- coco-sql: calls the AI functions AI_CLASSIFY") and "coco_sql.connect" in code
-    embeddings = second.execute("SELECT count(*) FROM ai_embeddings").fetchone()
-    second.execute(code)
-    answers = dict(second.execute("SELECT id, label FROM coco_questions_champion").fetchall())
-    champion = summary[3]
-    scored = second.execute(
-        "SELECT instance_id, output, score FROM evaluations WHERE program_id = ? AND split = 'test'",
-        [champion],
-    ).fetchall()
-    assert len(answers) == len(scored) == 40
-    assert {i: json.loads(o) for i, o, _ in scored} == {i: answers[i] for i, _, _ in scored}
-    assert summary[7] == pytest.approx(sum(s for _, _, s in scored) / 40)
-    assert second.execute("SELECT count(*) FROM ai_embeddings").fetchone() == embeddings  # all from the cache
-    with pytest.raises(duckdb.CatalogException, match="AI_CLASSIFY"):
-        duckdb.connect(":memory:").execute(
-            "CREATE TABLE questions_test (id VARCHAR, question VARCHAR); " + code
+    try:
+        code = second.execute(
+            "SELECT code FROM coco_export(NULL, 'duckdb_view', NULL, 'questions_test')"
+        ).fetchone()[0]
+        assert (
+            code.startswith("-- coco-sql: calls the AI functions AI_CLASSIFY") and "coco_sql.connect" in code
         )
-    second.close()
+        embeddings = second.execute("SELECT count(*) FROM ai_embeddings").fetchone()
+        second.execute(code)
+        answers = dict(second.execute("SELECT id, label FROM coco_questions_champion").fetchall())
+        scored = second.execute(
+            "SELECT instance_id, output, score FROM evaluations WHERE program_id = ? AND split = 'test'",
+            [summary[3]],
+        ).fetchall()
+        assert len(answers) == len(scored) == 40
+        assert {i: json.loads(o) for i, o, _ in scored} == {i: answers[i] for i, _, _ in scored}
+        assert summary[7] == pytest.approx(sum(s for _, _, s in scored) / 40)
+        assert second.execute("SELECT count(*) FROM ai_embeddings").fetchone() == embeddings  # all cached
+    finally:
+        second.close()
+    plain = duckdb.connect(":memory:")
+    with pytest.raises(duckdb.CatalogException, match=r"(?i)function with name ai_classify does not exist"):
+        plain.execute("CREATE TABLE questions_test (id VARCHAR, question VARCHAR); " + code)
 
 
 def test_coco_eval_reads_the_store_cache_and_writes_back_what_it_embeds(ai_run) -> None:

@@ -263,7 +263,7 @@ def test_mirror_pulls_a_run_into_duckdb_where_every_tool_reads_it(session: Sessi
     with DuckDBStore(target, read_only=True) as local:
         assert local.champion(1)[0].program_id == summary["CHAMPION_ID"]
         con = local._con
-        for table in COMPARED:
+        for table in COMPARED.keys() - {"coco_progress"}:  # the run's tables (progress is not mirrored)
             assert duckdb_rows(con, table) == snowflake_rows(session, table), table
         assert api.export(1, db=local).program_id == summary["CHAMPION_ID"]
     # the mirrored run resumes locally, from the task rows it brought along
