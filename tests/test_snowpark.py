@@ -163,6 +163,15 @@ def test_a_run_called_in_snowpark_holds_what_the_same_run_holds_in_duckdb(
     con.close()
 
 
+def test_a_test_table_is_stored_after_the_rows_and_read_back_as_the_test_split(session: Session) -> None:
+    held_out = "SELECT 't' || id AS id, color, speed, action FROM signals WHERE speed < 3"
+    (task,) = session.call("coco_task", "signals", "signals", {**OPTIONS, "test_source": held_out}).collect()
+    assert (task["ROWS"], task["TRAIN"], task["VAL"], task["TEST"]) == (80, 40, 40, 36)
+    registered = SnowparkStore(session, read_only=True).registered_task("signals")
+    assert registered is not None and len(registered.rows) == 80 and len(registered.test_rows) == 36
+    assert set(registered.test_rows["id"]) == {f"ts{i:03d}" for i in range(80) if i % 7 < 3}
+
+
 def test_coco_help_in_snowflake_prints_the_rows_it_prints_in_duckdb(session: Session, tmp_path: Path) -> None:
     con = coco_sql.connect(tmp_path / "help.duckdb")
     for topic in (None, "coco_task", "coco_evolve", "agent mutator"):
