@@ -192,6 +192,17 @@ def test_a_cold_embedding_of_many_texts_reports_its_progress_per_chunk(embedded)
     assert runtime.usage.provider_call_count == len(chunks) > 1
 
 
+def test_a_failure_outside_an_evaluation_stops_no_other_runtime(embedded) -> None:
+    """`fail` outside an evaluation (an unroutable model asked directly) used to cancel the process-wide
+    NO_DEADLINE, and every later embedding outside an evaluation, of any runtime, raised CallCancelled."""
+    from coco_sql.errors import ConfigError
+    from coco_sql.llm.providers.base import NO_DEADLINE
+
+    AiRuntime(embedded=embedded).fail(ConfigError("no AI endpoint serves model 'nowhere/m'"))
+    assert not NO_DEADLINE.cancelled.is_set()
+    assert AiRuntime(embedded=embedded).embed("AI_EMBED", ["still embeds"]).shape == (1, 384)
+
+
 def test_terminal_progress_draws_one_line_on_a_terminal_and_nothing_elsewhere() -> None:
     import io
 

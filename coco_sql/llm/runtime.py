@@ -88,10 +88,13 @@ class AiRuntime:
         return spent
 
     def fail(self, error: CocoError) -> None:
-        """Record a run-level failure (the first one wins) and stop the evaluation's other calls."""
+        """Record a run-level failure (the first one wins) and stop the evaluation's other calls. Outside an
+        evaluation there are none: the shared NO_DEADLINE is never cancelled (it would stop every later call of
+        every runtime in the process that runs outside an evaluation)."""
         if self.fatal is None:
             self.fatal = error
-        self.deadline.cancel()
+        if self.deadline is not NO_DEADLINE:
+            self.deadline.cancel()
 
     # -- providers -------------------------------------------------------------------------------------------
     def _endpoint(self, name: str) -> EndpointConfig:

@@ -41,10 +41,7 @@ SUMMARY = (
     ("seed_test_score", "DOUBLE"),
     ("champion_test_score", "DOUBLE"),
     ("stopped", "VARCHAR"),  # why the run paused before its end (its max_spend), else NULL
-    (
-        "warnings",
-        "VARCHAR",
-    ),  # api.champion_warnings, one per line (a cheaper twin, an oversized champion), else NULL
+    ("warnings", "VARCHAR"),  # api.champion_warnings, one per line, else NULL
 )
 COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "coco_task": (
@@ -129,8 +126,9 @@ def coco_resume(
 
 
 def _reported(board: ProgressBoard, run: Callable[..., Any], ai: AiConfig | None) -> list[dict]:
-    """`run(ai=..., progress=...)` (api.evolve or api.resume) with its progress on `board`: each iteration, each step of a
-    cold embedding, and how it ended; its summary row, with the champion's warnings (`api.champion_warnings`)."""
+    """`run(ai=..., progress=...)` (api.evolve or api.resume) with its progress on `board`: each iteration, each
+    step of a cold embedding, and how it ended; its summary row, with the champion's warnings (a cheaper program
+    as good, a champion over 8 KB: `api.champion_warnings`, what `coco-sql evolve` prints after a run)."""
     ai = replace(ai or AiConfig.from_environment(), progress=board.long_operation)
     try:
         summary = run(ai=ai, progress=board.iteration)
