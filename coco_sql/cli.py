@@ -166,6 +166,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("task")
     evaluate.add_argument("--program", required=True, type=Path, help="SQL file")
     evaluate.add_argument("--split", choices=("train", "val", "test"), default="val")
+    evaluate.add_argument(
+        "--db", help="a store: its registered tasks, and its AI cache (read, and written back)"
+    )
     evaluate.add_argument("--quiet", action="store_true", help="no progress line")
     _ai_options(evaluate)
     evaluate.add_argument("--json", action="store_true")
@@ -336,7 +339,7 @@ def _print_summary(summary: RunSummary, args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    result = api.evaluate(args.task, read_program(args.program), args.split, ai=_ai_config(args))
+    result = api.evaluate(args.task, read_program(args.program), args.split, ai=_ai_config(args), db=args.db)
     if args.json:
         print(json.dumps(result.as_dict()))
     if result.error is not None:  # the program as a whole failed: one line, like every user error
@@ -527,15 +530,7 @@ def _run_id(store: DuckDBStore, args: argparse.Namespace) -> int:
 
 
 def _print_progress(report: IterationReport) -> None:
-    score = "invalid" if report.val_score is None else f"{report.val_score:.3f}"
-    mark = "+" if report.admitted else " "
-    parent = f"{report.parent_id} -> " if report.parent_id else ""
-    print(
-        f"[{report.iteration:>3}/{report.budget}] {parent}{report.program_id} val {score} {mark} "
-        f"best {report.best_score:.3f}  {report.approach[:90]}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(report.line(), file=sys.stderr, flush=True)
 
 
 def _fmt(value: float | None) -> str:

@@ -160,6 +160,16 @@ class IterationReport:
     best_score: float
     timings_ms: dict[str, float] = field(default_factory=dict)
 
+    def line(self) -> str:
+        """The progress line `coco-sql evolve` prints and `coco_progress.message` holds."""
+        score = "invalid" if self.val_score is None else f"{self.val_score:.3f}"
+        mark = "+" if self.admitted else " "
+        parent = f"{self.parent_id} -> " if self.parent_id else ""
+        return (
+            f"[{self.iteration:>3}/{self.budget}] {parent}{self.program_id} val {score} {mark} "
+            f"best {self.best_score:.3f}  {self.approach[:90]}"
+        )
+
 
 @dataclass(frozen=True)
 class RunSummary:

@@ -40,10 +40,10 @@ from coco_sql.engine.minibatch import Minibatch, evaluate_child
 from coco_sql.engine.registry import build_mutator
 from coco_sql.engine.run_state import RunState
 from coco_sql.engine.spend import Spend, check_prices
-from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
+from coco_sql.engine.start import keep_ai_cache, score_seed
+from coco_sql.errors import ConfigError, StoreError
 from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator
 from coco_sql.languages import Language
-from coco_sql.llm.cache import AiCache
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
@@ -66,6 +66,7 @@ from coco_sql.store import (
     program_id_for,
 )
 from coco_sql.store.committer import Committer
+from coco_sql.store.shared_cache import load_cache
 from coco_sql.tasks import TaskPack
 
 
@@ -193,8 +194,12 @@ class EvolutionLoop:
             state = RunState.load(self.store, run.run_id, config, self.task)
             pace = self._primitive_state(run, config) if config.primitives else None
             if state.last_iteration < 0:
-                self._commit_seed(run, config, evaluator, state, pace, new_run=not resumed)
-                self._committer.flush()  # the run's row is in: the history tools read it
+                try:
+                    self._commit_seed(run, config, evaluator, state, pace, new_run=not resumed)
+                    self._committer.flush()  # the run's row is in: the history tools read it
+                except BaseException:
+                    keep_ai_cache(self.store, evaluator)
+                    raise
             elif resumed:
                 self._committer.submit(
                     IterationBatch(
@@ -241,9 +246,7 @@ class EvolutionLoop:
     def _chat_runtime(self, config: RunConfig) -> AiRuntime:
         """The mutator's model runtime: its response cache is the store's (shared, content-addressed), so a
         resumed run replays the turns it has already had answered."""
-        cache = AiCache()
-        cache.load(*self.store.ai_cache_entries())
-        return AiRuntime(self._run_ai_config(config), cache)
+        return AiRuntime(self._run_ai_config(config), load_cache(self.store))
 
     def _run_ai_config(self, config: RunConfig) -> AiConfig:
         """What the run's AI calls use: the given AiConfig (else the environment's) with the run's seed and the
@@ -312,9 +315,7 @@ class EvolutionLoop:
         """The run's AI runtime, its cache warmed from the store's tables; None when the task uses no AI."""
         if not self.task.uses_ai:
             return None
-        cache = AiCache()
-        cache.load(*self.store.ai_cache_entries())
-        return AiRuntime(self._run_ai_config(config), cache)
+        return AiRuntime(self._run_ai_config(config), load_cache(self.store))
 
     @staticmethod
     def _ai_rows(evaluator: Evaluator, program_id: str | None, drafts: Usage | None = None) -> dict[str, Any]:
@@ -346,19 +347,8 @@ class EvolutionLoop:
         """Score the seed program and commit it as iteration 0; with `new_run`, the run's row goes in the same
         batch, so a seed that is rejected or fails writes nothing at all."""
         code = self.task.seed_program
-        try:
-            evaluator.check(code)
-        except CandidateRejected as rejection:
-            raise TaskError(
-                f"{self.task.root / 'task.toml'}: the seed program is rejected: {rejection}"
-            ) from None
         pid = program_id_for(run.run_id, 0)
-        outcomes = {split: evaluator.evaluate(code, split) for split in SEARCH_SPLITS}
-        outcomes, _ = with_honest_train(DraftEnvironment(evaluator), evaluator.ai, code, outcomes)
-        if not outcomes["val"].ok:
-            raise TaskError(
-                f"{self.task.name}: the seed program fails on the validation split: {outcomes['val'].error}"
-            )
+        outcomes = score_seed(self.task, evaluator)
         cell = evaluator.language.cell(evaluator.check(code))
         record = ProgramRecord(
             pid,
@@ -627,7 +617,7 @@ class EvolutionLoop:
             reporter = Evaluator(self.task, REPORT_SPLITS, ai=ai, language=self._language)
             try:
                 evaluations = tuple(
-                    reporter.evaluate(state.programs[pid].code, "test").as_split_evaluation(pid)
+                    reporter.evaluate(state.programs[pid].code, "test", warm=True).as_split_evaluation(pid)
                     for pid in pending
                 )
                 ai_rows = self._ai_rows(reporter, None)

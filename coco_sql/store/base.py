@@ -24,6 +24,7 @@ from coco_sql.store.records import (
     ProgramScore,
     RunRecord,
 )
+from coco_sql.store.registered import RegisteredTask
 
 PYTHON_HANDLER = "handle"  # the function a Python UDF's code defines: handle(instance JSON) -> answer JSON
 
@@ -164,13 +165,25 @@ class Warehouse(Protocol):
         ...
 
     def register_task(
-        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+        self,
+        name: str,
+        source: str,
+        options: Mapping[str, Any],
+        types: Mapping[str, str],
+        rows: pd.DataFrame,
+        test_rows: pd.DataFrame | None = None,
     ) -> None:
-        """Store a task's options and its rows as they are now (`tasks`, `task_rows`)."""
+        """Store a task's options and its rows as they are now (`tasks`, `task_rows`), the rows of its option
+        `test_source` after them (`store.registered`); StoreError when a run has used the name."""
         ...
 
-    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
-        """(source, options, column types, rows) of a task registered in this store, or None."""
+    def registered_task(self, name: str) -> RegisteredTask | None:
+        """What `coco_task` stored in this store under `name`, or None."""
+        ...
+
+    def set_progress(self, row: Mapping[str, Any]) -> None:
+        """Replace run `row['run_id']`'s row of `coco_progress` (the columns of `sql/schema.sql`), committed at
+        once: another connection polls it while the run goes on (`procedures.progress`)."""
         ...
 
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:

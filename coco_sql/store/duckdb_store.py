@@ -35,6 +35,7 @@ from coco_sql.store.records import (
     RunRecord,
     to_json,
 )
+from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import WRITE_ORDER, evaluation_chunks, table_rows
 from coco_sql.store.schema import schema_expressions, schema_statements
@@ -483,13 +484,19 @@ class DuckDBStore:
         return rows, types
 
     def register_task(
-        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+        self,
+        name: str,
+        source: str,
+        options: Mapping[str, Any],
+        types: Mapping[str, str],
+        rows: pd.DataFrame,
+        test_rows: pd.DataFrame | None = None,
     ) -> None:
-        """Store a task's options and rows (replacing an earlier registration no run has used)."""
+        """Store a task's options and rows, its test rows after them (`store.registered`), replacing an earlier
+        registration no run has used."""
         with self._lock:
-            used = self._con.execute("SELECT count(*) FROM runs WHERE task = ?", [name]).fetchone()
-            if used and used[0]:
-                raise StoreError(f"task {name!r} already has runs; register the new rows under another name")
+            used = self._con.execute("SELECT run_id FROM runs WHERE task = ?", [name]).fetchall()
+            refuse_reuse(name, [r[0] for r in used])
             self._con.execute("BEGIN TRANSACTION")
             try:
                 self._con.execute("DELETE FROM tasks WHERE name = ?", [name])
@@ -498,7 +505,7 @@ class DuckDBStore:
                     "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, now())",
                     [name, source, to_json(options), to_json(dict(types)), len(rows)],
                 )
-                self._con.register("_coco_task_rows", rows)
+                self._con.register("_coco_task_rows", stored_rows(rows, test_rows))
                 self._con.execute(
                     "INSERT INTO task_rows SELECT ?, row_number() OVER () - 1, to_json(r) FROM _coco_task_rows r",
                     [name],
@@ -509,20 +516,35 @@ class DuckDBStore:
                 self._con.execute("ROLLBACK")
                 raise
 
-    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
-        """(source, options, column types, rows) of a registered task, or None."""
+    def registered_task(self, name: str) -> RegisteredTask | None:
+        """What `coco_task` stored under `name`, or None."""
         with self._lock:
             found = self._con.execute(
-                "SELECT source, options, column_types FROM tasks WHERE name = ?", [name]
+                "SELECT source, options, column_types, n_rows FROM tasks WHERE name = ?", [name]
             ).fetchone()
             if found is None:
                 return None
             data = self._con.execute(
                 "SELECT row_data FROM task_rows WHERE task = ? ORDER BY position", [name]
             ).fetchall()
-        types = json.loads(found[2])
-        rows = pd.DataFrame([json.loads(r[0]) for r in data], columns=list(types))
-        return found[0], json.loads(found[1]), types, rows
+        return RegisteredTask.from_stored(
+            found[0], json.loads(found[1]), json.loads(found[2]), int(found[3]), (r[0] for r in data)
+        )
+
+    def set_progress(self, row: Mapping[str, Any]) -> None:
+        columns = list(row)
+        with self._lock:
+            self._con.execute("BEGIN TRANSACTION")
+            try:
+                self._con.execute("DELETE FROM coco_progress WHERE run_id = ?", [row["run_id"]])
+                self._con.execute(
+                    f"INSERT INTO coco_progress ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                    [row[c] for c in columns],
+                )
+                self._con.execute("COMMIT")
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
 
     def append_frames(self, frames: Mapping[str, pd.DataFrame]) -> None:
         """Append each frame's rows to its table, matching columns by name, in one transaction (`mirror`)."""

@@ -51,6 +51,7 @@ from coco_sql.store.records import (
     RunRecord,
     to_json,
 )
+from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import Row
 from coco_sql.store.snowpark_batch import RECOVER_SQL, SqlWriter, default_writer, write_batch
@@ -397,27 +398,45 @@ class SnowparkStore:
         return frame, result.types
 
     def register_task(
-        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+        self,
+        name: str,
+        source: str,
+        options: Mapping[str, Any],
+        types: Mapping[str, str],
+        rows: pd.DataFrame,
+        test_rows: pd.DataFrame | None = None,
     ) -> None:
         from snowflake.snowpark.functions import col
 
         with self._lock:
-            if self._select("runs", ["run_id"], task=name):
-                raise StoreError(f"task {name!r} already has runs; register the new rows under another name")
+            refuse_reuse(name, [r["run_id"] for r in self._select("runs", ["run_id"], task=name)])
             self._table("tasks").delete(col("name") == name)
             self._table("task_rows").delete(col("task") == name)
-            records = json.loads(rows.to_json(orient="records", date_format="iso"))
+            stored = stored_rows(rows, test_rows)
+            records = json.loads(stored.to_json(orient="records", date_format="iso"))
             self._append("task_rows", [(name, i, json.dumps(r)) for i, r in enumerate(records)])
             self._append("tasks", [(name, source, to_json(options), to_json(dict(types)), len(rows), _now())])
 
-    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
+    def registered_task(self, name: str) -> RegisteredTask | None:
         found = self._select("tasks", name=name)
         if not found:
             return None
-        types = _json(found[0]["column_types"])
         data = self._select("task_rows", ["row_data"], task=name, order=("position",))
-        rows = pd.DataFrame([_json(r["row_data"]) for r in data], columns=list(types))
-        return found[0]["source"], _json(found[0]["options"]), types, rows
+        return RegisteredTask.from_stored(
+            found[0]["source"],
+            _json(found[0]["options"]),
+            _json(found[0]["column_types"]),
+            int(found[0]["n_rows"]),
+            (_json(r["row_data"]) for r in data),
+        )
+
+    def set_progress(self, row: Mapping[str, Any]) -> None:
+        from snowflake.snowpark.functions import col
+
+        columns = [c.name for c in table_columns()["coco_progress"]]
+        with self._lock:
+            self._table("coco_progress").delete(col("run_id") == row["run_id"])
+            self._append("coco_progress", [tuple(row.get(c) for c in columns)])
 
     # -- raw SQL: named queries, candidates --------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
