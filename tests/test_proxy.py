@@ -153,8 +153,9 @@ def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pac
     child = SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
     (pack.root / "seed.sql").write_text(SEED, encoding="utf-8")
     db = tmp_path / "runs.duckdb"
-    summary = api.evolve(pack.root, db=db, budget=1, options={"seed": 1}, mutator=Cheaper(child))
-    assert summary.champion_id == "1-0"  # equal validation scores: the earlier program is the champion
+    options = {"seed": 1, "champion": "best"}  # the default rule would take the cheaper one (test_champion)
+    summary = api.evolve(pack.root, db=db, budget=1, options=options, mutator=Cheaper(child))
+    assert summary.champion_id == "1-0"  # equal validation scores: the earlier program is the best
     warnings = api.champion_warnings(summary.run_id, db=db)
     assert len(warnings) == 1 and warnings[0].startswith("program 1-1 scores as well as champion 1-0")
     limit = warnings[0].split("--max-cost '")[1].rstrip("'")
