@@ -15,12 +15,11 @@ from coco_sql import api
 from coco_sql.engine.champion import Candidate, champion_of, choose, standard_error
 from coco_sql.engine.deploy_cost import CALLS, TOKENS
 from coco_sql.errors import ConfigError
-from coco_sql.evaluate import Evaluator
-from coco_sql.mutate import Proposal
 from coco_sql.report import read_models
 from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 from tests.conftest import run_cli
+from tests.test_proxy import SEED, Cheaper, cheaper_child
 
 # The case of issue 26: on 396 validation rows, the all-examples program scores 366/396 = 0.9242 at 21.8M tokens
 # per 1,000 rows; the proxy scores one row lower, 365/396 = 0.9217, at 1/134 of that cost.
@@ -123,47 +122,18 @@ def test_no_candidate_is_none_and_an_unknown_rule_is_one_line() -> None:
         api.evolve("lockpicking6", db=":memory:", budget=0, options={"champion": "cheapest"})
 
 
-# -- real runs ---------------------------------------------------------------------------------------------------
-SHOTS = ", ".join(f"{{'input': 'Who is older, A{i} or B?', 'labels': ['comparison']}}" for i in range(20))
-SEED = (
-    f"SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison'], {{'examples': [{SHOTS}]}}):labels[0]::string "
-    "AS label FROM input"
-)
-
-
-class Guarded:
-    """Proposes one child: the seed with the rows of its most common answer answered by a guard on their ids, the
-    same outputs with fewer AI calls. A mutator written for the test (no model is involved)."""
-
-    name = "guarded"
-
-    def __init__(self, code: str) -> None:
-        self.code = code
-
-    def propose(self, request, rng) -> Proposal:
-        return Proposal(self.code, "answer the seed's most common answer's rows without the AI call")
-
-
+# -- real runs ----------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cheaper_twin(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A hotpotqa_type copy whose seed has 20 inline examples, and a store with two runs of it: the default rule
-    (run 1) and --champion best (run 2), each with one child as good as the seed on every row at a lower cost."""
+    (run 1) and --champion best (run 2), each with one child as good as the seed on every row at a lower cost
+    (`test_proxy.cheaper_child`, proposed by a mutator written for the test)."""
     root = small_pack(tmp_path_factory.mktemp("packs"), "hotpotqa_type", pool_rows=90)
+    child = cheaper_child(load_task(root))
     (root / "seed.sql").write_text(SEED, encoding="utf-8")
-    pack = load_task(root)
-    evaluator = Evaluator(pack, ("train", "val", "test"))
-    try:
-        outcomes = [evaluator.evaluate(SEED, split) for split in ("train", "val", "test")]
-    finally:
-        evaluator.close()
-    answers = {i: json.loads(out) for o in outcomes for i, out in zip(o.ids, o.outputs, strict=True)}
-    label = max(set(answers.values()), key=list(answers.values()).count)
-    listed = ", ".join(f"'{i}'" for i, answer in answers.items() if answer == label)
-    guard = f"""CASE WHEN id IN ({listed}) THEN PARSE_JSON('{{"labels": ["{label}"]}}') ELSE """
-    child = SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
     db = root.parent / "runs.duckdb"
     for rule in ("cheapest_within_se", "best"):
-        api.evolve(root, db=db, budget=1, options={"seed": 1, "champion": rule}, mutator=Guarded(child))
+        api.evolve(root, db=db, budget=1, options={"seed": 1, "champion": rule}, mutator=Cheaper(child))
     return root, db
 
 

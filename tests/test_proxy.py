@@ -140,7 +140,9 @@ class Cheaper:
         return Proposal(self.code, "answer the seed's most common answer's rows without the AI call")
 
 
-def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pack, tmp_path: Path) -> None:
+def cheaper_child(pack) -> str:
+    """`SEED` with the rows where it gives its most common answer (on every split) answered by a guard on their
+    ids: the same output on every row, with fewer rows reaching the AI call."""
     evaluator = Evaluator(pack, ("train", "val", "test"))
     try:
         outcomes = [evaluator.evaluate(SEED, split) for split in ("train", "val", "test")]
@@ -150,7 +152,11 @@ def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pac
     label = max(set(answers.values()), key=list(answers.values()).count)  # the seed's most common answer
     listed = ", ".join(f"'{i}'" for i, answer in answers.items() if answer == label)
     guard = f"""CASE WHEN id IN ({listed}) THEN PARSE_JSON('{{"labels": ["{label}"]}}') ELSE """
-    child = SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
+    return SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
+
+
+def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pack, tmp_path: Path) -> None:
+    child = cheaper_child(pack)
     (pack.root / "seed.sql").write_text(SEED, encoding="utf-8")
     db = tmp_path / "runs.duckdb"
     options = {"seed": 1, "champion": "best"}  # the default rule would take the cheaper one (test_champion)

@@ -312,15 +312,18 @@ class SnowparkStore:
         return result
 
     def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
-        scores = self._frame("program_scores", ["program_id", "n_rows"], run_id=run_id, split="val")
+        n_rows = {pid: score.n_rows for pid, score in self.program_scores(run_id, "val").items()}
         fields = ["program_id", "model", "calls", "input_tokens", "cached_input_tokens", "output_tokens",
                   "cached_output_tokens"]  # fmt: skip
-        usage = self._frame("ai_usage", fields, run_id=run_id, split="val")
-        n_rows = {str(pid): int(n) for pid, n in scores.itertuples(index=False, name=None)}
         spent: dict[tuple[str, str], tuple[int, int, int]] = {}
-        for pid, model, calls, tin, cin, tout, cout in usage.itertuples(index=False, name=None):
-            was = spent.get((str(pid), model), (0, 0, 0))
-            spent[str(pid), model] = (was[0] + calls, was[1] + tin + cin, was[2] + tout + cout)
+        for r in self._select("ai_usage", fields, run_id=run_id, split="val"):
+            key = (str(r["program_id"]), str(r["model"]))
+            was = spent.get(key, (0, 0, 0))
+            spent[key] = (
+                was[0] + int(r["calls"]),
+                was[1] + int(r["input_tokens"]) + int(r["cached_input_tokens"]),
+                was[2] + int(r["output_tokens"]) + int(r["cached_output_tokens"]),
+            )
         rows = [(pid, n_rows[pid], model, *totals) for (pid, model), totals in spent.items() if pid in n_rows]
         rows += [(pid, n, None, 0, 0, 0) for pid, n in n_rows.items()]  # programs without AI usage too
         return deploy_usage_of(rows)
