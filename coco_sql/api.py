@@ -14,7 +14,6 @@ written for a call that fails before its seed is scored (a new run's row is writ
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -24,7 +23,6 @@ from typing import Any
 import pandas as pd
 
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
-from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import Language, language_for
@@ -263,6 +261,7 @@ def export(
     source: str | None = None,
     max_cost: int | float | str | None = None,
     task: Task | None = None,
+    champion: str | None = None,
 ) -> Champion:
     """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
     sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
@@ -273,13 +272,15 @@ def export(
     `examples` ships them: the other forms create that table first, from the run's task pack (by its name, or
     `task`), which must be the pack the run evolved on; for Snowflake and dbt the rows travel as files
     (`Champion.files`). A form that runs in Snowflake says so at its top when the program's learned proxy was
-    fitted on another embedding model than Cortex's (`sql_export.proxy_note`)."""
+    fitted on another embedding model than Cortex's (`sql_export.proxy_note`). `champion` ('best' or
+    'cheapest_within_se') overrides the run's champion rule (`engine.champion`): 'best' exports the best
+    validation score whatever it costs."""
     columns: dict[str, str] | None = None
     source_types: dict[str, str] | None = None
     with _open(db, read_only=True) as store:
         run_id = resolve_run(store, run_id, db)
-        champion = (
-            read_models.champion(store, run_id)
+        chosen = (
+            read_models.champion(store, run_id, champion)
             if max_cost is None
             else read_models.best_within(store, run_id, max_cost)
         )
@@ -300,16 +301,16 @@ def export(
                 )
         local = store.candidate_engine() is None  # candidates ran here, AI models answered by local stand-ins
         aliases = dict(run.config.get("model_aliases") or {}) if local else {}
-        references = _references(champion, form, task or name, run.task_fingerprint, store)
+        references = _references(chosen, form, task or name, run.task_fingerprint, store)
         bound = None
-        if form in DUCKDB_FORMS and champion.language == "sql":  # AI calls as the sandbox ran them
+        if form in DUCKDB_FORMS and chosen.language == "sql":  # AI calls as the sandbox ran them
             with contextlib.suppress(TaskError):
-                bound = bound_program(champion.code, champion.dialect, form, _task(task or name, store))
+                bound = bound_program(chosen.code, chosen.dialect, form, _task(task or name, store))
     if form == "sql":
-        return champion
-    if champion.language != "sql":
-        raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {champion.language}")
-    code, dialect, header = bound or (champion.code, champion.dialect, "")
+        return chosen
+    if chosen.language != "sql":
+        raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {chosen.language}")
+    code, dialect, header = bound or (chosen.code, chosen.dialect, "")
     exported = export_bundle(
         code,
         dialect,
@@ -319,9 +320,9 @@ def export(
         columns=columns,
         references=references,
         source_types=source_types,
-        note=proxy_note(champion.code, champion.dialect, aliases) if form in SNOWFLAKE_FORMS else None,
+        note=proxy_note(chosen.code, chosen.dialect, aliases) if form in SNOWFLAKE_FORMS else None,
     )
-    return replace(champion, code=header + exported.code, files=exported.files)
+    return replace(chosen, code=header + exported.code, files=exported.files)
 
 
 def _references(
@@ -345,52 +346,17 @@ def _references(
     return {name: (rows, columns[name]) for name, rows in tables.items()}
 
 
-#: A champion's SQL past this many bytes gets a warning (issue 15: a program stays readable; examples belong in a
-#: small subset or a table, never hundreds inline).
-CHAMPION_SQL_WARN_BYTES = 8 * 1024
+CHAMPION_SQL_WARN_BYTES = read_models.CHAMPION_SQL_WARN_BYTES
 
 
 def champion_warnings(run_id: int | None = None, *, db: Store) -> list[str]:
-    """One-line warnings about the champion a user would deploy (default: the latest run's); empty when none.
+    """One-line warnings about the champion a user would deploy (default: the latest run's); empty when none
+    (`read_models.champion_warnings`: a cheaper program as good, SQL over 8 KB).
 
-    Why here and not in the loop: the size is a property of the exported program, checked once at the end of
+    Why here and not in the loop: they are properties of the exported program, checked once at the end of
     `evolve`/`resume` by their callers (the CLI prints these lines and puts them in its JSON summary)."""
-    champion = export(run_id, db=db)
-    warnings = _cheaper_twin(champion, db)
-    size = len(champion.code.encode("utf-8"))
-    if size > CHAMPION_SQL_WARN_BYTES:
-        warnings.append(
-            f"champion {champion.program_id} of run {champion.run_id} is {size / 1024:.1f} KB of SQL (over "
-            f"{CHAMPION_SQL_WARN_BYTES // 1024} KB): hard to review and, on a real model, costly per row; check "
-            "for inline few-shot examples"
-        )
-    return warnings
-
-
-def _cheaper_twin(champion: Champion, db: Store) -> list[str]:
-    """A warning when a program scores as well as the champion on validation and costs less to deploy (the
-    champion is the earliest of equals, whatever they cost): the user would ship that one instead."""
     with _open(db, read_only=True) as store:
-        try:
-            frontier = read_models.cost_frontier(store, champion.run_id)
-        except (ConfigError, StoreError):
-            return []
-    best = next((p for p in frontier.points if p["champion"]), None)
-    twins = [
-        p
-        for p in frontier.points
-        if best and p["val_score"] >= best["val_score"] and p["cost"] < best["cost"]
-    ]
-    if best is None or not twins:
-        return []
-    twin = twins[0]  # cheapest first
-    places = 6 if frontier.measure == "usd" else 1  # as `show_cost` writes it, rounded up: the limit holds it
-    limit = show_cost(math.ceil(twin["cost"] * 10**places) / 10**places, frontier.measure)
-    return [
-        f"program {twin['program_id']} scores as well as champion {champion.program_id} on validation "
-        f"({twin['val_score']:.4f}) at {twin['cost'] / best['cost']:.0%} of its deploy cost ({limit} against "
-        f"{show_cost(best['cost'], frontier.measure)} per 1,000 rows): export it with --max-cost '{limit}'"
-    ]
+        return read_models.champion_warnings(store, resolve_run(store, run_id, db))
 
 
 SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt"})

@@ -302,13 +302,16 @@ RUN_OPTIONS = OptionTable(
         Option("admission", "choice", "map_elites", "archive admission: beat the cell's occupant, or raise "
                "the population's J_p", choices=("map_elites", "jp")),
         Option("history", "boolean", True, "the mutator may read the search history (false: parent-local)", example="false"),
-        Option("target", "number", None, "stop once the champion's validation score reaches this", low=0,
+        Option("target", "number", None, "stop once the best validation score reaches this", low=0,
                high=1, nullable=True, example="1.0"),
         Option("max_spend", "amount", None, "pause the run once its models spent this: '200000 tokens' or '$5'",
                nullable=True, example="'50000 tokens'"),
         Option("prices", "object", {}, "model -> [USD per 1M input tokens, per 1M output tokens]"),
         Option("max_cost", "amount", None, "a child over this deploy cost per 1,000 rows is never admitted: "
                "'500 calls', '20000 tokens' or '$0.05'", nullable=True),
+        Option("champion", "choice", "cheapest_within_se", "the champion: the cheapest program to deploy "
+               "within one standard error of the best validation score, or the best whatever it costs",
+               choices=("cheapest_within_se", "best")),
         Option("minibatch", "integer", 0, "rows the mutator works on, and a child must gain on first (0: all)",
                low=0, high=1_000_000),
         Option("primitives", "boolean", False, "PACE: a library of primitives credited by Thompson sampling"),

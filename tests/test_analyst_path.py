@@ -328,8 +328,8 @@ def test_coco_eval_reads_the_store_cache_and_writes_back_what_it_embeds(ai_run) 
 
 def test_the_export_findings_are_check_deploys_and_the_row_carries_the_warnings(ai_run) -> None:
     db, summary = ai_run
-    assert len(summary) == 10  # ..., stopped, warnings
-    assert summary[9] == ("\n".join(api.champion_warnings(summary[0], db=db)) or None)
+    assert len(summary) == 12  # ..., best_id, best_val_score, stopped, warnings
+    assert summary[11] == ("\n".join(api.champion_warnings(summary[0], db=db)) or None)
     con = coco_sql.connect(db)
     for form in ("snowflake_view", "snowflake_function", "dbt", "sql"):
         (findings,) = con.execute("SELECT findings FROM coco_export(NULL, ?)", [form]).fetchone()

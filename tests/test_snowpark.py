@@ -37,6 +37,7 @@ from snowpark_helpers import strict_session  # noqa: E402
 
 import coco_sql  # noqa: E402
 from coco_sql import api  # noqa: E402
+from coco_sql.engine.champion import champion_of  # noqa: E402
 from coco_sql.errors import StoreError  # noqa: E402
 from coco_sql.llm.providers.cortex import COMPLETE_FUNCTION  # noqa: E402
 from coco_sql.store import DuckDBStore  # noqa: E402
@@ -272,7 +273,7 @@ def test_mirror_pulls_a_run_into_duckdb_where_every_tool_reads_it(session: Sessi
         range(1, len(steps) + 1)
     )
     with DuckDBStore(target, read_only=True) as local:
-        assert local.champion(1)[0].program_id == summary["CHAMPION_ID"]
+        assert champion_of(local, 1).champion.program_id == summary["CHAMPION_ID"]  # type: ignore[union-attr]
         con = local._con
         for table in COMPARED.keys() - {"coco_progress"}:  # the run's tables (progress is not mirrored)
             assert duckdb_rows(con, table) == snowflake_rows(session, table), table

@@ -40,6 +40,8 @@ SUMMARY = (
     ("champion_val_score", "DOUBLE"),
     ("seed_test_score", "DOUBLE"),
     ("champion_test_score", "DOUBLE"),
+    ("best_id", "VARCHAR"),  # the best validation score's program: the champion is the cheapest within one SE
+    ("best_val_score", "DOUBLE"),
     ("stopped", "VARCHAR"),  # why the run paused before its end (its max_spend), else NULL
     ("warnings", "VARCHAR"),  # api.champion_warnings, one per line, else NULL
 )
@@ -61,6 +63,9 @@ COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("status", "VARCHAR"),
         ("iterations", "BIGINT"),
         ("best_val", "DOUBLE"),
+        ("best_id", "VARCHAR"),
+        ("champion_id", "VARCHAR"),  # the cheapest program within one SE of the best (option `champion`)
+        ("champion_val", "DOUBLE"),
     ),
     "coco_export": (
         ("run_id", "BIGINT"),

@@ -15,6 +15,7 @@ import pandas as pd
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.records import (
     ArchiveEntry,
+    DeployUsage,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -122,8 +123,16 @@ class Warehouse(Protocol):
         """Every archive landing of a run, in landing order."""
         ...
 
-    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
-        """program_id -> {instance_id: score} over the run's evaluations on `split` (loaded on resume)."""
+    def row_scores(
+        self, run_id: int, split: str, program_id: str | None = None
+    ) -> dict[str, dict[str, float]]:
+        """program_id -> {instance_id: score} over the run's evaluations on `split` (loaded on resume); only
+        `program_id`'s when given."""
+        ...
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        """program_id -> what its validation evaluation used (`DeployUsage`), for every program of the run with a
+        validation score; a program without AI calls has calls 0 and no models."""
         ...
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
@@ -140,10 +149,6 @@ class Warehouse(Protocol):
 
     def primitive_trials(self, run_id: int) -> list[PrimitiveTrial]:
         """The run's primitive operator trials, by iteration (loaded on resume to rebuild the posteriors)."""
-        ...
-
-    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The run's best valid program by validation score (ties: earliest) and that score."""
         ...
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:

@@ -23,8 +23,8 @@ from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source
 from coco_sql.store.named import decode_lists, named_query
 from coco_sql.store.records import (
-    DEPLOY_COST_EVENT,
     ArchiveEntry,
+    DeployUsage,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -33,6 +33,7 @@ from coco_sql.store.records import (
     ProgramRecord,
     ProgramScore,
     RunRecord,
+    deploy_usage_of,
     to_json,
 )
 from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
@@ -403,12 +404,15 @@ class DuckDBStore:
         )
         return [ArchiveEntry(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows]
 
-    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
-        """program_id -> {instance_id: score} for every evaluation of the run on `split`."""
+    def row_scores(
+        self, run_id: int, split: str, program_id: str | None = None
+    ) -> dict[str, dict[str, float]]:
+        """program_id -> {instance_id: score} for every evaluation of the run on `split` (`program_id`'s only)."""
+        one = "" if program_id is None else " AND program_id = ?"
         with self._lock:
             columns = self._con.execute(
-                "SELECT program_id, instance_id, score FROM evaluations WHERE run_id = ? AND split = ?",
-                [run_id, split],
+                "SELECT program_id, instance_id, score FROM evaluations WHERE run_id = ? AND split = ?" + one,
+                [run_id, split] + ([] if program_id is None else [program_id]),
             ).fetchnumpy()
         result: dict[str, dict[str, float]] = {}
         for program_id, instance_id, score in zip(
@@ -416,6 +420,18 @@ class DuckDBStore:
         ):
             result.setdefault(str(program_id), {})[str(instance_id)] = float(score)
         return result
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        rows = self._fetchall(
+            "SELECT s.program_id, s.n_rows, u.model, u.calls, u.input_tokens, u.output_tokens "
+            "FROM program_scores s LEFT JOIN (SELECT program_id, model, SUM(calls) AS calls, "
+            "SUM(input_tokens + cached_input_tokens) AS input_tokens, "
+            "SUM(output_tokens + cached_output_tokens) AS output_tokens FROM ai_usage "
+            "WHERE run_id = ? AND split = 'val' GROUP BY program_id, model) u USING (program_id) "
+            "WHERE s.run_id = ? AND s.split = 'val' ORDER BY s.program_id, u.model",
+            [run_id, run_id],
+        )
+        return deploy_usage_of(rows)
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
         rows = self._fetchall(
@@ -451,21 +467,6 @@ class DuckDBStore:
             PrimitiveTrial(int(r[0]), r[1], r[2], r[3], r[4], r[5], bool(r[6]), bool(r[7]), r[8])
             for r in rows
         ]
-
-    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The valid program with the best validation score (ties: earliest), with that score; a child over its
-        run's deploy-cost limit (a `deploy_cost` event with `within` false), or one a minibatch gate stopped
-        (scored on fewer validation rows than the seed), is never the champion."""
-        rows = self._fetchall(
-            "SELECT l.program_id, l.val_score FROM leaderboard l JOIN programs p USING (program_id) "
-            "JOIN program_scores s ON s.program_id = l.program_id AND s.split = 'val' "
-            "WHERE l.run_id = ? AND p.valid AND l.program_id NOT IN (SELECT program_id FROM events "
-            "WHERE run_id = ? AND kind = ? AND program_id IS NOT NULL AND payload->>'within' = 'false') "
-            "AND s.n_rows = (SELECT max(n_rows) FROM program_scores WHERE run_id = ? AND split = 'val') "
-            "ORDER BY l.val_score DESC, p.iteration LIMIT 1",
-            [run_id, run_id, DEPLOY_COST_EVENT, run_id],
-        )
-        return (self.program(rows[0][0]), float(rows[0][1])) if rows else None
 
     # -- tasks from warehouse rows ----------------------------------------------------------------------------
     def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:

@@ -39,8 +39,8 @@ from coco_sql.store.inputs import check_run_id, checked_source
 from coco_sql.store.named import decode_lists, named_query
 from coco_sql.store.portable import snowflake_query
 from coco_sql.store.records import (
-    DEPLOY_COST_EVENT,
     ArchiveEntry,
+    DeployUsage,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -49,6 +49,7 @@ from coco_sql.store.records import (
     ProgramRecord,
     ProgramScore,
     RunRecord,
+    deploy_usage_of,
     to_json,
 )
 from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
@@ -324,12 +325,33 @@ class SnowparkStore:
         return [ArchiveEntry(int(r["iteration"]), int(r["seq"]), int(r["island"]), r["cell"], r["program_id"],
                              r["reason"]) for r in rows]  # fmt: skip
 
-    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
-        frame = self._frame("evaluations", ["program_id", "instance_id", "score"], run_id=run_id, split=split)
+    def row_scores(
+        self, run_id: int, split: str, program_id: str | None = None
+    ) -> dict[str, dict[str, float]]:
+        one = {} if program_id is None else {"program_id": program_id}
+        fields = ["program_id", "instance_id", "score"]
+        frame = self._frame("evaluations", fields, run_id=run_id, split=split, **one)
         result: dict[str, dict[str, float]] = {}
         for program_id, instance_id, score in frame.itertuples(index=False, name=None):
             result.setdefault(str(program_id), {})[str(instance_id)] = float(score)
         return result
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        n_rows = {pid: score.n_rows for pid, score in self.program_scores(run_id, "val").items()}
+        fields = ["program_id", "model", "calls", "input_tokens", "cached_input_tokens", "output_tokens",
+                  "cached_output_tokens"]  # fmt: skip
+        spent: dict[tuple[str, str], tuple[int, int, int]] = {}
+        for r in self._select("ai_usage", fields, run_id=run_id, split="val"):
+            key = (str(r["program_id"]), str(r["model"]))
+            was = spent.get(key, (0, 0, 0))
+            spent[key] = (
+                was[0] + int(r["calls"]),
+                was[1] + int(r["input_tokens"]) + int(r["cached_input_tokens"]),
+                was[2] + int(r["output_tokens"]) + int(r["cached_output_tokens"]),
+            )
+        rows = [(pid, n_rows[pid], model, *totals) for (pid, model), totals in spent.items() if pid in n_rows]
+        rows += [(pid, n, None, 0, 0, 0) for pid, n in n_rows.items()]  # programs without AI usage too
+        return deploy_usage_of(rows)
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
         fields = ["iteration", "program_id", "strategy", "kind", "status", "parent_score", "child_score",
@@ -358,29 +380,6 @@ class SnowparkStore:
         return [PrimitiveTrial(int(r["iteration"]), r["program_id"], r["operator"], r["focus"],
                                plain(r["parent_score"]), plain(r["child_score"]), bool(r["improved"]),
                                bool(r["verified"]), r["reason"]) for r in rows]  # fmt: skip
-
-    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The valid program with the best validation score (ties: earliest), with that score; a child over its
-        run's deploy-cost limit (a `deploy_cost` event with `within` false) is never the champion."""
-        from snowflake.snowpark.functions import col
-
-        programs = self._table("programs").filter((col("run_id") == run_id) & col("valid"))
-        over = [
-            e.program_id for e in self.events(run_id, DEPLOY_COST_EVENT) if not e.payload.get("within", True)
-        ]
-        if over:
-            programs = programs.filter(~col("program_id").isin(over))
-        scores = self._table("program_scores").filter((col("run_id") == run_id) & (col("split") == "val"))
-        full = scores.agg({"n_rows": "max"}).collect()  # a child a minibatch gate stopped has fewer rows
-        if full and full[0][0] is not None:
-            scores = scores.filter(col("n_rows") == int(full[0][0]))
-        joined = programs.join(scores, programs["program_id"] == scores["program_id"]).select(
-            programs["program_id"].alias("pid"),
-            programs["iteration"].alias("it"),
-            scores["score"].alias("sc"),
-        )
-        best = joined.sort(col("sc").desc(), col("it")).limit(1).collect()
-        return (self.program(best[0]["PID"]), float(best[0]["SC"])) if best else None
 
     # -- tasks from warehouse rows ----------------------------------------------------------------------------
     def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
