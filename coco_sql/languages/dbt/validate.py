@@ -227,7 +227,7 @@ def _check_model(
         if all(value is not None for value in relations.values()):
             columns = _columns(query, model, {k: v for k, v in relations.items() if v is not None})
         bind_ai_calls(query)
-        return query.sql(dialect="duckdb", copy=False), columns
+        return query.sql(dialect="duckdb", copy=False, pretty=True), columns
     except CandidateRejected as error:
         raise CandidateRejected(_explain(str(error), model)) from None
 
@@ -292,7 +292,12 @@ def _columns(
 def _explain(message: str, model: RenderedModel) -> str:
     """A sqlcheck message in a model's terms: placeholders read as ref()/source(), 'candidate' as 'model'."""
     text = _PLACEHOLDER.sub(lambda m: model.relation_label(m.group(2)), message)
-    text = text.replace(f"'{_NO_RELATION}'", "no relation (the model has no ref or source)")
+    text = text.replace(
+        f"only the relation '{_NO_RELATION}' and the query's own CTEs may be read",
+        "the model has no ref or source, so it may read only its own CTEs",
+    )
+    if "only the relation" in text or "may read only its own CTEs" in text:
+        text += "; read tables through {{ source('name', 'table') }} or {{ ref('model') }}"
     text = text.replace("a candidate must be", "a model must be").replace("candidate", "model")
     return one_line(f"{model.path}: {text}")
 
