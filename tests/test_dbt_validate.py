@@ -154,6 +154,10 @@ def test_jinja_that_reaches_outside_is_refused_on_every_branch() -> None:
         {"models/m.sql": "{% for i in range(100000) %}{% endfor %}select 1 as x\n"}
     )
     assert "include is not allowed" in rejection({"models/m.sql": "{% include 'x.sql' %}"})
+    spin = "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}select 1 as x\n"
+    quick = DbtSpec(render_deadline_s=0.5)
+    assert rejection({"models/m.sql": spin}, quick) == "models/m.sql: rendering took longer than its deadline"
+    assert "a repeated sequence of more than 10000 items" in rejection({"models/m.sql": "{{ 'x' * 10**9 }}"})
     assert "unknown tag 'materialization'" in rejection(
         {
             "macros/m.sql": "{% materialization table, default %}{% endmaterialization %}",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -69,32 +69,62 @@ class RenderedModel:
 
 
 class _Environment(jinja2.sandbox.SandboxedEnvironment):
-    """The sandbox with a deadline checked on every call a template makes."""
+    """The sandbox with a deadline checked on every call and every 1,024 steps of a range(), and ``*`` / ``**``
+    bounded (``'x' * 10**9`` and ``10 ** 10 ** 9`` would otherwise exhaust memory or time in one step)."""
 
     deadline: float = float("inf")
+    intercepted_binops = frozenset({"*", "**"})
 
-    def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+    def check_deadline(self) -> None:
         if time.monotonic() > self.deadline:
             raise CandidateRejected("rendering took longer than its deadline")
+
+    def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        self.check_deadline()
         return super().call(__context, __obj, *args, **kwargs)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > 64:
+            raise CandidateRejected(f"exponent {right} is too large (at most 64)")
+        if operator == "*":
+            sizes = [len(x) for x in (left, right) if isinstance(x, (str, list, tuple))]
+            counts = [x for x in (left, right) if isinstance(x, int) and not isinstance(x, bool)]
+            if sizes and counts and sizes[0] * counts[0] > _MAX_RANGE:
+                raise CandidateRejected(f"a repeated sequence of more than {_MAX_RANGE} items")
+        return super().call_binop(context, operator, left, right)
+
+    def capped_range(self, *args: int) -> _Range:
+        values = range(*args)
+        if len(values) > _MAX_RANGE:
+            raise CandidateRejected(f"range() of {len(values)} items; at most {_MAX_RANGE} allowed")
+        return _Range(values, self)
+
+
+class _Range:
+    """range() for templates: the deadline is checked while a loop walks it, so nested loops cannot spin."""
+
+    def __init__(self, values: range, env: _Environment) -> None:
+        self._values = values
+        self._env = env
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[int]:
+        for index, value in enumerate(self._values):
+            if index % 1024 == 0:
+                self._env.check_deadline()
+            yield value
 
 
 def _environment() -> _Environment:
     env = _Environment(
         extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"], undefined=jinja2.StrictUndefined
     )
-    env.globals["range"] = _capped_range
-    env.globals.pop("lipsum", None)
-    env.globals.pop("cycler", None)
-    env.globals.pop("joiner", None)
+    env.globals["range"] = env.capped_range
+    for name in ("lipsum", "cycler", "joiner"):
+        env.globals.pop(name, None)
     return env
-
-
-def _capped_range(*args: int) -> range:
-    values = range(*args)
-    if len(values) > _MAX_RANGE:
-        raise CandidateRejected(f"range() of {len(values)} items; at most {_MAX_RANGE} allowed")
-    return values
 
 
 # --------------------------------------------------------------------------------------------- static checks
