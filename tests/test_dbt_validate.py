@@ -39,6 +39,15 @@ def test_a_model_that_does_not_compile() -> None:
     assert message.startswith("models/m.sql: could not parse model:")
 
 
+def test_sql_that_sqlglot_accepts_but_duckdb_does_not_parse_fails_at_validation() -> None:
+    """sqlglot reads `IN (SELECT)` and writes it back; DuckDB's parser refuses it, so the model would fail at run
+    time: the validator's last step parses each model with DuckDB."""
+    sql = "select id from {{ ref('stg_orders') }} where id in (select)\n"
+    assert rejection({"models/m.sql": sql}) == (
+        "models/m.sql: DuckDB cannot parse the model: Parser Error: SELECT clause without selection list"
+    )
+
+
 def test_a_ref_to_a_missing_model_or_an_undeclared_source() -> None:
     assert rejection({"models/m.sql": "select * from {{ ref('stg_order') }}\n"}) == (
         "models/m.sql: ref('stg_order') names no model of the project (models: m, stg_orders)"

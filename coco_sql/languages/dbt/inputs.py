@@ -25,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from coco_sql.sandbox.lockdown import _LOCKDOWN
+from coco_sql.sandbox.lockdown import LOCKDOWN
 
 RegisterUdfs = Callable[[duckdb.DuckDBPyConnection], None]
 
@@ -51,7 +51,7 @@ class RunInputs:
             con.unregister("_coco_rows")
         if self.register_udfs is not None:
             self.register_udfs(con)
-        for statement in _LOCKDOWN:
+        for statement in LOCKDOWN:
             con.execute(statement.format(memory_limit=self.memory_limit))
         self.connection = con
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import duckdb
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
@@ -36,17 +38,7 @@ from coco_sql.languages.dbt.project import PROJECT_FILE, DbtProject
 from coco_sql.languages.dbt.render import REF_PREFIX, SOURCE_PREFIX, RenderedModel, render_models
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
 from coco_sql.sqlcheck.ai_binding import bind_ai_calls
-from coco_sql.sqlcheck.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
-from coco_sql.sqlcheck.validator import (
-    ValidationSpec,
-    check_deterministic_constructs,
-    check_functions,
-    check_read_only,
-    check_snowflake_functions,
-    check_tables,
-    one_line,
-    parse_statement,
-)
+from coco_sql.sqlcheck.validator import ValidationSpec, checked_query, one_line
 
 _PLACEHOLDER = re.compile(rf"""(['"]?)\b((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)\b\1""")
 _NO_RELATION = "__coco_no_relation"
@@ -63,6 +55,36 @@ class DbtSpec:
     source_columns: Mapping[tuple[str, str], Mapping[str, str]] | None = field(default=None, hash=False)
     targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     render_deadline_s: float = 5.0
+
+    def as_message(self) -> dict[str, Any]:
+        """The spec as plain data: the `spec` of `messages.DBT_PARENT`'s validate message."""
+        sources = None
+        if self.source_columns is not None:
+            sources = [
+                {"source": source, "table": table, "columns": list(columns.items())}
+                for (source, table), columns in sorted(self.source_columns.items())
+            ]
+        return {
+            "dialect": self.dialect,
+            "allowed_functions": sorted(self.allowed_functions),
+            "sources": sources,
+            "targets": [(name, list(columns)) for name, columns in self.targets.items()],
+            "render_deadline_s": self.render_deadline_s,
+        }
+
+    @classmethod
+    def from_message(cls, message: Mapping[str, Any]) -> DbtSpec:
+        """The spec of a checked `as_message` form."""
+        sources = message["sources"]
+        return cls(
+            dialect=message["dialect"],
+            allowed_functions=frozenset(message["allowed_functions"]),
+            source_columns=None
+            if sources is None
+            else {(s["source"], s["table"]): dict(s["columns"]) for s in sources},
+            targets={name: tuple(columns) for name, columns in message["targets"]},
+            render_deadline_s=message["render_deadline_s"],
+        )
 
 
 @dataclass(frozen=True)
@@ -117,11 +139,12 @@ def validate_project(program: DbtProject | str, spec: DbtSpec | None = None) -> 
             )
     columns: dict[str, tuple[str, ...] | None] = {}
     models: dict[str, ValidatedModel] = {}
+    with closing(duckdb.connect(":memory:")) as parser:
+        checked = {name: _check_model(rendered[name], spec, known_sources, columns, parser) for name in order}
     for name in order:
         model = rendered[name]
         materialized = materialization(properties, model)
-        sql, model_columns = _check_model(model, spec, known_sources, columns)
-        columns[name] = model_columns
+        sql, model_columns = checked[name]
         models[name] = ValidatedModel(
             name=name,
             path=model.path,
@@ -203,9 +226,12 @@ def _check_model(
     model: RenderedModel,
     spec: DbtSpec,
     sources: Mapping[tuple[str, str], Mapping[str, str]] | None,
-    upstream: Mapping[str, tuple[str, ...] | None],
+    upstream: dict[str, tuple[str, ...] | None],
+    parser: duckdb.DuckDBPyConnection,
 ) -> tuple[str, tuple[str, ...] | None]:
-    """The SQL candidates' checks on one rendered model; (DuckDB SQL with placeholders, its columns or None)."""
+    """The SQL candidates' checks on one rendered model, then DuckDB's own parser on the SQL dbt will run (which
+    must read it as one SELECT: sqlglot accepts, and writes back, text DuckDB refuses, e.g. ``IN (SELECT)``);
+    (DuckDB SQL with placeholders, its columns or None). Records the columns in `upstream`."""
     relations: dict[str, Mapping[str, str] | None] = {}
     for placeholder, name in model.refs.items():
         known = upstream.get(name)
@@ -222,42 +248,27 @@ def _check_model(
         references={name: dict(relations.get(name) or {}) for name in names[1:]},
     )
     try:
-        query = _checked_query(model.sql, vspec)
+        query, _ = checked_query(model.sql, vspec, wrap=False)
         columns = None
         if all(value is not None for value in relations.values()):
             columns = _columns(query, model, {k: v for k, v in relations.items() if v is not None})
         bind_ai_calls(query)
-        return query.sql(dialect="duckdb", copy=False, pretty=True), columns
+        sql = query.sql(dialect="duckdb", copy=False, pretty=True)
+        _check_duckdb_parses(sql, parser)
+        upstream[model.name] = columns
+        return sql, columns
     except CandidateRejected as error:
         raise CandidateRejected(_explain(str(error), model)) from None
 
 
-def _checked_query(sql: str, vspec: ValidationSpec) -> exp.Query:
-    """`validate_candidate`'s steps without its scalar wrapping and its id/output contract (a model has none)."""
-    snowflake = vspec.dialect == "snowflake"
-    tree = parse_statement(sql, vspec.dialect)
-    check_read_only(tree)
-    check_deterministic_constructs(tree)
-    check_functions(tree, vspec, check_arity=True, snowflake_flatten=snowflake, snowflake_names=snowflake)
-    if snowflake:
-        check_snowflake_functions(tree, vspec, sql)
-    tree = rewrite_named_arguments(tree, vspec.dialect)
-    if not isinstance(tree, exp.Query):
-        raise CandidateRejected(f"a model is one SELECT query, got {type(tree).__name__.upper()}")
-    table_functions: tuple[str, ...] = ()
-    if snowflake:
-        check_tables(tree, vspec)
-        transpiled = snowflake_to_duckdb(tree, vspec.json_columns)
-        if not isinstance(transpiled, exp.Query):
-            raise CandidateRejected(
-                f"a model is one SELECT query, got {type(transpiled).__name__} after transpiling"
-            )
-        tree = transpiled
-        table_functions = (JSON_EACH,)
-        check_read_only(tree)
-        check_functions(tree, vspec, check_arity=False, transpiled=True)
-    check_tables(tree, vspec, table_functions)
-    return tree
+def _check_duckdb_parses(sql: str, parser: duckdb.DuckDBPyConnection) -> None:
+    try:
+        statements = parser.extract_statements(sql)
+    except duckdb.Error as error:
+        raise CandidateRejected(f"DuckDB cannot parse the model: {str(error).splitlines()[0]}") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        kinds = ", ".join(str(s.type).rsplit(".", 1)[-1] for s in statements) or "nothing"
+        raise CandidateRejected(f"DuckDB reads the model as {kinds}, not one SELECT")
 
 
 def _columns(
