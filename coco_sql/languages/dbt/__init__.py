@@ -5,8 +5,10 @@
   candidates' checks on each rendered model); its output is the run form dbt executes;
 - `runner`, `inputs`, `plugin`: real dbt (dbt-core + dbt-duckdb as a library) over an in-memory DuckDB that a
   dbt-duckdb plugin fills with the split's sources, the AI UDFs and the sandbox's lock-down;
-- `compare`: a target model's rows against the expected rows, by key.
+- `sandbox`, `worker`: where that runs for a candidate: one split's sources and a warm dbt in a locked-down
+  worker process (jail, Landlock, seccomp, limits, a hard deadline), which also renders and checks projects;
+- `compare`: a target model's rows against the expected rows, by key (in the parent: the worker never sees them).
 
-`runner` and `plugin` need dbt-core and dbt-duckdb (not dependencies of coco-sql yet); the rest needs only
-Jinja2, PyYAML and sqlglot.
+`runner`, `plugin` and `worker` need dbt-core and dbt-duckdb (the optional extra `coco-sql[dbt]`); the rest
+needs only Jinja2, PyYAML, sqlglot and DuckDB.
 """

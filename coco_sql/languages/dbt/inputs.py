@@ -16,6 +16,7 @@ validator still cannot read or write a file.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -38,6 +39,7 @@ class RunInputs:
     register_udfs: RegisterUdfs | None = None
     memory_limit: str = "1GB"
     connection: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
+    cursors: list[duckdb.DuckDBPyConnection] = field(default_factory=list, repr=False)
 
     def prepare(self, con: duckdb.DuckDBPyConnection) -> None:
         """Load the tables, add the UDFs, lock the configuration; keep `con` to read the models back."""
@@ -54,6 +56,18 @@ class RunInputs:
         for statement in LOCKDOWN:
             con.execute(statement.format(memory_limit=self.memory_limit))
         self.connection = con
+
+    def track(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        """A cursor dbt-duckdb opened on the connection (it runs each model on one): `interrupt` reaches it."""
+        self.cursors.append(cursor)
+
+    def interrupt(self) -> None:
+        """Interrupt whatever the run's connection and its cursors execute (each cursor has a context of its
+        own: interrupting the connection alone does not stop a model)."""
+        for con in [self.connection, *self.cursors]:
+            if con is not None:
+                with contextlib.suppress(duckdb.Error):
+                    con.interrupt()
 
 
 _OPEN: dict[str, RunInputs] = {}

@@ -2,8 +2,9 @@
 
 Named in the profile the runner writes (``plugins: [{module: coco_sql.languages.dbt.plugin, config: {run:
 TOKEN}}]``); dbt-duckdb imports this module, builds `Plugin` with that config and calls `configure_connection`
-on the connection it has just opened. Everything it does is in `inputs.RunInputs.prepare`. Importing this
-module needs dbt-duckdb; nothing else in the package imports it.
+on the connection it has just opened, and `configure_cursor` on each cursor it opens on it (what a run's
+deadline must interrupt). Everything it does is in `inputs.RunInputs`. Importing this module needs
+dbt-duckdb; nothing else in the package imports it.
 """
 
 from __future__ import annotations
@@ -25,3 +26,6 @@ class Plugin(BasePlugin):
 
     def configure_connection(self, conn: DuckDBPyConnection) -> None:
         claim(self._token).prepare(conn)
+
+    def configure_cursor(self, cursor: DuckDBPyConnection) -> None:
+        claim(self._token).track(cursor)

@@ -23,14 +23,15 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pandas as pd
 
-from coco_sql.errors import EvaluationError
+from coco_sql.errors import EvaluationError, EvaluationTimeout
 from coco_sql.languages.dbt.inputs import RegisterUdfs, RunInputs, new_token, opened
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
@@ -38,6 +39,7 @@ from coco_sql.sqlcheck.validator import one_line
 
 PROFILE = "coco"
 SCHEMA = "main"
+Reader = Callable[[duckdb.DuckDBPyConnection, str], Any]
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class DbtRunResult:
     """Each target model's rows, every data test's outcome, a one-line error per failed or skipped model, and
     where the time went (seconds: write, parse, run, test, read)."""
 
-    models: Mapping[str, pd.DataFrame] = field(hash=False)
+    models: Mapping[str, Any] = field(hash=False)  # a DataFrame each, unless `run_files` read them otherwise
     tests: tuple[TestOutcome, ...]
     errors: Mapping[str, str] = field(hash=False)
     timings: Mapping[str, float] = field(hash=False)
@@ -90,6 +92,8 @@ class DbtSession:
         self.partial_parse = partial_parse
         self.memory_limit = memory_limit
         self._token = new_token()
+        self._inputs: RunInputs | None = None
+        self.interrupted = False
         (self.workdir / "profiles.yml").write_text(self._profile())
 
     def __enter__(self) -> DbtSession:
@@ -133,6 +137,9 @@ class DbtSession:
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
         for relative, content in files.items():
+            parts = relative.split("/")
+            if relative.startswith("/") or any(part in ("", ".", "..") for part in parts):
+                raise EvaluationError(f"run-form path {relative[:200]!r} is not a plain relative path")
             target = self.project_dir / relative
             if target.is_file() and target.read_text(encoding="utf-8") == content:
                 continue
@@ -150,17 +157,37 @@ class DbtSession:
     ) -> DbtRunResult:
         """Run `project` over `sources` (``"source.table"`` -> DataFrame or arrow table) and return the
         `targets`' rows. Raises `EvaluationError` when dbt cannot parse the project or a target is unknown."""
-        from dbt.adapters.duckdb.connections import DuckDBConnectionManager
-
-        tables = _source_tables(sources)
         unknown = [t for t in targets if t not in project.models]
         if unknown:
             raise EvaluationError(f"no model {unknown[0]!r} in the project to read back")
+        files = project.run_files(PROFILE)
+        return self.run_files(files, sources, targets, register_udfs=register_udfs, tests=tests)
+
+    def run_files(
+        self,
+        files: Mapping[str, str],
+        sources: Mapping[str, Any],
+        targets: Sequence[str],
+        *,
+        register_udfs: RegisterUdfs | None = None,
+        tests: bool = True,
+        read: Reader | None = None,
+    ) -> DbtRunResult:
+        """`run` for a project's run form as it is (path -> content; the sandbox worker's entry: the form was
+        validated where the parent chose). `read(connection, sql)` reads a target's rows (default: a
+        DataFrame). EvaluationTimeout when `interrupt` stopped the run."""
+        from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+        tables = _source_tables(sources)
+        if any(not t or '"' in t for t in targets):
+            raise EvaluationError("a target must be a model name without quotes")
+        self.interrupted = False
         timings: dict[str, float] = {}
         clock = time.perf_counter()
-        self._sync(project.run_files(PROFILE))
+        self._sync(files)
         timings["write"] = time.perf_counter() - clock
         inputs = RunInputs(tables, register_udfs, self.memory_limit)
+        self._inputs = inputs
         try:
             with opened(self._token, inputs):
                 clock = time.perf_counter()
@@ -173,6 +200,7 @@ class DbtSession:
                 clock = time.perf_counter()
                 ran = runner.invoke(["run", *selection, *self._flags()])
                 timings["run"] = time.perf_counter() - clock
+                self._check_interrupted()
                 errors = _node_errors(ran, "model")
                 if ran.result is None:
                     raise EvaluationError(f"dbt run failed: {_exception(ran)}")
@@ -181,15 +209,30 @@ class DbtSession:
                     clock = time.perf_counter()
                     tested = runner.invoke(["test", *selection, *self._flags()])
                     timings["test"] = time.perf_counter() - clock
+                    self._check_interrupted()
                     outcomes = _test_outcomes(tested)
                 clock = time.perf_counter()
-                models = _read_models(inputs, targets, errors)
+                models = _read_models(inputs, targets, errors, read or _frame)
                 timings["read"] = time.perf_counter() - clock
         finally:
+            self._inputs = None
             if inputs.connection is not None:
                 inputs.connection.close()
             DuckDBConnectionManager.close_all_connections()  # the next run starts from an empty database
         return DbtRunResult(models, outcomes, errors, timings)
+
+    def interrupt(self) -> None:
+        """Stop the query the current run is executing, and the run with it (`run_files` then raises
+        EvaluationTimeout). Called from another thread (a deadline's timer); dbt goes on to the next model, so
+        the caller repeats it until the run returns."""
+        self.interrupted = True
+        inputs = self._inputs
+        if inputs is not None:
+            inputs.interrupt()
+
+    def _check_interrupted(self) -> None:
+        if self.interrupted:
+            raise EvaluationTimeout("the dbt run was stopped at its deadline")
 
 
 def run_project(
@@ -257,15 +300,19 @@ def _test_outcomes(invocation: Any) -> tuple[TestOutcome, ...]:
     return tuple(sorted(outcomes, key=lambda t: t.name))
 
 
+def _frame(connection: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+    return connection.execute(sql).df()
+
+
 def _read_models(
-    inputs: RunInputs, targets: Sequence[str], errors: Mapping[str, str]
-) -> dict[str, pd.DataFrame]:
+    inputs: RunInputs, targets: Sequence[str], errors: Mapping[str, str], read: Reader
+) -> dict[str, Any]:
     """Each target's rows from the run's database (a target that failed is left out; its error says why)."""
-    models: dict[str, pd.DataFrame] = {}
+    models: dict[str, Any] = {}
     if inputs.connection is None:
         return models
     for target in targets:
         if target in errors:
             continue
-        models[target] = inputs.connection.execute(f'SELECT * FROM "{SCHEMA}"."{target}"').df()
+        models[target] = read(inputs.connection, f'SELECT * FROM "{SCHEMA}"."{target}"')
     return models
