@@ -27,7 +27,7 @@ from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummar
 from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages import Language, language_for
+from coco_sql.languages import Language, exporter, language_for
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
 from coco_sql.languages.sql_deploy_check import Finding, check_program
@@ -282,6 +282,9 @@ def export(
         references = _references(champion, form, task or name, run.task_fingerprint, store)
     if form == "sql":
         return champion
+    kind = exporter(champion.language)
+    if kind is not None:  # a kind with export forms of its own
+        return replace(champion, code=kind.export_text(champion.code, form, _task(task or name)))
     if champion.language != "sql":
         raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {champion.language}")
     code = export_form(

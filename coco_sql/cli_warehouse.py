@@ -14,6 +14,7 @@ from pathlib import Path
 from coco_sql import api
 from coco_sql.cli_common import progress_line, read_program
 from coco_sql.errors import ConfigError, StoreError
+from coco_sql.languages import exporter
 from coco_sql.store import DuckDBStore
 from coco_sql.stored_procs import deploy as snowflake  # light: Snowpark is imported when a deploy runs
 
@@ -26,7 +27,14 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
     export.add_argument(
         "--form",
         default="sql",
-        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model)",
+        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model) "
+        "| dbt_project (a dbt program's whole project, with --out)",
+    )
+    export.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write a folder form (dbt_project) into this new or empty folder",
     )
     export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
     export.add_argument(
@@ -111,6 +119,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     champion = api.export(
         args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task
     )
+    kind = exporter(champion.language)
+    if args.out is not None:  # a kind's own form that is a folder of files
+        if kind is None or args.form not in kind.FORMS:
+            raise ConfigError("--out writes a folder form: --form dbt_project, of a run that evolved dbt")
+        written = kind.write_export(champion.code, args.out)
+        print(f"wrote {len(written)} files of {champion.program_id} (run {champion.run_id}) to {args.out}")
+        return 0
     if args.form != "dbt":  # a dbt model starts with its config block
         what = "champion" if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
         print(
