@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LLM    := $(VENV)/.installed-local-llm
 
-.PHONY: demo test test-fast lint bench clean chromium
+.PHONY: demo test test-fast lint bench clean chromium stored-procs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in README.md
 	$(BIN)/python bench/bench_ai_cache.py
 	$(BIN)/python bench/bench_ai_endpoint.py
 	$(BIN)/python bench/bench_sandbox.py
+	$(BIN)/python bench/bench_snowpark_statements.py
+
+stored-procs: $(STAMP)  ## regenerate stored_procs/ (the deploy script as files, the handlers) from the package
+	$(BIN)/python scripts/make_stored_procs.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -31,7 +31,7 @@ from coco_sql.languages import Language, exporter, language_for
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
 from coco_sql.languages.sql_deploy_check import Finding, check_program
-from coco_sql.languages.sql_export import export_form
+from coco_sql.languages.sql_export import export_bundle, proxy_note
 from coco_sql.languages.sql_reference_export import reads_table
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
@@ -261,8 +261,11 @@ def export(
     '20000 tokens', '$0.05' per 1,000 rows), the best program within that deploy cost instead: one lookup on
     the run's score/cost frontier (`read_models.best_within`). A program that reads the training rows as
     `examples` ships them: the other forms create that table first, from the run's task pack (by its name, or
-    `task`), which must be the pack the run evolved on."""
+    `task`), which must be the pack the run evolved on; for Snowflake and dbt the rows travel as files
+    (`Champion.files`). A form that runs in Snowflake says so at its top when the program's learned proxy was
+    fitted on another embedding model than Cortex's (`sql_export.proxy_note`)."""
     columns: dict[str, str] | None = None
+    source_types: dict[str, str] | None = None
     with _open(db, read_only=True) as store:
         run_id = resolve_run(store, run_id, db)
         champion = (
@@ -272,13 +275,17 @@ def export(
         )
         run = store.get_run(run_id)
         name = run.task
+        registered = store.registered_task(name) if form != "sql" else None
         if form != "sql" and source is None:
-            registered = store.registered_task(name)
             source = registered[0] if registered is not None and _is_table_name(registered[0]) else "input"
         if form == "snowflake_function":
             with contextlib.suppress(TaskError):
-                contract = _task(task or name, store).contract
-                columns = {contract.output: contract.type}
+                pack = _task(task or name, store)
+                columns = {pack.contract.output: pack.contract.type}
+                # the source's own column types: a registered task's table, else the pack's columns
+                source_types = dict(registered[2]) if registered else {"id": "VARCHAR", **pack.input_columns}
+        local = store.candidate_engine() is None  # candidates ran here, AI models answered by local stand-ins
+        aliases = dict(run.config.get("model_aliases") or {}) if local else {}
         references = _references(champion, form, task or name, run.task_fingerprint, store)
     if form == "sql":
         return champion
@@ -287,7 +294,7 @@ def export(
         return replace(champion, code=kind.export_text(champion.code, form, _task(task or name)))
     if champion.language != "sql":
         raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {champion.language}")
-    code = export_form(
+    exported = export_bundle(
         champion.code,
         champion.dialect,
         form,
@@ -295,8 +302,10 @@ def export(
         source=source or "input",
         columns=columns,
         references=references,
+        source_types=source_types,
+        note=proxy_note(champion.code, champion.dialect, aliases) if form in SNOWFLAKE_FORMS else None,
     )
-    return replace(champion, code=code)
+    return replace(champion, code=exported.code, files=exported.files)
 
 
 def _references(

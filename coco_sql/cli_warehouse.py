@@ -30,12 +30,6 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
         help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model) "
         "| dbt_project (a dbt program's whole project, with --out)",
     )
-    export.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="write a folder form (dbt_project) into this new or empty folder",
-    )
     export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
     export.add_argument(
         "--max-cost",
@@ -48,6 +42,13 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
         default=None,
         help="the run's task pack directory, when the program reads the training rows as `examples` and the "
         "pack is not found by its name",
+    )
+    export.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the export and the files that ship with it (a staged file of examples, a dbt seed) into "
+        "this directory instead of printing it (dbt_project: the project folder; new or empty)",
     )
     export.set_defaults(handler=cmd_export)
 
@@ -120,19 +121,35 @@ def cmd_export(args: argparse.Namespace) -> int:
         args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task
     )
     kind = exporter(champion.language)
-    if args.out is not None:  # a kind's own form that is a folder of files
-        if kind is None or args.form not in kind.FORMS:
-            raise ConfigError("--out writes a folder form: --form dbt_project, of a run that evolved dbt")
-        written = kind.write_export(champion.code, args.out)
-        print(f"wrote {len(written)} files of {champion.program_id} (run {champion.run_id}) to {args.out}")
+    if kind is not None and args.form in kind.FORMS:  # a kind's own form: a folder of files
+        if args.out is None:
+            print(champion.code, end="")
+        else:
+            written = kind.write_export(champion.code, args.out)
+            print(
+                f"wrote {len(written)} files of {champion.program_id} (run {champion.run_id}) to {args.out}"
+            )
         return 0
+    text = champion.code.rstrip() + "\n"
     if args.form != "dbt":  # a dbt model starts with its config block
         what = "champion" if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
-        print(
+        text = (
             f"-- coco-sql {what} {champion.program_id} of run {champion.run_id} "
-            f"(validation score {champion.val_score:.4f})"
+            f"(validation score {champion.val_score:.4f})\n" + text
         )
-    print(champion.code.rstrip())
+    if args.out is not None:
+        with DuckDBStore(args.db, read_only=True) as store:
+            main = f"coco_{store.get_run(champion.run_id).task}_champion.sql"  # the name the export creates
+        written = {f"models/{main}" if args.form == "dbt" else main: text, **champion.files}
+        for name, content in written.items():
+            (args.out / name).parent.mkdir(parents=True, exist_ok=True)
+            (args.out / name).write_text(content, encoding="utf-8")
+        print(f"wrote {', '.join(sorted(written))} to {args.out}", file=sys.stderr)
+    else:
+        print(text, end="")
+        if champion.files:
+            print(f"coco-sql: the export ships {len(champion.files)} file(s) ({', '.join(sorted(champion.files))}): "
+                  "--out DIR writes them", file=sys.stderr)  # fmt: skip
     for finding in api.export_findings(champion, args.form, db=args.db):  # warned, never refused
         print(f"coco-sql: warning: would not run in Snowflake: {finding.line()}", file=sys.stderr)
     return 0

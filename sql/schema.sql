@@ -95,8 +95,12 @@ CREATE TABLE IF NOT EXISTS events (
     kind       VARCHAR NOT NULL,          -- run_started | run_resumed | parent_selected | curated | mutation | admitted | migrated | spend_limit_reached | run_finished
     program_id VARCHAR,
     payload    JSON,
-    created_at TIMESTAMP NOT NULL
+    created_at TIMESTAMP NOT NULL,
+    seq        BIGINT                     -- position in its batch: events are read ORDER BY created_at, seq
 );
+
+-- Databases written before events had seq get it (NULL in their rows).
+ALTER TABLE events ADD COLUMN IF NOT EXISTS seq BIGINT;
 
 -- The AI response cache, content-addressed and shared by every run of this store (aifuncs/cache.py).
 CREATE TABLE IF NOT EXISTS ai_cache (

@@ -615,21 +615,17 @@ def test_coco_report_in_snowpark_shows_what_the_duckdb_report_shows(tmp_path: Pa
     from snowflake.snowpark import Session
 
     from coco_sql.report.page import build
-    from coco_sql.store.snowpark_store import SnowparkStore, snowpark_schema
-    from coco_sql.stored_procs import handlers
+    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.stored_procs.local_deploy import deploy_local
     from coco_sql.stored_procs.mirror import mirror_run
-    from coco_sql.stored_procs.signatures import PROCEDURES
-    from tests.test_snowpark import _TYPES, OPTIONS, signals
+    from tests.test_snowpark import OPTIONS, signals
 
     session = Session.builder.config("local_testing", True).create()
     try:
         frame = signals()
         frame.columns = [c.upper() for c in frame.columns]
         session.create_dataframe(frame).write.save_as_table("signals")
-        for name, procedure in PROCEDURES.items():
-            session.sproc.register(getattr(handlers, name), name=name, replace=True,
-                                   input_types=[_TYPES[kind] for _, kind, _ in procedure.arguments],
-                                   return_type=snowpark_schema(procedure.columns))  # fmt: skip
+        deploy_local(session)
         session.call("coco_task", "signals", "signals", OPTIONS).collect()
         session.call("coco_evolve", "signals", 3, {"seed": 1}).collect()
         (row,) = session.call("coco_report", 1).collect()

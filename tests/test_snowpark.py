@@ -1,11 +1,13 @@
 """coco-sql in Snowflake, through Snowpark's local testing mode: the real Snowpark API, no account.
 
 The procedures are the real handlers (`coco_sql.stored_procs.handlers`), registered with `session.sproc.register`
-and run with `session.call`. The store writes and reads with the DataFrame API (`save_as_table`, `Table.update`,
-`Table.merge`, `Table.delete`, filters, joins). Local testing has no `session.sql`, so the store's one raw-SQL
-method (its `SqlExecutor`: the history and report queries, a task's source query and the candidate programs over a
-split's staged rows) is `snowpark_local.LocalSql` there: sqlglot transpiles each Snowflake statement to DuckDB and
-DuckDB runs it over copies of the session's tables. On an account that executor is `session.sql`.
+by `stored_procs.local_deploy` (with the tables, as `coco-sql deploy` creates them on an account) and run with
+`session.call`. The store reads with the DataFrame API (filters, joins) and writes an iteration as a staged batch
+and one INSERT ALL (`store.snowpark_batch`). Local testing has no `session.sql`, so the store's raw SQL (its
+`SqlExecutor`: the history and report queries, a task's source query and the candidate programs over a split's
+staged rows) is `snowpark_local.LocalSql` there: sqlglot transpiles each Snowflake statement to DuckDB and DuckDB
+runs it over copies of the session's tables; its INSERT ALL goes to `snowpark_local_writes.LocalWrites`. On an
+account both are `session.sql`.
 
 The tests check that a run started with `session.call('coco_evolve', ...)` holds, table by table, what the same
 run holds in DuckDB.

@@ -135,6 +135,7 @@ def coco_export(
             "form": form,
             "code": champion.code,
             "findings": "\n".join(f.line() for f in findings) or None,
+            "files": dict(champion.files),  # not a column: what ships with the code (Snowflake stages it)
         }
     ]
 

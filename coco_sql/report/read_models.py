@@ -7,6 +7,7 @@ Each function takes a `Warehouse` and returns plain data (dataclasses, or lists 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,9 @@ class Champion:
     dialect: str
     code: str
     val_score: float
+    files: Mapping[str, str] = field(
+        default_factory=dict
+    )  # an export's files that ship with `code` (path -> text)
 
 
 @dataclass(frozen=True)

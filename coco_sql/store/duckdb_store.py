@@ -18,9 +18,10 @@ from sqlglot import exp
 
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
+from coco_sql.store.history_sql import LIST_COLUMNS
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source
-from coco_sql.store.named import named_query
+from coco_sql.store.named import decode_lists, named_query
 from coco_sql.store.records import (
     DEPLOY_COST_EVENT,
     ArchiveEntry,
@@ -543,7 +544,7 @@ class DuckDBStore:
             return self._con.execute(sql, list(params)).df()
 
     def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return self._named("history", HISTORY_QUERIES, name, params)
+        return decode_lists(self._named("history", HISTORY_QUERIES, name, params), LIST_COLUMNS.get(name, ()))
 
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         return self._named("report", REPORT_QUERIES, name, params)

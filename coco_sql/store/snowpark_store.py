@@ -8,31 +8,36 @@ Raw SQL goes through one injected `SqlExecutor` and nothing else: the named hist
 (`default_executor`). Candidates, probes and Python programs run through the candidate engine
 (`candidate_engine`, `snowpark_candidates`).
 
-Atomicity. Snowpark writes are one statement per table and there is no transaction around them here (a write of
-more than a few hundred local rows creates a temporary table, and DDL would commit an open transaction). So an
-iteration's tables are written in `rows.WRITE_ORDER`, where a later row vouches for the earlier ones (a program
-row for its iteration, a program_scores row for its evaluations), and `recover` deletes what an interrupted
-write left before a run resumes. Readers during a run see a prefix, as with DuckDB.
+Round trips. Each statement costs an account 50-300 ms, so the store keeps them few: the tables are created once,
+by `coco-sql deploy` (or `create_tables`, in local testing), never per call; an iteration is written as one
+staged batch and one multi-table INSERT ALL (`snowpark_batch`), through the one injected `SqlWriter`
+(`SessionWrites` on an account, `snowpark_local_writes.LocalWrites` in local testing); `recover` reads once and
+deletes only what an interrupted write of an older version left, one statement per table. The README gives the
+statements per iteration, counted in local testing (`snowpark_counting`).
+
+Atomicity. The INSERT ALL is one statement: an iteration's rows land together or not at all. A run's end is a
+second statement (the status update after the run_finished event), which `recover` completes if it was lost.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
-import sqlglot
-from sqlglot import exp
 
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
+from coco_sql.store.history_sql import LIST_COLUMNS
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source
-from coco_sql.store.named import named_query
+from coco_sql.store.named import decode_lists, named_query
+from coco_sql.store.portable import snowflake_query
 from coco_sql.store.records import (
     DEPLOY_COST_EVENT,
     ArchiveEntry,
@@ -47,7 +52,8 @@ from coco_sql.store.records import (
     to_json,
 )
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
-from coco_sql.store.rows import WRITE_ORDER, Row, evaluation_chunks, table_rows
+from coco_sql.store.rows import Row
+from coco_sql.store.snowpark_batch import RECOVER_SQL, SqlWriter, default_writer, write_batch
 from coco_sql.store.table_schema import Column, table_columns
 from coco_sql.store.values import plain
 
@@ -97,13 +103,25 @@ class SessionSql:
 
 def default_executor(session: Session) -> SqlExecutor:
     """`SessionSql` on an account; `LocalSql` (DuckDB) in Snowpark's local testing mode, which has no SQL."""
-    from snowflake.snowpark.mock._connection import MockServerConnection
-
-    if isinstance(getattr(session, "_conn", None), MockServerConnection):
+    if _local(session):
         from coco_sql.store.snowpark_local import LocalSql
 
         return LocalSql(session)
     return SessionSql(session)
+
+
+def _local(session: Session) -> bool:
+    from snowflake.snowpark.mock._connection import MockServerConnection
+
+    return isinstance(getattr(session, "_conn", None), MockServerConnection)
+
+
+def create_tables(session: Session) -> None:
+    """coco-sql's tables in the session's schema, where missing, with the DataFrame API: what `coco-sql deploy`
+    creates with DDL on an account, for Snowpark's local testing mode (which runs no DDL)."""
+    for name, columns in table_columns().items():
+        schema = snowpark_schema([(c.name, c.type) for c in columns], columns)
+        session.create_dataframe([], schema=schema).write.save_as_table(name, mode="ignore")
 
 
 def _now() -> datetime:
@@ -112,7 +130,8 @@ def _now() -> datetime:
 
 class SnowparkStore:
     """A coco-sql store in the current database and schema of a Snowpark session (a stored procedure's, or one
-    opened from connections.toml). Tables are created if missing; the views come from `coco-sql deploy`."""
+    opened from connections.toml). Its tables and views come from `coco-sql deploy` (`create_tables` in local
+    testing); opening a store runs no statement."""
 
     engine = "snowflake"
     write_behind = False  # a stored procedure's session is held by the thread that called it
@@ -122,21 +141,22 @@ class SnowparkStore:
         session: Session,
         *,
         sql: SqlExecutor | None = None,
+        writes: SqlWriter | None = None,
         read_only: bool = False,
         queries: CandidateSql | None = None,
     ) -> None:
-        """`sql`: the executor of the store's own queries; `queries`: of the candidates' (`snowpark_candidates`);
-        by default the session's (or local testing's)."""
+        """`sql`: the executor of the store's own queries; `writes`: of its batch writes (`snowpark_batch`);
+        `queries`: of the candidates' (`snowpark_candidates`); by default the session's (or local testing's)."""
         self.path = "the Snowflake schema"
+        self.read_only = read_only  # kept for callers that open a store only to read (mirror)
         self._session = session
         self._sql = sql if sql is not None else default_executor(session)
         self._queries = queries
+        self._writes = writes if writes is not None else default_writer(session, self._sql)
+        self._stage = f"COCO_BATCH_{uuid.uuid4().hex[:12].upper()}"  # this store's staging table (temporary)
         self._lock = threading.RLock()
         self._schemas = {name: snowpark_schema([(c.name, c.type) for c in cols], cols)
                          for name, cols in table_columns().items()}  # fmt: skip
-        if not read_only:
-            for name, schema in self._schemas.items():
-                session.create_dataframe([], schema=schema).write.save_as_table(name, mode="ignore")
 
     def close(self) -> None:
         """The session belongs to the caller; nothing to release."""
@@ -211,57 +231,49 @@ class SnowparkStore:
             )
 
     def recover(self, run_id: int) -> None:
-        """Repair what an interrupted `write_iteration` of run `run_id` left (see the module docstring): delete
-        rows of iterations past the last program row, program_scores of programs that have no row, and
-        evaluations without their program_scores row; and mark finished a run whose run_finished event (its
-        finish batch's last row but the status) was written. Called before a run resumes."""
-        from snowflake.snowpark.functions import col, lit
+        """Repair what an interrupted write of run `run_id` left before it resumes: rows of iterations past the
+        last program row, program_scores of programs that have no row, evaluations without their program_scores
+        row (a store an older coco-sql wrote table by table), and a run whose run_finished event (its last
+        batch) was written but not its status. One query finds what needs it; then one statement per table that
+        does (none for a clean run)."""
+        from snowflake.snowpark.functions import col, concat, lit
 
         with self._lock:
+            found = self._sql(snowflake_query(RECOVER_SQL, {"run_id": run_id})).frame
+            needed = {str(t): int(n) for t, n in zip(found["tbl"], found["n"], strict=True) if int(n) > 0}
+            if not needed:
+                return
             committed = self.last_iteration(run_id)
             mine = col("run_id") == run_id
             for name, iteration in _ITERATION_TABLES.items():
-                self._table(name).delete(mine & (col(iteration) > committed))
-            programs = {r["program_id"] for r in self._select("programs", ["program_id"], run_id=run_id)}
-            scores = self._select("program_scores", ["program_id", "split"], run_id=run_id)
-            for orphan in {r["program_id"] for r in scores} - programs:
-                self._table("program_scores").delete(mine & (col("program_id") == orphan))
-            scored = {(r["program_id"], r["split"]) for r in scores if r["program_id"] in programs}
-            evaluated = self._select("evaluations", ["program_id", "split"], run_id=run_id, distinct=True)
-            for pid, split in {(r["program_id"], r["split"]) for r in evaluated} - scored:
-                self._table("evaluations").delete(mine & (col("program_id") == pid) & (col("split") == split))
-            finished = self._select("events", ["iteration"], run_id=run_id, kind="run_finished")
-            if self.get_run(run_id).status != "finished" and any(
-                r["iteration"] == committed for r in finished
-            ):
+                if name in needed:
+                    self._table(name).delete(mine & (col(iteration) > committed))
+            programs = self._table("programs").filter(mine).select("program_id")
+            if "program_scores" in needed:
+                self._table("program_scores").delete(mine & ~col("program_id").isin(programs))
+            if "evaluations" in needed:
+                scored = (
+                    self._table("program_scores")
+                    .filter(mine & col("program_id").isin(programs))
+                    .select(concat(col("program_id"), lit("|"), col("split")))
+                )
+                key = concat(col("program_id"), lit("|"), col("split"))
+                self._table("evaluations").delete(mine & ~key.isin(scored))
+            if "runs" in needed:
                 self._table("runs").update({"status": lit("finished"), "finished_at": lit(_now())}, mine)
 
     # -- iterations ------------------------------------------------------------------------------------------
     def write_iteration(self, batch: IterationBatch) -> None:
+        """The batch staged and moved by one INSERT ALL (`snowpark_batch`); a run's end updates its status."""
         from snowflake.snowpark.functions import col, lit
 
         now = _now()
         with self._lock:
-            if batch.new_run is not None:  # first: a batch cut short is repaired by `recover` on resume
-                self._append("runs", [self._run_row(batch.new_run)])
-            rows = table_rows(batch, now)
-            for table in WRITE_ORDER:
-                if table == "evaluations":  # one append per chunk: the rows of a large table stay bounded
-                    for columns in evaluation_chunks(batch):
-                        self._append(table, list(zip(*columns, strict=True)))
-                else:
-                    self._append(table, rows[table])
+            write_batch(self._session, self._writes, self._stage, batch, now)
             if batch.finish_run:
                 self._table("runs").update(
                     {"status": lit("finished"), "finished_at": lit(now)}, col("run_id") == batch.run_id
                 )
-            cache = [(e.key, e.function, e.model, e.response, e.input_tokens, e.output_tokens, e.latency_ms, now)
-                     for e in batch.ai_cache]  # fmt: skip
-            self._merge_new("ai_cache", cache, ("cache_key",))
-            embeddings = [
-                (e.model, e.text_hash, e.vector.tolist(), e.input_tokens, now) for e in batch.ai_embeddings
-            ]
-            self._merge_new("ai_embeddings", embeddings, ("model", "text_hash"))
 
     def ai_cache_entries(self) -> tuple[list[CachedResponse], list[CachedEmbedding]]:
         responses = [
@@ -378,7 +390,11 @@ class SnowparkStore:
             result = self._sql(stripped)
         except Exception as error:  # the engine's own error type differs between executors
             raise StoreError(f"the source {source!r} fails: {_first_line(error)}") from None
-        return result.frame, result.types
+        frame = result.frame
+        for column, kind in result.types.items():  # an ARRAY arrives as JSON text; DuckDB gives a list
+            if kind.endswith("[]") and column in frame:
+                frame[column] = [_json(v) for v in frame[column]]
+        return frame, result.types
 
     def register_task(
         self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
@@ -406,10 +422,10 @@ class SnowparkStore:
     # -- raw SQL: named queries, candidates --------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """A trusted read-only query of coco-sql's own, written in DuckDB with `?` parameters."""
-        return self._sql(_snowflake(sql, list(params))).frame
+        return self._sql(snowflake_query(sql, list(params))).frame
 
     def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return self._named("history", HISTORY_QUERIES, name, params)
+        return decode_lists(self._named("history", HISTORY_QUERIES, name, params), LIST_COLUMNS.get(name, ()))
 
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         return self._named("report", REPORT_QUERIES, name, params)
@@ -424,7 +440,7 @@ class SnowparkStore:
         self, kind: str, queries: Mapping[str, str], name: str, params: Mapping[str, Any]
     ) -> list[dict[str, Any]]:
         sql, bound = named_query(kind, queries, name, params)
-        frame = self._sql(_snowflake(sql, bound)).frame
+        frame = self._sql(snowflake_query(sql, bound)).frame
         return [{c: plain(v) for c, v in zip(frame.columns, row, strict=True)}
                 for row in frame.itertuples(index=False, name=None)]  # fmt: skip
 
@@ -474,25 +490,9 @@ class SnowparkStore:
         columns = table_columns()[table]
         data = [[_cell(value, column) for value, column in zip(row, columns, strict=True)] for row in rows]
         self._session.create_dataframe(data, schema=self._schemas[table]).write.save_as_table(
-            table, mode="append"
-        )
-
-    def _merge_new(self, table: str, rows: list[Row], key: tuple[str, ...]) -> None:
-        """Insert the rows whose key is not in `table` yet (the shared, content-addressed AI cache)."""
-        if not rows:
-            return
-        from snowflake.snowpark.functions import when_not_matched
-
-        columns = table_columns()[table]
-        data = [[_cell(value, column) for value, column in zip(row, columns, strict=True)] for row in rows]
-        source = self._session.create_dataframe(data, schema=self._schemas[table])
-        target = self._table(table)
-        condition = None
-        for name in key:
-            equal = target[name] == source[name]
-            condition = equal if condition is None else condition & equal
-        target.merge(
-            source, condition, [when_not_matched().insert({c.name: source[c.name] for c in columns})]
+            table,
+            mode="append",
+            table_exists=True,  # deployed: no SHOW TABLES before each append
         )
 
 
@@ -502,8 +502,8 @@ def snowpark_type(duckdb: str) -> DataType:
     from snowflake.snowpark import types as t
 
     upper = duckdb.upper()
-    if upper.endswith("[]"):
-        return t.ArrayType(snowpark_type(upper[:-2]))
+    if upper.endswith("[]"):  # the deployed column is Snowflake's semi-structured ARRAY, whatever it holds
+        return t.ArrayType()
     simple: dict[str, DataType] = {
         "BIGINT": t.LongType(), "INTEGER": t.LongType(), "TEXT": t.StringType(), "VARCHAR": t.StringType(),
         "DOUBLE": t.DoubleType(), "REAL": t.FloatType(), "FLOAT": t.FloatType(), "BOOLEAN": t.BooleanType(),
@@ -534,6 +534,8 @@ def duckdb_type(datatype: Any) -> str:
 
     if isinstance(datatype, t.DecimalType):
         return "BIGINT" if datatype.scale == 0 else "DOUBLE"
+    if isinstance(datatype, t.VectorType):  # VECTOR(INT | FLOAT, n)
+        return "INTEGER[]" if datatype.element_type == "int" else "FLOAT[]"
     if isinstance(datatype, t.ArrayType):
         inner = datatype.element_type
         return (
@@ -577,21 +579,6 @@ def _column_name(name: str) -> str:
     """Snowflake reports unquoted identifiers in upper case; coco-sql's columns are lower case."""
     unquoted = name.strip('"')
     return unquoted.lower() if unquoted.isupper() or not name.startswith('"') else unquoted
-
-
-def _snowflake(sql: str, params: Mapping[str, Any] | Sequence[Any]) -> str:
-    """A DuckDB query of coco-sql's own in Snowflake SQL, with its `$name` (or `?`) parameters as literals: the
-    values become sqlglot literal nodes, so a string from a tool call is quoted, never spliced."""
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    positional = iter(params) if not isinstance(params, Mapping) else None
-
-    def bind(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Parameter | exp.Placeholder):
-            value = params[node.name] if isinstance(params, Mapping) and node.name else next(positional)  # type: ignore[arg-type]
-            return exp.convert(plain(value))
-        return node
-
-    return tree.transform(bind).sql(dialect="snowflake")
 
 
 def _first_line(error: BaseException) -> str:

@@ -60,7 +60,27 @@ def coco_export(
     form: Optional[str] = "sql",  # noqa: UP045
     max_cost: Optional[str] = None,  # noqa: UP045
 ) -> DataFrame:
-    return _call(session, "coco_export", neutral.coco_export, _int(run_id), form, max_cost)
+    staged = functools.partial(_export_staged, session)
+    return _call(session, "coco_export", staged, _int(run_id), form, max_cost)
+
+
+def _export_staged(session: Session, store: Any, *arguments: Any) -> list[dict]:
+    """coco_export, with the files its code loads (a staged file of examples) put on coco-sql's stage, where
+    the returned COPY INTO reads them: the code runs as returned."""
+    import io
+
+    from coco_sql.languages.sql_reference_export import EXPORTS, STAGE
+
+    rows = neutral.coco_export(store, *arguments)
+    for row in rows:
+        for name, text in (row.pop("files", None) or {}).items():
+            session.file.put_stream(
+                io.BytesIO(text.encode("utf-8")),
+                f"@{STAGE}/{EXPORTS}/{name}",
+                auto_compress=False,
+                overwrite=True,
+            )
+    return rows
 
 
 def coco_eval(session: Session, task: str, program: str, split: Optional[str] = "val") -> DataFrame:  # noqa: UP045
