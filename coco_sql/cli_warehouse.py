@@ -38,6 +38,12 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
         "'$0.05') instead of the champion",
     )
     export.add_argument(
+        "--champion",
+        choices=("cheapest_within_se", "best"),
+        default=None,
+        help="the champion rule instead of the run's: best exports the best validation score whatever it costs",
+    )
+    export.add_argument(
         "--task",
         default=None,
         help="the run's task pack directory, when the program reads the training rows as `examples` and the "
@@ -118,8 +124,9 @@ def _check_deploy_parser(commands: argparse._SubParsersAction, default_db: str) 
 
 def cmd_export(args: argparse.Namespace) -> int:
     champion = api.export(
-        args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task
-    )
+        args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task,
+        champion=args.champion,
+    )  # fmt: skip
     kind = exporter(champion.language)
     if kind is not None and args.form in kind.FORMS:  # a kind's own form: a folder of files
         if args.out is None:
@@ -132,7 +139,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 0
     text = champion.code.rstrip() + "\n"
     if args.form != "dbt":  # a dbt model starts with its config block
-        what = "champion" if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
+        what = "best program" if args.champion == "best" else "champion"
+        what = what if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
         text = (
             f"-- coco-sql {what} {champion.program_id} of run {champion.run_id} "
             f"(validation score {champion.val_score:.4f})\n" + text

@@ -215,3 +215,17 @@ CREATE TABLE IF NOT EXISTS task_rows (  -- a registered task's rows as they were
     position BIGINT NOT NULL,
     row_data JSON NOT NULL
 );
+
+CREATE TABLE IF NOT EXISTS coco_progress (  -- what a run started from SQL is doing now: one row per run, rewritten as it goes
+    run_id     BIGINT NOT NULL,      -- the run; a start that fails keeps its row (phase failed) and writes no run
+    task       VARCHAR NOT NULL,
+    phase      VARCHAR NOT NULL,     -- warming | evolving | finished | stopped | failed
+    iteration  BIGINT,               -- the last committed iteration (0: the seed)
+    budget     BIGINT,
+    best_val   DOUBLE,               -- the best validation score so far
+    done       BIGINT,               -- warming: texts embedded so far (of `total`)
+    total      BIGINT,
+    message    VARCHAR,              -- the last progress line, or why the run stopped or failed
+    started_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL
+);

@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS tasks (name VARCHAR NOT NULL, source VARCHAR NOT NULL
 
 CREATE TABLE IF NOT EXISTS task_rows (task VARCHAR NOT NULL, position BIGINT NOT NULL, row_data VARIANT NOT NULL);
 
+CREATE TABLE IF NOT EXISTS coco_progress (run_id BIGINT NOT NULL /* the run; a start that fails keeps its row (phase failed) and writes no run */, task VARCHAR NOT NULL, phase VARCHAR NOT NULL /* warming | evolving | finished | stopped | failed */, iteration BIGINT /* the last committed iteration (0: the seed) */, budget BIGINT, best_val DOUBLE /* the best validation score so far */, done BIGINT /* warming: texts embedded so far (of `total`) */, total BIGINT, message VARCHAR /* the last progress line, or why the run stopped or failed */, started_at TIMESTAMPNTZ NOT NULL, updated_at TIMESTAMPNTZ NOT NULL);
+
 CREATE OR REPLACE VIEW leaderboard AS SELECT p.run_id, p.program_id, p.iteration, p.parent_id, p.island, p.cell, p.approach, v.score AS val_score, t.score AS train_score, x.score AS test_score, RANK() OVER (PARTITION BY p.run_id ORDER BY v.score DESC NULLS LAST) AS val_rank FROM programs AS p LEFT JOIN program_scores AS v ON v.program_id = p.program_id AND v.split = 'val' LEFT JOIN program_scores AS t ON t.program_id = p.program_id AND t.split = 'train' LEFT JOIN program_scores AS x ON x.program_id = p.program_id AND x.split = 'test';
 
 CREATE OR REPLACE VIEW lineage AS WITH RECURSIVE up(program_id, ancestor_id, depth) AS (SELECT program_id, parent_id, 1 FROM programs WHERE NOT parent_id IS NULL UNION ALL SELECT up.program_id, p.parent_id, up.depth + 1 FROM up JOIN programs AS p ON p.program_id = up.ancestor_id WHERE NOT p.parent_id IS NULL) SELECT program_id, ancestor_id, depth FROM up;

@@ -160,7 +160,9 @@ class Cheaper:
         return Proposal(self.code, "answer the seed's most common answer's rows without the AI call")
 
 
-def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pack, tmp_path: Path) -> None:
+def cheaper_child(pack) -> str:
+    """`SEED` with the rows where it gives its most common answer (on every split) answered by a guard on their
+    ids: the same output on every row, with fewer rows reaching the AI call."""
     evaluator = Evaluator(pack, ("train", "val", "test"))
     try:
         outcomes = [evaluator.evaluate(SEED, split) for split in ("train", "val", "test")]
@@ -170,11 +172,16 @@ def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pac
     label = max(set(answers.values()), key=list(answers.values()).count)  # the seed's most common answer
     listed = ", ".join(f"'{i}'" for i, answer in answers.items() if answer == label)
     guard = f"""CASE WHEN id IN ({listed}) THEN PARSE_JSON('{{"labels": ["{label}"]}}') ELSE """
-    child = SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
+    return SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
+
+
+def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pack, tmp_path: Path) -> None:
+    child = cheaper_child(pack)
     (pack.root / "seed.sql").write_text(SEED, encoding="utf-8")
     db = tmp_path / "runs.duckdb"
-    summary = api.evolve(pack.root, db=db, budget=1, options={"seed": 1}, mutator=Cheaper(child))
-    assert summary.champion_id == "1-0"  # equal validation scores: the earlier program is the champion
+    options = {"seed": 1, "champion": "best"}  # the default rule would take the cheaper one (test_champion)
+    summary = api.evolve(pack.root, db=db, budget=1, options=options, mutator=Cheaper(child))
+    assert summary.champion_id == "1-0"  # equal validation scores: the earlier program is the best
     warnings = api.champion_warnings(summary.run_id, db=db)
     assert len(warnings) == 1 and warnings[0].startswith("program 1-1 scores as well as champion 1-0")
     limit = warnings[0].split("--max-cost '")[1].rstrip("'")

@@ -39,8 +39,8 @@ from coco_sql.store.inputs import check_run_id, checked_source
 from coco_sql.store.named import decode_lists, named_query
 from coco_sql.store.portable import snowflake_query
 from coco_sql.store.records import (
-    DEPLOY_COST_EVENT,
     ArchiveEntry,
+    DeployUsage,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -49,8 +49,10 @@ from coco_sql.store.records import (
     ProgramRecord,
     ProgramScore,
     RunRecord,
+    deploy_usage_of,
     to_json,
 )
+from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import Row
 from coco_sql.store.snowpark_batch import RECOVER_SQL, SqlWriter, default_writer, write_batch
@@ -323,12 +325,33 @@ class SnowparkStore:
         return [ArchiveEntry(int(r["iteration"]), int(r["seq"]), int(r["island"]), r["cell"], r["program_id"],
                              r["reason"]) for r in rows]  # fmt: skip
 
-    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
-        frame = self._frame("evaluations", ["program_id", "instance_id", "score"], run_id=run_id, split=split)
+    def row_scores(
+        self, run_id: int, split: str, program_id: str | None = None
+    ) -> dict[str, dict[str, float]]:
+        one = {} if program_id is None else {"program_id": program_id}
+        fields = ["program_id", "instance_id", "score"]
+        frame = self._frame("evaluations", fields, run_id=run_id, split=split, **one)
         result: dict[str, dict[str, float]] = {}
         for program_id, instance_id, score in frame.itertuples(index=False, name=None):
             result.setdefault(str(program_id), {})[str(instance_id)] = float(score)
         return result
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        n_rows = {pid: score.n_rows for pid, score in self.program_scores(run_id, "val").items()}
+        fields = ["program_id", "model", "calls", "input_tokens", "cached_input_tokens", "output_tokens",
+                  "cached_output_tokens"]  # fmt: skip
+        spent: dict[tuple[str, str], tuple[int, int, int]] = {}
+        for r in self._select("ai_usage", fields, run_id=run_id, split="val"):
+            key = (str(r["program_id"]), str(r["model"]))
+            was = spent.get(key, (0, 0, 0))
+            spent[key] = (
+                was[0] + int(r["calls"]),
+                was[1] + int(r["input_tokens"]) + int(r["cached_input_tokens"]),
+                was[2] + int(r["output_tokens"]) + int(r["cached_output_tokens"]),
+            )
+        rows = [(pid, n_rows[pid], model, *totals) for (pid, model), totals in spent.items() if pid in n_rows]
+        rows += [(pid, n, None, 0, 0, 0) for pid, n in n_rows.items()]  # programs without AI usage too
+        return deploy_usage_of(rows)
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
         fields = ["iteration", "program_id", "strategy", "kind", "status", "parent_score", "child_score",
@@ -358,29 +381,6 @@ class SnowparkStore:
                                plain(r["parent_score"]), plain(r["child_score"]), bool(r["improved"]),
                                bool(r["verified"]), r["reason"]) for r in rows]  # fmt: skip
 
-    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The valid program with the best validation score (ties: earliest), with that score; a child over its
-        run's deploy-cost limit (a `deploy_cost` event with `within` false) is never the champion."""
-        from snowflake.snowpark.functions import col
-
-        programs = self._table("programs").filter((col("run_id") == run_id) & col("valid"))
-        over = [
-            e.program_id for e in self.events(run_id, DEPLOY_COST_EVENT) if not e.payload.get("within", True)
-        ]
-        if over:
-            programs = programs.filter(~col("program_id").isin(over))
-        scores = self._table("program_scores").filter((col("run_id") == run_id) & (col("split") == "val"))
-        full = scores.agg({"n_rows": "max"}).collect()  # a child a minibatch gate stopped has fewer rows
-        if full and full[0][0] is not None:
-            scores = scores.filter(col("n_rows") == int(full[0][0]))
-        joined = programs.join(scores, programs["program_id"] == scores["program_id"]).select(
-            programs["program_id"].alias("pid"),
-            programs["iteration"].alias("it"),
-            scores["score"].alias("sc"),
-        )
-        best = joined.sort(col("sc").desc(), col("it")).limit(1).collect()
-        return (self.program(best[0]["PID"]), float(best[0]["SC"])) if best else None
-
     # -- tasks from warehouse rows ----------------------------------------------------------------------------
     def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
         """A user's table (by name) or query, in Snowflake SQL: the one place the user's own SQL runs. It must be
@@ -397,27 +397,45 @@ class SnowparkStore:
         return frame, result.types
 
     def register_task(
-        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+        self,
+        name: str,
+        source: str,
+        options: Mapping[str, Any],
+        types: Mapping[str, str],
+        rows: pd.DataFrame,
+        test_rows: pd.DataFrame | None = None,
     ) -> None:
         from snowflake.snowpark.functions import col
 
         with self._lock:
-            if self._select("runs", ["run_id"], task=name):
-                raise StoreError(f"task {name!r} already has runs; register the new rows under another name")
+            refuse_reuse(name, [r["run_id"] for r in self._select("runs", ["run_id"], task=name)])
             self._table("tasks").delete(col("name") == name)
             self._table("task_rows").delete(col("task") == name)
-            records = json.loads(rows.to_json(orient="records", date_format="iso"))
+            stored = stored_rows(rows, test_rows)
+            records = json.loads(stored.to_json(orient="records", date_format="iso"))
             self._append("task_rows", [(name, i, json.dumps(r)) for i, r in enumerate(records)])
             self._append("tasks", [(name, source, to_json(options), to_json(dict(types)), len(rows), _now())])
 
-    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
+    def registered_task(self, name: str) -> RegisteredTask | None:
         found = self._select("tasks", name=name)
         if not found:
             return None
-        types = _json(found[0]["column_types"])
         data = self._select("task_rows", ["row_data"], task=name, order=("position",))
-        rows = pd.DataFrame([_json(r["row_data"]) for r in data], columns=list(types))
-        return found[0]["source"], _json(found[0]["options"]), types, rows
+        return RegisteredTask.from_stored(
+            found[0]["source"],
+            _json(found[0]["options"]),
+            _json(found[0]["column_types"]),
+            int(found[0]["n_rows"]),
+            (_json(r["row_data"]) for r in data),
+        )
+
+    def set_progress(self, row: Mapping[str, Any]) -> None:
+        from snowflake.snowpark.functions import col
+
+        columns = [c.name for c in table_columns()["coco_progress"]]
+        with self._lock:
+            self._table("coco_progress").delete(col("run_id") == row["run_id"])
+            self._append("coco_progress", [tuple(row.get(c) for c in columns)])
 
     # -- raw SQL: named queries, candidates --------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
