@@ -25,7 +25,7 @@ import pandas as pd
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages import Language, language_for
+from coco_sql.languages import Language, exporter, language_for
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
 from coco_sql.languages.sql_ai_export import DUCKDB_FORMS, bound_program
@@ -308,6 +308,9 @@ def export(
                 bound = bound_program(chosen.code, chosen.dialect, form, _task(task or name, store))
     if form == "sql":
         return chosen
+    kind = exporter(chosen.language)
+    if kind is not None:  # a kind with export forms of its own
+        return replace(chosen, code=kind.export_text(chosen.code, form, _task(task or name)))
     if chosen.language != "sql":
         raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {chosen.language}")
     code, dialect, header = bound or (chosen.code, chosen.dialect, "")

@@ -14,6 +14,7 @@ from pathlib import Path
 from coco_sql import api
 from coco_sql.cli_common import progress_line, read_program
 from coco_sql.errors import ConfigError, StoreError
+from coco_sql.languages import exporter
 from coco_sql.store import DuckDBStore
 from coco_sql.stored_procs import deploy as snowflake  # light: Snowpark is imported when a deploy runs
 
@@ -26,7 +27,8 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
     export.add_argument(
         "--form",
         default="sql",
-        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model)",
+        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model) "
+        "| dbt_project (a dbt program's whole project, with --out)",
     )
     export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
     export.add_argument(
@@ -52,7 +54,7 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
         type=Path,
         default=None,
         help="write the export and the files that ship with it (a staged file of examples, a dbt seed) into "
-        "this directory instead of printing it",
+        "this directory instead of printing it (dbt_project: the project folder; new or empty)",
     )
     export.set_defaults(handler=cmd_export)
 
@@ -125,6 +127,16 @@ def cmd_export(args: argparse.Namespace) -> int:
         args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task,
         champion=args.champion,
     )  # fmt: skip
+    kind = exporter(champion.language)
+    if kind is not None and args.form in kind.FORMS:  # a kind's own form: a folder of files
+        if args.out is None:
+            print(champion.code, end="")
+        else:
+            written = kind.write_export(champion.code, args.out)
+            print(
+                f"wrote {len(written)} files of {champion.program_id} (run {champion.run_id}) to {args.out}"
+            )
+        return 0
     text = champion.code.rstrip() + "\n"
     if args.form != "dbt":  # a dbt model starts with its config block
         what = "best program" if args.champion == "best" else "champion"

@@ -20,9 +20,16 @@ from coco_sql.mutate import Mutator, OfflineMutator
 from coco_sql.mutate.python_mutator import PythonOfflineMutator
 from coco_sql.options import OFFLINE_SETTINGS, OptionTable, as_object
 
+
+def _dbt_offline(**settings: Any) -> Mutator:
+    from coco_sql.languages.dbt.mutator import DbtOfflineMutator  # dbt's modules load only for a dbt task
+
+    return DbtOfflineMutator(**settings)
+
+
 #: The offline (no model) operators of each language, built from the offline mutator's settings.
 OFFLINE_MUTATORS: Mapping[str, Callable[..., Mutator]] = MappingProxyType(
-    {"sql": OfflineMutator, "python": PythonOfflineMutator}
+    {"sql": OfflineMutator, "python": PythonOfflineMutator, "dbt": _dbt_offline}
 )
 
 

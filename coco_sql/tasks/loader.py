@@ -8,7 +8,7 @@ task.toml format (every key is validated; unknown keys are errors)::
 
     name = "lockpicking6"            # required; must equal the directory name; [a-z0-9][a-z0-9_-]*
     description = "one line"         # required; a single line
-    language = "sql"                 # optional (default sql): sql | python, the programs' language
+    language = "sql"                 # optional (default sql): sql | python | dbt (languages.PACK_LOADERS)
     dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake (SQL programs)
 
     [data]                           # required
@@ -94,6 +94,14 @@ TASK_FILE = "task.toml"
 DIALECTS: tuple[str, ...] = ("duckdb", "snowflake")
 LANGUAGES: tuple[str, ...] = ("sql", "python")
 
+
+def _languages() -> tuple[str, ...]:
+    """Every kind a task.toml may name: these two, and the kinds with pack loaders of their own."""
+    from coco_sql.languages import PACK_LOADERS
+
+    return LANGUAGES + tuple(PACK_LOADERS)
+
+
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
 
@@ -155,6 +163,7 @@ class TaskPack:
     language: str = "sql"  # the programs' language (`coco_sql.languages`): sql | python
     entry: str | None = None  # python: the function the harness calls
     harness: str | None = None  # python: the harness module's source (trusted pack code, runs in the sandbox)
+    kind_data: Any = None  # what a kind with its own pack loader adds (`languages.PACK_LOADERS`)
 
     def split(self, name: str) -> Split:
         """Return split ``name`` (train, val or test). Copies, so callers cannot corrupt the cache."""
@@ -281,6 +290,11 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         raise TaskError(f"{reader.file}: invalid TOML: not UTF-8 ({error.reason})") from None
     except tomllib.TOMLDecodeError as error:
         raise TaskError(f"{reader.file}: invalid TOML: {error}") from None
+    from coco_sql.languages import pack_loader
+
+    kind_loader = pack_loader(doc.get("language"))
+    if kind_loader is not None:  # a kind whose packs have keys of their own (`languages.<kind>`)
+        return kind_loader(root, reader, doc, _fingerprint)
     reader.check_keys(doc, "", _TOP_KEYS)
 
     name = reader.get(doc, "name", str)
@@ -291,7 +305,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
     description = reader.get(doc, "description", str)
     if "\n" in description.strip() or not description.strip():
         raise reader.error("description", "must be a single non-empty line")
-    language = reader.choice(doc, "language", LANGUAGES, "sql")
+    language = reader.choice(doc, "language", _languages(), "sql")
     dialect = reader.choice(doc, "dialect", DIALECTS, "duckdb")
 
     con = duckdb.connect(":memory:")
