@@ -6,7 +6,7 @@ BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 LLM    := $(VENV)/.installed-local-llm
 
-.PHONY: demo test test-fast lint bench clean chromium stored-procs
+.PHONY: demo test test-fast test-quick lint bench clean chromium stored-procs
 
 # The package alone, with the pip the venv comes with: all `make demo` needs. The dev tools (pytest, ruff, and
 # Snowpark for the procedures' tests, the largest download) come on top for `make test`.
@@ -51,11 +51,18 @@ chromium:
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; } || \
 	  echo "no chromium: the report's browser checks will skip"
 
+# The suite runs on every core (at most 4), one test file per worker (its module fixtures are built once); PYTEST_ARGS adds
+# flags (.ci/run: --durations=30).
+WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile $(PYTEST_ARGS)
 test: $(STAMP) $(LLM) chromium lint  ## lint, then the whole test suite (what CI runs)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: $(STAMP) lint  ## lint and the suite without llama.cpp (its tests skip, saying so)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+test-quick: $(STAMP) lint  ## lint and the suite without the tests marked slow
+	$(PYTEST) -m "not slow"
 
 bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in README.md
 	$(BIN)/python bench/bench_validator.py

@@ -1,24 +1,21 @@
 """Program languages behind one seam (`languages.base.Language`): SQL, and Python.
 
-LANGUAGES maps a task's `language` (task.toml) to the factory of its implementation.
+LANGUAGES (`languages.kinds`) maps a task's `language` (task.toml) to the factory of its implementation. Exports
+load on first use (`coco_sql.lazy`): importing the protocol does not load SQL and Python.
 """
 
-from __future__ import annotations
+from coco_sql.lazy import lazy_exports
 
-from coco_sql.languages.base import Language, LanguageFactory, Program, Runner, RunResult, language_for
-from coco_sql.languages.python import PythonLanguage
-from coco_sql.languages.sql import SqlLanguage
-
-LANGUAGES: dict[str, LanguageFactory] = {"sql": SqlLanguage, "python": PythonLanguage}
-
-__all__ = [
-    "LANGUAGES",
-    "Language",
-    "LanguageFactory",
-    "Program",
-    "PythonLanguage",
-    "RunResult",
-    "Runner",
-    "SqlLanguage",
-    "language_for",
-]
+_WHERE = {
+    "LANGUAGES": ".kinds",
+    "Language": ".base",
+    "LanguageFactory": ".base",
+    "Program": ".base",
+    "PythonLanguage": ".python",
+    "RunResult": ".base",
+    "Runner": ".base",
+    "SqlLanguage": ".sql",
+    "language_for": ".base",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__ = sorted(_WHERE)
