@@ -10,13 +10,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from coco_sql import api
 from coco_sql.cli_common import progress_line, read_program
 from coco_sql.errors import ConfigError, StoreError
-from coco_sql.languages import exporter
-from coco_sql.store import DuckDBStore
-from coco_sql.stored_procs import deploy as snowflake  # light: Snowpark is imported when a deploy runs
+from coco_sql.stage import STAGE
+
+if TYPE_CHECKING:
+    from coco_sql.stored_procs.deploy import TaskRun
 
 
 def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
@@ -88,9 +89,7 @@ def _deploy_parser(commands: argparse._SubParsersAction) -> None:
     how.add_argument("--print", dest="print_script", action="store_true", help="print the SQL script")
     how.add_argument("--connection", help="run it on this connection of connections.toml")
     deploy.add_argument("--zip", type=Path, help="write the package zip the procedures import to this file")
-    deploy.add_argument(
-        "--stage", default=snowflake.STAGE, help=f"stage for the zip (default {snowflake.STAGE})"
-    )
+    deploy.add_argument("--stage", default=STAGE, help=f"stage for the zip (default {STAGE})")
     deploy.add_argument("--schema", help="DB.SCHEMA to deploy into (default: the connection's)")
     deploy.add_argument("--quiet", action="store_true", help="no progress line")
     deploy.add_argument(
@@ -123,6 +122,10 @@ def _check_deploy_parser(commands: argparse._SubParsersAction, default_db: str) 
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from coco_sql import api
+    from coco_sql.languages import exporter
+    from coco_sql.store import DuckDBStore
+
     champion = api.export(
         args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task,
         champion=args.champion,
@@ -164,6 +167,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_check_deploy(args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     if (args.program is None) != (args.task is None):
         raise ConfigError("check-deploy takes --program FILE and --task TASK together (or neither: a run)")
     if args.program is not None and args.run is not None:
@@ -180,6 +185,8 @@ def cmd_check_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    from coco_sql.stored_procs import deploy as snowflake
+
     if not (args.print_script or args.connection or args.zip):
         raise ConfigError("deploy needs --print (the script), --connection NAME (run it) or --zip FILE")
     options = {"stage": args.stage, "schema": args.schema, "task_run": _task_run(args)}
@@ -197,6 +204,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:
+    from coco_sql import api
+    from coco_sql.store import DuckDBStore
     from coco_sql.store.snowpark_store import SnowparkStore
     from coco_sql.stored_procs.connection import open_session, snowflake_errors
     from coco_sql.stored_procs.mirror import mirror_run
@@ -214,7 +223,9 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     return 0
 
 
-def _task_run(args: argparse.Namespace) -> snowflake.TaskRun | None:
+def _task_run(args: argparse.Namespace) -> TaskRun | None:
+    from coco_sql.stored_procs import deploy as snowflake
+
     if args.task_run is None:
         if args.warehouse or args.task_options:
             raise ConfigError("--warehouse and --task-options only make sense with --task-run TASK BUDGET")

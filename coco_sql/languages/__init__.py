@@ -1,60 +1,25 @@
 """Program languages behind one seam (`languages.base.Language`): SQL, Python, and dbt projects.
 
-LANGUAGES maps a task's `language` (task.toml) to the factory of its implementation.
+LANGUAGES (`languages.kinds`) maps a task's `language` (task.toml) to the factory of its implementation. Exports
+load on first use (`coco_sql.lazy`): importing the protocol does not load SQL and Python.
 """
 
-from __future__ import annotations
+from coco_sql.lazy import lazy_exports
 
-import importlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from coco_sql.languages.base import Language, LanguageFactory, Program, Runner, RunResult, language_for
-from coco_sql.languages.python import PythonLanguage
-from coco_sql.languages.sql import SqlLanguage
-
-if TYPE_CHECKING:
-    from coco_sql.tasks import TaskPack
-
-
-def _dbt(task: TaskPack) -> Language:
-    from coco_sql.languages.dbt.language import DbtLanguage  # dbt's modules load only for a dbt task
-
-    return DbtLanguage(task)
-
-
-LANGUAGES: dict[str, LanguageFactory] = {"sql": SqlLanguage, "python": PythonLanguage, "dbt": _dbt}
-#: kinds whose task.toml has keys of its own: language -> "module:function(root, reader, doc, fingerprint)"
-PACK_LOADERS: dict[str, str] = {"dbt": "coco_sql.languages.dbt.task:load_dbt_pack"}
-
-#: kinds that export in forms of their own: language -> module with `export_text(code, form, task) -> str`
-#: and `write_export(text, folder) -> list[str]` (a form that is a folder of files)
-EXPORTERS: dict[str, str] = {"dbt": "coco_sql.languages.dbt.export"}
-
-
-def exporter(language: str) -> Any:
-    """The export module of a kind that has one (`EXPORTERS`), else None."""
-    return importlib.import_module(EXPORTERS[language]) if language in EXPORTERS else None
-
-
-def pack_loader(language: object) -> Callable[..., TaskPack] | None:
-    """The pack loader of a kind that has one (`PACK_LOADERS`), else None (the loader reads the pack)."""
-    if not isinstance(language, str) or language not in PACK_LOADERS:
-        return None
-    module, function = PACK_LOADERS[language].split(":")
-    return getattr(importlib.import_module(module), function)
-
-
-__all__ = [
-    "EXPORTERS",
-    "LANGUAGES",
-    "PACK_LOADERS",
-    "Language",
-    "LanguageFactory",
-    "Program",
-    "PythonLanguage",
-    "RunResult",
-    "Runner",
-    "SqlLanguage",
-    "language_for",
-]
+_WHERE = {
+    "EXPORTERS": ".kinds",
+    "LANGUAGES": ".kinds",
+    "PACK_LOADERS": ".kinds",
+    "exporter": ".kinds",
+    "pack_loader": ".kinds",
+    "Language": ".base",
+    "LanguageFactory": ".base",
+    "Program": ".base",
+    "PythonLanguage": ".python",
+    "RunResult": ".base",
+    "Runner": ".base",
+    "SqlLanguage": ".sql",
+    "language_for": ".base",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__ = sorted(_WHERE)

@@ -105,7 +105,7 @@ LanguageFactory = Callable[["TaskPack"], Language]
 def language_for(task: TaskPack) -> Language:
     """The language a task's programs are written in (`language` in task.toml; default sql)."""
     from coco_sql.errors import TaskError
-    from coco_sql.languages import LANGUAGES
+    from coco_sql.languages.kinds import LANGUAGES
 
     factory = LANGUAGES.get(task.language)
     if factory is None:
