@@ -1,24 +1,16 @@
-"""Program languages behind one seam (`languages.base.Language`): SQL, and Python.
-
-LANGUAGES maps a task's `language` (task.toml) to the factory of its implementation.
-"""
+"""Program kinds behind one seam (`languages.base`): one package per kind (`sql/`, `python/`), each a
+`KindPlugin` found by name through `coco_sql.plugins`. Importing this package loads no kind."""
 
 from __future__ import annotations
 
-from coco_sql.languages.base import Language, LanguageFactory, Program, Runner, RunResult, language_for
-from coco_sql.languages.python import PythonLanguage
-from coco_sql.languages.sql import SqlLanguage
+from coco_sql.languages.base import (
+    KindPlugin,
+    Language,
+    LanguageFactory,
+    Program,
+    Runner,
+    RunResult,
+    language_for,
+)
 
-LANGUAGES: dict[str, LanguageFactory] = {"sql": SqlLanguage, "python": PythonLanguage}
-
-__all__ = [
-    "LANGUAGES",
-    "Language",
-    "LanguageFactory",
-    "Program",
-    "PythonLanguage",
-    "RunResult",
-    "Runner",
-    "SqlLanguage",
-    "language_for",
-]
+__all__ = ["KindPlugin", "Language", "LanguageFactory", "Program", "RunResult", "Runner", "language_for"]
