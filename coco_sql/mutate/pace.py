@@ -43,8 +43,7 @@ from sqlglot import exp
 from coco_sql.errors import CandidateRejected
 from coco_sql.mutate.base import MutationRequest, Mutator, OperatorBrief, Proposal
 from coco_sql.mutate.python_ops import insert_terms
-from coco_sql.plugins import kind
-from coco_sql.primitives.calls import call_set
+from coco_sql.primitives.calls import adapter, call_set
 from coco_sql.primitives.context import PrimitiveContext
 from coco_sql.primitives.contracts import Contract, verify
 from coco_sql.primitives.extraction import (
@@ -59,7 +58,7 @@ from coco_sql.primitives.sql_macros import expand_program, split_macros
 from coco_sql.primitives.thompson import thompson_pick
 
 if TYPE_CHECKING:
-    from coco_sql.languages.base import PrimitiveAdapter
+    pass
 
 MAX_INSERTIONS = 16  # drafts tested for one insertion (P1, P4)
 
@@ -186,7 +185,7 @@ class PrimitiveAwareMutator:
         mutator sees its own approaches in `tried`: the ledger's operator prefixes are taken off."""
         context = replace(request.context, tried=inner_approaches(request.context.tried))
         request = replace(request, context=context)
-        return _adapter(self.language).refine(self.inner, request, library, rng, dialect=dialect)
+        return adapter(self.language).refine(self.inner, request, library, rng, dialect=dialect)
 
     def _complete(
         self,
@@ -241,7 +240,7 @@ class PrimitiveAwareMutator:
         """P1 and P4: FOCUS inserted where it scores best on the training rows."""
         assert contract.focus is not None
         focus = library.get(contract.focus)
-        drafts = _adapter(self.language).insertions(request.parent.code, focus, library, dialect=dialect)
+        drafts = adapter(self.language).insertions(request.parent.code, focus, library, dialect=dialect)
         drafts = drafts[:MAX_INSERTIONS]
         verb = "insert" if contract.operator == "P1" else "cross in"
         best: tuple[float, str, str] | None = None
@@ -274,7 +273,7 @@ def swap_calls(
 ) -> str | None:
     """`code` with each call of `target` replaced by a call of `replacement` on its own parameters (definitions
     untouched); None when `code` does not parse or does not call `target`."""
-    return _adapter(language).swap_calls(code, target, replacement, dialect=dialect)
+    return adapter(language).swap_calls(code, target, replacement, dialect=dialect)
 
 
 def sql_swap_calls(code: str, target: Primitive, replacement: Primitive, dialect: str) -> str | None:
@@ -320,7 +319,7 @@ def _params(primitive: Primitive) -> list[str]:
 def brief(plan: Plan, library: PrimitiveLibrary, language: str) -> str:
     """PACE's operator prompt (P1-P4) for this plan, with the definitions the child may need."""
     c = plan.contract
-    where = _adapter(language).where_definitions
+    where = adapter(language).where_definitions
     lines = {
         "P1": f"P1 insertion: use the primitive {c.focus} meaningfully in the child, and keep every primitive the "
         "parent calls.",
@@ -461,13 +460,6 @@ def sql_refine(
     flat = replace(request.parent, code=_pretty(expanded, dialect))
     proposal = inner.propose(replace(request, parent=flat), rng)
     return replace(proposal, code=fold(proposal.code, [library.get(m.name) for m in macros], dialect))
-
-
-def _adapter(language: str) -> PrimitiveAdapter:
-    adapter = kind(language).primitives
-    if adapter is None:
-        raise ValueError(f"{language} programs have no primitives")
-    return adapter
 
 
 def _verify(

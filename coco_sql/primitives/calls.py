@@ -56,20 +56,20 @@ def python_calls(node: ast.AST, names: Iterable[str]) -> set[str]:
 
 def call_set(code: str, language: str, names: Iterable[str], *, dialect: str = "duckdb") -> frozenset[str]:
     """C(A) restricted to `names` (the library's primitives of the program's language)."""
-    return _adapter(language).call_set(code, frozenset(names), dialect=dialect)
+    return adapter(language).call_set(code, frozenset(names), dialect=dialect)
 
 
 def definitions(code: str, language: str, *, dialect: str = "duckdb") -> dict[str, str]:
     """name -> normalised definition text of every macro (SQL) or top-level `def` (Python) in `code`."""
-    return _adapter(language).definitions(code, dialect=dialect)
+    return adapter(language).definitions(code, dialect=dialect)
 
 
 def library_definition(primitive: Primitive, *, dialect: str = "duckdb") -> str:
     """The normalised definition of a library primitive (its code read like a program's, `definitions`)."""
-    return _adapter(primitive.language).library_definition(primitive, dialect=dialect)
+    return adapter(primitive.language).library_definition(primitive, dialect=dialect)
 
 
-def _adapter(language: str) -> PrimitiveAdapter:
+def adapter(language: str) -> PrimitiveAdapter:
     """The kind's PACE adapter; ValueError for a kind without primitives (the loop runs PACE only with one)."""
     adapter = kind(language).primitives
     if adapter is None:

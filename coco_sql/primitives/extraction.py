@@ -36,8 +36,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.plugins import kind
-from coco_sql.primitives.calls import call_set, definitions, parse_python, top_functions
+from coco_sql.primitives.calls import adapter, call_set, definitions, parse_python, top_functions
 from coco_sql.primitives.library import Primitive, PrimitiveLibrary
 from coco_sql.primitives.python_defs import (
     ImportLine,
@@ -54,7 +53,7 @@ from coco_sql.primitives.sql_macros import render_macro, split_macros
 from coco_sql.sqlcheck.validator import parse_statement
 
 if TYPE_CHECKING:
-    from coco_sql.languages.base import PrimitiveAdapter
+    pass
 
 MIN_GUARD_NODES = 3
 MIN_EXPRESSION_NODES = 4
@@ -306,17 +305,10 @@ def extract(
 ) -> Primitive | None:
     """One primitive refactored out of `code` (E2, offline), or None when nothing qualifies or every candidate
     is already in the library. The program itself is not touched. Python needs the task's `entry` function."""
-    return _adapter(language).extract(
+    return adapter(language).extract(
         code, library, origin_program=origin_program, iteration=iteration, dialect=dialect, entry=entry, rng=rng,
         prefer=prefer, top=top,
     )  # fmt: skip
-
-
-def _adapter(language: str) -> PrimitiveAdapter:
-    adapter = kind(language).primitives
-    if adapter is None:
-        raise ValueError(f"{language} programs have no primitives")
-    return adapter
 
 
 def extract_sql(
@@ -424,7 +416,7 @@ def combine(
     w drawn from `rng` (nested, because a primitive must not call another primitive)."""
     if a.language != b.language or a.name == b.name:
         return None
-    return _adapter(a.language).combine(a, b, library, rng, iteration=iteration, dialect=dialect)
+    return adapter(a.language).combine(a, b, library, rng, iteration=iteration, dialect=dialect)
 
 
 def combine_sql(
@@ -495,7 +487,7 @@ def with_definitions(
     """`code` carrying the definitions of `primitives` it does not define yet (by name). SQL: their CREATE MACRO
     statements before the program's; Python: their imports and defs after the module's docstring and imports.
     A definition already present is left as it is (`contracts.verify` reports it if it is not the library's)."""
-    return _adapter(language).with_definitions(code, primitives, dialect=dialect)
+    return adapter(language).with_definitions(code, primitives, dialect=dialect)
 
 
 def sql_with_definitions(code: str, primitives: Sequence[Primitive], dialect: str) -> str:
@@ -512,7 +504,7 @@ def prune_definitions(code: str, language: str, library: PrimitiveLibrary, *, di
     unused = set(definitions(code, language, dialect=dialect)) & (set(names) - calls)
     if not unused:
         return code
-    return _adapter(language).remove_definitions(code, unused, dialect=dialect)
+    return adapter(language).remove_definitions(code, unused, dialect=dialect)
 
 
 def sql_remove_definitions(code: str, names: set[str], dialect: str) -> str:
@@ -535,7 +527,7 @@ def replace_calls(
     with `with_definitions` and `prune_definitions`."""
     if arity(target) != arity(replacement) or target.language != replacement.language:
         return None
-    return _adapter(language).replace_calls(code, target, replacement, dialect=dialect)
+    return adapter(language).replace_calls(code, target, replacement, dialect=dialect)
 
 
 def sql_replace_calls(code: str, target: Primitive, replacement: Primitive, dialect: str) -> str | None:
