@@ -20,22 +20,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages import Language, exporter, language_for
-from coco_sql.languages.python.language import PythonLanguage
-from coco_sql.languages.sql import SqlLanguage
-from coco_sql.languages.sql_ai_export import DUCKDB_FORMS, bound_program
-from coco_sql.languages.sql_deploy_check import Finding, check_program
-from coco_sql.languages.sql_export import export_bundle, proxy_note
-from coco_sql.languages.sql_reference_export import reads_table
+from coco_sql.languages.base import ExportRequest, Language, language_for
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
 from coco_sql.options import RUN_OPTIONS, as_object
+from coco_sql.plugins import kind
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
 from coco_sql.report.read_models import Champion, CostReport
@@ -45,7 +38,6 @@ from coco_sql.store.inputs import checked_source
 from coco_sql.store.shared_cache import load_cache, save_cache
 from coco_sql.tasks import TaskPack, list_tasks, load_task
 from coco_sql.tasks.from_rows import check_options, task_from_rows
-from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
 
 Store = str | Path | Warehouse
 Task = str | Path | TaskPack
@@ -275,8 +267,6 @@ def export(
     fitted on another embedding model than Cortex's (`sql_export.proxy_note`). `champion` ('best' or
     'cheapest_within_se') overrides the run's champion rule (`engine.champion`): 'best' exports the best
     validation score whatever it costs."""
-    columns: dict[str, str] | None = None
-    source_types: dict[str, str] | None = None
     with _open(db, read_only=True) as store:
         run_id = resolve_run(store, run_id, db)
         chosen = (
@@ -284,69 +274,36 @@ def export(
             if max_cost is None
             else read_models.best_within(store, run_id, max_cost)
         )
+        if form == "sql":
+            return chosen
+        exporter = kind(chosen.language).exports
+        if exporter is None:
+            raise ConfigError(
+                f"form {form!r} does not export {chosen.language} programs (run {run_id} evolved "
+                f"{chosen.language}): export it as 'sql', the program as written"
+            )
         run = store.get_run(run_id)
         name = run.task
-        registered = store.registered_task(name) if form != "sql" else None
-        if form != "sql" and source is None:
+        registered = store.registered_task(name)
+        if source is None:
             source = (
                 registered.source if registered is not None and _is_table_name(registered.source) else "input"
             )
-        if form == "snowflake_function":
-            with contextlib.suppress(TaskError):
-                pack = _task(task or name, store)
-                columns = {pack.contract.output: pack.contract.type}
-                # the source's own column types: a registered task's table, else the pack's columns
-                source_types = (
-                    dict(registered.types) if registered else {"id": "VARCHAR", **pack.input_columns}
-                )
         local = store.candidate_engine() is None  # candidates ran here, AI models answered by local stand-ins
-        aliases = dict(run.config.get("model_aliases") or {}) if local else {}
-        references = _references(chosen, form, task or name, run.task_fingerprint, store)
-        bound = None
-        if form in DUCKDB_FORMS and chosen.language == "sql":  # AI calls as the sandbox ran them
-            with contextlib.suppress(TaskError):
-                bound = bound_program(chosen.code, chosen.dialect, form, _task(task or name, store))
-    if form == "sql":
-        return chosen
-    kind = exporter(chosen.language)
-    if kind is not None:  # a kind with export forms of its own
-        return replace(chosen, code=kind.export_text(chosen.code, form, _task(task or name)))
-    if chosen.language != "sql":
-        raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {chosen.language}")
-    code, dialect, header = bound or (chosen.code, chosen.dialect, "")
-    exported = export_bundle(
-        code,
-        dialect,
-        form,
-        name=f"coco_{name}_champion",
-        source=source or "input",
-        columns=columns,
-        references=references,
-        source_types=source_types,
-        note=proxy_note(chosen.code, chosen.dialect, aliases) if form in SNOWFLAKE_FORMS else None,
-    )
-    return replace(chosen, code=header + exported.code, files=exported.files)
-
-
-def _references(
-    champion: Champion, form: str, task: Task, fingerprint: str, store: Warehouse
-) -> dict[str, tuple[pd.DataFrame, dict[str, str]]]:
-    """The task's reference tables (`tasks.references`), with their rows, when the exported program reads one:
-    the export creates them next to it. A one-line TaskError when the pack is gone or is not the run's."""
-    if (
-        form == "sql"
-        or champion.language != "sql"
-        or not reads_table(champion.code, champion.dialect, EXAMPLES)
-    ):
-        return {}
-    pack = _task(task, store)
-    if pack.fingerprint() != fingerprint:
-        raise TaskError(
-            f"task pack {pack.name!r} at {pack.root} is not the one run {champion.run_id} evolved on (its files "
-            "differ), and the program reads its training rows as `examples`: pass that pack's directory as the task"
+        request = ExportRequest(
+            code=chosen.code,
+            dialect=chosen.dialect,
+            form=form,
+            name=f"coco_{name}_champion",
+            source=source,
+            task=lambda: _task(task or name, store),
+            fingerprint=run.task_fingerprint,
+            run_id=run_id,
+            source_types=dict(registered.types) if registered is not None else None,
+            aliases=dict(run.config.get("model_aliases") or {}) if local else {},
         )
-    tables, columns = reference_tables(pack), reference_columns(pack)
-    return {name: (rows, columns[name]) for name, rows in tables.items()}
+        exported = exporter.export(request)
+    return replace(chosen, code=exported.code, files=exported.files)
 
 
 CHAMPION_SQL_WARN_BYTES = read_models.CHAMPION_SQL_WARN_BYTES
@@ -362,15 +319,11 @@ def champion_warnings(run_id: int | None = None, *, db: Store) -> list[str]:
         return read_models.champion_warnings(store, resolve_run(store, run_id, db))
 
 
-SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt"})
-"""Export forms that run in Snowflake: each export in one of them is checked (`export_findings`)."""
-
-
 def check_deploy(
     run_id: int | None = None, *, db: Store, code: str | None = None, task: Task | None = None
-) -> list[Finding]:
+) -> list[Any]:
     """Why a program would not run in Snowflake: every function, argument name and type it uses that Snowflake
-    does not have (`languages.sql_deploy_check`); empty when it would. The program is `code`, written for `task` (its
+    does not have (the kind's `Exporter.check_deploy`, SQL: `languages.sql_deploy_check`); empty when it would. The program is `code`, written for `task` (its
     dialect, columns and AI functions), or else the champion of run `run_id` (default: the latest run)."""
     if code is not None:
         if task is None:
@@ -381,14 +334,14 @@ def check_deploy(
     return export_findings(champion, db=db)
 
 
-def export_findings(program: Champion, form: str = "snowflake_view", *, db: Store) -> list[Finding]:
+def export_findings(program: Champion, form: str = "snowflake_view", *, db: Store) -> list[Any]:
     """`check_deploy`'s findings for an exported `program` (a champion, or the best within a cost) when `form`
     runs in Snowflake (or is its SQL as written, in Snowflake dialect); empty for other forms and for Python.
     An export is never refused for them: the caller shows them next to the code. The program is checked as the
     store holds it, as check-deploy checks it, never the export's text (issue 26: `CREATE VIEW is not allowed`,
     `expected exactly one statement, got 2` came from checking the view)."""
-    targets_snowflake = form in SNOWFLAKE_FORMS or (form == "sql" and program.dialect == "snowflake")
-    if program.language != "sql" or not targets_snowflake:
+    exporter = kind(program.language).exports
+    if exporter is None or not exporter.deploy_checked(form, program.dialect):
         return []
     with _open(db, read_only=True) as store:
         program = replace(program, code=store.program(program.program_id).code)  # never the export's text
@@ -397,12 +350,10 @@ def export_findings(program: Champion, form: str = "snowflake_view", *, db: Stor
         except TaskError:
             pack = None  # the task is gone: functions, names and types are still checked
     where = f"program {program.program_id} of run {program.run_id}"
-    if pack is None:
-        return check_program(program.code, program.dialect, where=where)
-    return _check_deploy(program.code, pack, where, program.dialect)
+    return exporter.check_deploy(program.code, program.dialect, pack, where)
 
 
-def champion_deploy_findings(run_id: int, *, db: Store) -> list[Finding]:
+def champion_deploy_findings(run_id: int, *, db: Store) -> list[Any]:
     """`export_findings` of run `run_id`'s champion as written, for `coco-sql status`: a Snowflake-dialect
     champion that would not run in Snowflake is flagged there. Empty when the run has no champion yet."""
     try:
@@ -412,18 +363,11 @@ def champion_deploy_findings(run_id: int, *, db: Store) -> list[Finding]:
     return export_findings(champion, "sql", db=db)
 
 
-def _check_deploy(code: str, pack: TaskPack, where: str, dialect: str | None = None) -> list[Finding]:
-    if pack.language != "sql":
+def _check_deploy(code: str, pack: TaskPack, where: str) -> list[Any]:
+    exporter = kind(pack.language).exports
+    if exporter is None:
         raise ConfigError(f"check-deploy checks SQL programs; task {pack.name!r} evolves {pack.language}")
-    return check_program(
-        code,
-        dialect or pack.dialect,
-        where=where,
-        input_columns=dict(pack.input_columns),
-        output_column=pack.contract.output,
-        allowed_functions=frozenset(pack.allowed_functions),
-        references=reference_columns(pack),
-    )
+    return exporter.check_deploy(code, pack.dialect, pack, where)
 
 
 def resolve_run(store: Warehouse, run_id: int | None, db: Store = "the store") -> int:
@@ -483,11 +427,7 @@ def _language(pack: TaskPack, store: Warehouse) -> Language | None:
     SQL as its queries, Python as its UDFs); None (the registered language, over the local sandboxes)
     otherwise."""
     engine = store.candidate_engine()
-    if engine is None:
-        return None
-    if pack.language == "sql":
-        return SqlLanguage(pack, engine)
-    return PythonLanguage(pack, engine=engine) if pack.language == "python" else None
+    return language_for(pack, engine) if engine is not None else None
 
 
 def _is_table_name(source: str) -> bool:

@@ -123,19 +123,19 @@ def _check_deploy_parser(commands: argparse._SubParsersAction, default_db: str) 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from coco_sql import api
-    from coco_sql.languages import exporter
+    from coco_sql.plugins import kind
     from coco_sql.store import DuckDBStore
 
     champion = api.export(
         args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task,
         champion=args.champion,
     )  # fmt: skip
-    kind = exporter(champion.language)
-    if kind is not None and args.form in kind.FORMS:  # a kind's own form: a folder of files
+    folder = kind(champion.language).folder_export
+    if folder is not None and args.form in folder.forms:  # a kind's own form: a folder of files
         if args.out is None:
             print(champion.code, end="")
         else:
-            written = kind.write_export(champion.code, args.out)
+            written = folder.write(champion.code, args.out)
             print(
                 f"wrote {len(written)} files of {champion.program_id} (run {champion.run_id}) to {args.out}"
             )

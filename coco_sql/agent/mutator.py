@@ -37,6 +37,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.llm.providers.base import CompletionResult, Message
 from coco_sql.mutate.base import MutationRequest, Mutator, Proposal
 from coco_sql.options import AGENT_SETTINGS
+from coco_sql.plugins import kind
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,7 @@ class AgentMutator:
         task = env.task
         return {
             "language": task.language,
+            "program": kind(task.language).program_prompt(task),
             "dialect": env.dialect,
             "description": task.description,
             "input_columns": ", ".join(f"{name} {kind}" for name, kind in task.input_columns.items()),

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from coco_sql.plugins import engine
+
 ParamKind = Literal["required", "optional", "variadic"]
 
 MAX_UDF_ARITY = 5
@@ -374,7 +376,7 @@ def check_named_argument(function: str, name: str, dialect: str) -> str | None:
     if key in documented:
         return None
     local = {alias.lower(): documented for alias, documented in local_only_names(function).items()}
-    if key in local and dialect != "snowflake":
+    if key in local and not engine(dialect).cortex_names_only:
         return None
     if key in local:
         return (

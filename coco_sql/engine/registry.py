@@ -3,8 +3,8 @@ the parent policies' registry (`search.POLICIES`).
 
 Settings belong to a mutator, not to the run: `RunConfig.mutator_settings` is checked against the chosen
 mutator's declared settings (names and types), and the mutator is built for the task's language. A new mutator
-(the coding agent, the one-shot baselines) is one more entry here; a new language adds its offline operators
-to `OFFLINE_MUTATORS`.
+(the coding agent, the one-shot baselines) is one more entry here; a kind brings its offline operators as its
+plug-in's `offline_mutator` (`languages.base.KindPlugin`).
 """
 
 from __future__ import annotations
@@ -15,22 +15,10 @@ from types import MappingProxyType
 from typing import Any
 
 from coco_sql.errors import ConfigError
-from coco_sql.languages import Language
-from coco_sql.mutate import Mutator, OfflineMutator
-from coco_sql.mutate.python_mutator import PythonOfflineMutator
+from coco_sql.languages.base import Language
+from coco_sql.mutate.base import Mutator
 from coco_sql.options import OFFLINE_SETTINGS, OptionTable, as_object
-
-
-def _dbt_offline(**settings: Any) -> Mutator:
-    from coco_sql.languages.dbt.mutator import DbtOfflineMutator  # dbt's modules load only for a dbt task
-
-    return DbtOfflineMutator(**settings)
-
-
-#: The offline (no model) operators of each language, built from the offline mutator's settings.
-OFFLINE_MUTATORS: Mapping[str, Callable[..., Mutator]] = MappingProxyType(
-    {"sql": OfflineMutator, "python": PythonOfflineMutator, "dbt": _dbt_offline}
-)
+from coco_sql.plugins import kind
 
 
 @dataclass(frozen=True)
@@ -74,16 +62,12 @@ class MutatorSpec:
 
 
 def _offline(language: Language, settings: Mapping[str, Any]) -> Mutator:
-    """The language's offline operators. `max_examples` (few-shot examples per AI_CLASSIFY call, 0: no cap)
-    belongs to SQL AI pipelines: a Python task takes only 0."""
-    if language.name not in OFFLINE_MUTATORS:
+    """The kind's offline operators, built from the offline settings (a kind refuses a setting it has no use
+    for: `max_examples` belongs to SQL AI pipelines)."""
+    factory = kind(language.name).offline_mutator
+    if factory is None:
         raise ConfigError(f"the offline mutator has no operators for {language.name} programs")
-    chosen = dict(settings)
-    if language.name != "sql" and chosen.pop("max_examples"):  # popped for Python either way
-        raise ConfigError(
-            "max_examples caps the few-shot examples of SQL AI pipelines; a Python task has none"
-        )
-    return OFFLINE_MUTATORS[language.name](**chosen)
+    return factory(**settings)
 
 
 def _agent(**presets: Any) -> Callable[[Language, Mapping[str, Any]], Mutator]:
@@ -93,7 +77,7 @@ def _agent(**presets: Any) -> Callable[[Language, Mapping[str, Any]], Mutator]:
         from coco_sql.agent.mutator import AgentMutator, AgentSettings
 
         values = {**settings, **presets}
-        offline = OFFLINE_MUTATORS.get(language.name)
+        offline = kind(language.name).offline_mutator
         return AgentMutator(AgentSettings(**values), offline() if offline is not None else None)
 
     return build

@@ -1,25 +1,16 @@
-"""Program languages behind one seam (`languages.base.Language`): SQL, Python, and dbt projects.
+"""Program kinds behind one seam (`languages.base`): one package per kind (`sql/`, `python/`), each a
+`KindPlugin` found by name through `coco_sql.plugins`. Importing this package loads no kind."""
 
-LANGUAGES (`languages.kinds`) maps a task's `language` (task.toml) to the factory of its implementation. Exports
-load on first use (`coco_sql.lazy`): importing the protocol does not load SQL and Python.
-"""
+from __future__ import annotations
 
-from coco_sql.lazy import lazy_exports
+from coco_sql.languages.base import (
+    KindPlugin,
+    Language,
+    LanguageFactory,
+    Program,
+    Runner,
+    RunResult,
+    language_for,
+)
 
-_WHERE = {
-    "EXPORTERS": ".kinds",
-    "LANGUAGES": ".kinds",
-    "PACK_LOADERS": ".kinds",
-    "exporter": ".kinds",
-    "pack_loader": ".kinds",
-    "Language": ".base",
-    "LanguageFactory": ".base",
-    "Program": ".base",
-    "PythonLanguage": ".python",
-    "RunResult": ".base",
-    "Runner": ".base",
-    "SqlLanguage": ".sql",
-    "language_for": ".base",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
-__all__ = sorted(_WHERE)
+__all__ = ["KindPlugin", "Language", "LanguageFactory", "Program", "RunResult", "Runner", "language_for"]

@@ -1,9 +1,13 @@
-"""The language seam: what a program language provides to the loop, the evaluator and the mutators.
+"""The kind seam: what a program kind (a language) provides to the loop, the evaluator, the mutators, PACE, the
+exports and the report. This module holds protocols and dataclasses; it imports no kind.
 
 A language turns a candidate's text into a checked `Program` (or rejects it with a one-line reason), places it
-in a MAP-Elites cell, and runs it over one split's instances in a sandbox of its own; its offline edit operators
-are a mutator registered for it (`engine.registry.OFFLINE_MUTATORS`). Everything else (scoring, the archive, the ledger, the store, the history tools) is shared, so a
-second language costs exactly one implementation of `Language`.
+in a MAP-Elites cell, and runs it over one split's instances in a sandbox of its own. A kind ships as a
+`KindPlugin`: `bind` makes its `Language` for one task, and the optional parts (its offline operators, what a
+primitive is for PACE, honest train scores, export forms, highlighting, task.toml keys, reference tables) are
+small protocols, None where the kind has none: callers ask `plugin.cross_fit is not None`, never `getattr`.
+Kinds are found by name through `coco_sql.plugins` (built-ins, and entry points of group `coco_sql.languages`).
+Everything else (scoring, the archive, the ledger, the store, the history tools) is shared.
 
 Engines are not languages: DuckDB and Snowflake are dialects inside the SQL language (`languages.sql`) and
 implementations of the store; a Python program runs the same on both.
@@ -11,15 +15,25 @@ implementations of the store; a Python program runs the same on both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    import numpy as np
+
     from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.evaluate import Outcome
     from coco_sql.llm.usage import Usage
+    from coco_sql.mutate.base import MutationRequest, Mutator, Proposal
+    from coco_sql.primitives.library import Primitive, PrimitiveLibrary
+    from coco_sql.reflect.environment import DraftEnvironment
     from coco_sql.sandbox.lockdown import QueryResult
+    from coco_sql.store.base import CandidateEngine
     from coco_sql.tasks import Split, TaskPack
+    from coco_sql.tasks.pack_files import Reader
 
 
 @dataclass(frozen=True)
@@ -102,14 +116,257 @@ class Language(Protocol):
 LanguageFactory = Callable[["TaskPack"], Language]
 
 
-def language_for(task: TaskPack) -> Language:
-    """The language a task's programs are written in (`language` in task.toml; default sql)."""
-    from coco_sql.errors import TaskError
-    from coco_sql.languages.kinds import LANGUAGES
+class Bind(Protocol):
+    """A kind bound to one task: its `Language`, running on `engine` when the store runs candidates itself
+    (Snowflake), else in coco-sql's own sandboxes."""
 
-    factory = LANGUAGES.get(task.language)
-    if factory is None:
-        raise TaskError(
-            f"task {task.name!r}: unknown language {task.language!r} (known: {', '.join(LANGUAGES)})"
-        )
-    return factory(task)
+    def __call__(self, task: TaskPack, engine: CandidateEngine | None = None) -> Language: ...
+
+
+class OfflineMutatorFactory(Protocol):
+    """The kind's offline (no model) operators, built from the offline mutator's settings
+    (`options.OFFLINE_SETTINGS`; none given: their defaults). A setting the kind has no use for, set to anything
+    but its default, is a one-line ConfigError."""
+
+    def __call__(self, **settings: Any) -> Mutator: ...
+
+
+class PrimitiveAdapter(Protocol):
+    """What a primitive is in one kind, for PACE (`primitives`, `mutate.pace`): how calls and definitions are
+    read on a program, how a primitive is found (E2), made (E3), admitted, moved between programs (P1, P2, P4)
+    and kept through the inner mutator's edit (P3). Every method takes the task's `dialect`; a kind with one
+    dialect ignores it. A program that does not parse raises CandidateRejected where the method says so."""
+
+    #: where a child carries the definitions it calls (PACE's operator prompt)
+    where_definitions: str
+
+    def call_set(self, code: str, names: frozenset[str], *, dialect: str) -> frozenset[str]:
+        """C(A) restricted to `names`. Raises CandidateRejected."""
+        ...
+
+    def definitions(self, code: str, *, dialect: str) -> dict[str, str]:
+        """name -> normalised definition text of every primitive definition `code` carries."""
+        ...
+
+    def library_definition(self, primitive: Primitive, *, dialect: str) -> str:
+        """A library primitive's definition, normalised as `definitions` normalises a program's copy."""
+        ...
+
+    def extract(
+        self,
+        code: str,
+        library: PrimitiveLibrary,
+        *,
+        origin_program: str | None,
+        iteration: int,
+        dialect: str,
+        entry: str | None,
+        rng: np.random.Generator | None,
+        prefer: str | None,
+        top: int,
+    ) -> Primitive | None:
+        """E2: one primitive refactored out of `code`, which is left as it is; None when nothing qualifies."""
+        ...
+
+    def combine(
+        self,
+        a: Primitive,
+        b: Primitive,
+        library: PrimitiveLibrary,
+        rng: np.random.Generator,
+        *,
+        iteration: int,
+        dialect: str,
+    ) -> Primitive | None:
+        """E3 without a model: a new primitive made of two; None when they do not combine."""
+        ...
+
+    def adopt(
+        self,
+        code: str,
+        library: PrimitiveLibrary,
+        *,
+        how: str,
+        iteration: int,
+        origin_program: str | None,
+        inputs: Sequence[str] | None,
+        dialect: str,
+    ) -> Primitive:
+        """The library's primitive for one definition written elsewhere. Raises CandidateRejected."""
+        ...
+
+    def with_definitions(self, code: str, primitives: Sequence[Primitive], *, dialect: str) -> str:
+        """`code` carrying the definitions of `primitives` it does not define yet (by name)."""
+        ...
+
+    def remove_definitions(self, code: str, names: set[str], *, dialect: str) -> str:
+        """`code` without the definitions of `names`."""
+        ...
+
+    def replace_calls(
+        self, code: str, target: Primitive, replacement: Primitive, *, dialect: str
+    ) -> str | None:
+        """Every call of `target` renamed to `replacement` (same arguments); None when there is none."""
+        ...
+
+    def swap_calls(self, code: str, target: Primitive, replacement: Primitive, *, dialect: str) -> str | None:
+        """Every call of `target` made a call of `replacement` on its own parameters; None when `code` does not
+        parse or does not call `target`."""
+        ...
+
+    def insertions(
+        self, code: str, focus: Primitive, library: PrimitiveLibrary, *, dialect: str
+    ) -> list[tuple[str, str]]:
+        """(description, program) drafts that call `focus` (P1, P4), best guesses first."""
+        ...
+
+    def refine(
+        self,
+        inner: Mutator,
+        request: MutationRequest,
+        library: PrimitiveLibrary,
+        rng: np.random.Generator,
+        *,
+        dialect: str,
+    ) -> Proposal:
+        """P3: the inner mutator's child of `request.parent`, its primitives kept as calls."""
+        ...
+
+
+class CrossFit(Protocol):
+    """Honest train scores: `outcome` (a program's own, on every training row) with the rows the program holds
+    as examples predicted out of fold; `outcome` itself when there is nothing to cross-fit."""
+
+    def __call__(self, env: DraftEnvironment, code: str, outcome: Outcome) -> Outcome: ...
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What an export of one stored program needs, read by `api.export` from the store. `task` loads the run's
+    task pack (by its name, or the one given) and raises TaskError when it is gone."""
+
+    code: str
+    dialect: str
+    form: str
+    name: str  # the exported object's name
+    source: str  # the table the exported program reads instead of `input`
+    task: Callable[[], TaskPack]
+    fingerprint: str  # the run's task fingerprint
+    run_id: int
+    source_types: Mapping[str, str] | None = None  # a registered task's source columns
+    aliases: Mapping[str, str] = field(default_factory=dict)  # the run's model aliases (local stand-ins)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """An export's code, and the files that travel with it (path -> text)."""
+
+    code: str
+    files: Mapping[str, str] = field(default_factory=dict)
+
+
+class Exporter(Protocol):
+    """A kind's export forms (besides 'sql', the program as stored, which every kind has) and its deploy check:
+    why a program would not run where a form deploys it (`Finding`s, empty when it would)."""
+
+    forms: frozenset[str]
+
+    def export(self, request: ExportRequest) -> Exported:
+        """`request.code` in `request.form`; a one-line CocoError when it cannot be."""
+        ...
+
+    def deploy_checked(self, form: str, dialect: str) -> bool:
+        """Whether a program exported in `form` (written in `dialect`) is checked for its deployment."""
+        ...
+
+    def check_deploy(self, code: str, dialect: str, task: TaskPack | None, where: str) -> list[Any]:
+        """The findings for `code` (`task`: its columns and functions, None when the pack is gone)."""
+        ...
+
+
+class Highlighter(Protocol):
+    """A program in the report: its HTML (escaped, with spans per token class: `languages.highlighting`), and
+    the form a diff between two programs compares, mapped back to the lines as written."""
+
+    def html(self, code: str) -> str: ...
+
+    def formatted(self, code: str, dialect: str) -> str:
+        """The normal form diffs compare (`code` itself when there is none, or it does not parse)."""
+        ...
+
+    def written_lines(self, written: str, formatted: str, dialect: str) -> list[list[int]] | None:
+        """For each line of `formatted`, the 0-based lines of `written` it comes from; None when unknown."""
+        ...
+
+
+class TaskKeys(Protocol):
+    """The kind's own keys of task.toml's `[program]` table (Python: the entry function and the harness)."""
+
+    program_keys: tuple[str, ...]
+
+    def read(
+        self, reader: Reader, root: Path, program: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], list[Path]]:
+        """The TaskPack fields the keys give, and the files they name (fingerprinted with the pack)."""
+        ...
+
+
+class PackLoader(Protocol):
+    """A kind whose task.toml has tables of its own (dbt: sources, targets, expected rows) loads the whole pack:
+    the TaskPack of the pack at `root` (its parsed task.toml `doc`, read through `reader` for one-line errors,
+    `fingerprint(files)` for the files it reads)."""
+
+    def __call__(
+        self, root: Path, reader: Reader, doc: Mapping[str, Any], fingerprint: Callable[..., str]
+    ) -> TaskPack: ...
+
+
+class FolderExport(Protocol):
+    """A kind's export forms that are a folder of files (dbt: a project `dbt build` runs): the export's text
+    form written out as the folder (`coco-sql export --out DIR`)."""
+
+    forms: frozenset[str]
+
+    def write(self, text: str, folder: Path) -> list[str]:
+        """The paths written into `folder` (new or empty); a one-line ConfigError, nothing written, else."""
+        ...
+
+
+class InEngineDrafts(Protocol):
+    """Drafts tested inside the probe sandbox (the offline mutator's `probe_draft`): whether a bound language's
+    programs run there, and the query that runs a checked program over the training rows (rows of id, output)."""
+
+    def runs_here(self, language: Language) -> bool: ...
+
+    def query(self, runnable: str, output_column: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class KindPlugin:
+    """One program kind, as an entry point of group `coco_sql.languages` resolves to (`coco_sql.plugins`).
+
+    `name` is task.toml's `language`; `program_prompt` says what a program is, for the coding agent's prompt.
+    Every optional part is None when the kind lacks it, and its callers then do without it."""
+
+    name: str
+    bind: Bind
+    program_prompt: Callable[[TaskPack], str]
+    offline_mutator: OfflineMutatorFactory | None = None
+    primitives: PrimitiveAdapter | None = None
+    cross_fit: CrossFit | None = None
+    exports: Exporter | None = None
+    highlight: Highlighter | None = None
+    task_keys: TaskKeys | None = None
+    references: Callable[[TaskPack], bool] | None = None  # whether a task gets reference tables (`examples`)
+    in_engine_drafts: InEngineDrafts | None = None
+    pack_loader: PackLoader | None = None
+    folder_export: FolderExport | None = None
+    dialects: bool = False  # programs are written in the task's dialect (task.toml `dialect`)
+
+
+def language_for(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
+    """The language a task's programs are written in (`language` in task.toml; default sql), bound to `engine`
+    when the store runs candidates itself."""
+    from coco_sql.plugins import kind
+
+    return kind(task.language, task=task.name).bind(task, engine)

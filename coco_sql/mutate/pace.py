@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlglot
@@ -43,18 +43,22 @@ from sqlglot import exp
 from coco_sql.errors import CandidateRejected
 from coco_sql.mutate.base import MutationRequest, Mutator, OperatorBrief, Proposal
 from coco_sql.mutate.python_ops import insert_terms
-from coco_sql.primitives.calls import call_set
+from coco_sql.primitives.calls import adapter, call_set
 from coco_sql.primitives.context import PrimitiveContext
 from coco_sql.primitives.contracts import Contract, verify
 from coco_sql.primitives.extraction import (
     prune_definitions,
     refactor_into_call,
+    sql_with_definitions,
     with_definitions,
 )
 from coco_sql.primitives.library import OPERATORS, Primitive, PrimitiveLibrary
-from coco_sql.primitives.python_defs import definition_dumps
+from coco_sql.primitives.python_defs import definition_dumps, insert_definitions
 from coco_sql.primitives.sql_macros import expand_program, split_macros
 from coco_sql.primitives.thompson import thompson_pick
+
+if TYPE_CHECKING:
+    pass
 
 MAX_INSERTIONS = 16  # drafts tested for one insertion (P1, P4)
 
@@ -181,15 +185,7 @@ class PrimitiveAwareMutator:
         mutator sees its own approaches in `tried`: the ledger's operator prefixes are taken off."""
         context = replace(request.context, tried=inner_approaches(request.context.tried))
         request = replace(request, context=context)
-        if self.language != "sql":
-            return self.inner.propose(request, rng)
-        macros, _ = split_macros(request.parent.code, dialect)
-        expanded = expand_program(request.parent.code, dialect)
-        if not macros or expanded is None:
-            return self.inner.propose(request, rng)
-        flat = replace(request.parent, code=_pretty(expanded, dialect))
-        proposal = self.inner.propose(replace(request, parent=flat), rng)
-        return replace(proposal, code=fold(proposal.code, [library.get(m.name) for m in macros], dialect))
+        return adapter(self.language).refine(self.inner, request, library, rng, dialect=dialect)
 
     def _complete(
         self,
@@ -244,11 +240,8 @@ class PrimitiveAwareMutator:
         """P1 and P4: FOCUS inserted where it scores best on the training rows."""
         assert contract.focus is not None
         focus = library.get(contract.focus)
-        drafts = (
-            sql_insertions(request.parent.code, focus, dialect)
-            if self.language == "sql"
-            else python_insertions(request.parent.code, focus, frozenset(library.names("python")))
-        )[:MAX_INSERTIONS]
+        drafts = adapter(self.language).insertions(request.parent.code, focus, library, dialect=dialect)
+        drafts = drafts[:MAX_INSERTIONS]
         verb = "insert" if contract.operator == "P1" else "cross in"
         best: tuple[float, str, str] | None = None
         tested = 0
@@ -280,20 +273,29 @@ def swap_calls(
 ) -> str | None:
     """`code` with each call of `target` replaced by a call of `replacement` on its own parameters (definitions
     untouched); None when `code` does not parse or does not call `target`."""
+    return adapter(language).swap_calls(code, target, replacement, dialect=dialect)
+
+
+def sql_swap_calls(code: str, target: Primitive, replacement: Primitive, dialect: str) -> str | None:
+    """`swap_calls` for SQL: on the query's sqlglot tree, its macros kept in front."""
     own = _params(replacement)
-    if language == "sql":
-        macros, query_text = split_macros(code, dialect)
-        try:
-            query = sqlglot.parse_one(query_text, read=dialect)
-        except sqlglot.errors.ParseError:
-            return None
-        calls = [n for n in query.find_all(exp.Anonymous) if str(n.this).lower() == target.name]
-        if not calls:
-            return None
-        for node in calls:
-            node.replace(exp.Anonymous(this=replacement.name, expressions=[exp.column(p) for p in own]))
-        body = query.sql(dialect=dialect, pretty=True, normalize_functions=False)
-        return "\n".join([*(f"{m.text};" for m in macros), body])
+    macros, query_text = split_macros(code, dialect)
+    try:
+        query = sqlglot.parse_one(query_text, read=dialect)
+    except sqlglot.errors.ParseError:
+        return None
+    calls = [n for n in query.find_all(exp.Anonymous) if str(n.this).lower() == target.name]
+    if not calls:
+        return None
+    for node in calls:
+        node.replace(exp.Anonymous(this=replacement.name, expressions=[exp.column(p) for p in own]))
+    body = query.sql(dialect=dialect, pretty=True, normalize_functions=False)
+    return "\n".join([*(f"{m.text};" for m in macros), body])
+
+
+def python_swap_calls(code: str, target: Primitive, replacement: Primitive) -> str | None:
+    """`swap_calls` for Python: on the module's `ast`."""
+    own = _params(replacement)
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -317,11 +319,7 @@ def _params(primitive: Primitive) -> list[str]:
 def brief(plan: Plan, library: PrimitiveLibrary, language: str) -> str:
     """PACE's operator prompt (P1-P4) for this plan, with the definitions the child may need."""
     c = plan.contract
-    where = (
-        "as `CREATE MACRO` statements before the query, exactly as given"
-        if language == "sql"
-        else "as top-level functions, exactly as given"
-    )
+    where = adapter(language).where_definitions
     lines = {
         "P1": f"P1 insertion: use the primitive {c.focus} meaningfully in the child, and keep every primitive the "
         "parent calls.",
@@ -375,7 +373,7 @@ def sql_insertions(code: str, focus: Primitive, dialect: str) -> list[tuple[str,
             body = edited.sql(dialect=dialect, pretty=True, normalize_functions=False)
             program = "\n".join([*header, body])
             try:
-                program = with_definitions(program, "sql", [focus], dialect=dialect)
+                program = sql_with_definitions(program, [focus], dialect)
             except CandidateRejected:
                 continue
             drafts.append(
@@ -442,8 +440,26 @@ def python_insertions(
     kept = definition_dumps(tree, frozen)
     for edit in insert_terms(tree, [(call, None)]):
         if definition_dumps(ast.parse(edit.code), frozen) == kept:
-            drafts.append((edit.approach, with_definitions(edit.code, "python", [focus])))
+            drafts.append((edit.approach, insert_definitions(edit.code, [focus.code])))
     return drafts
+
+
+def sql_refine(
+    inner: Mutator,
+    request: MutationRequest,
+    library: PrimitiveLibrary,
+    rng: np.random.Generator,
+    dialect: str,
+) -> Proposal:
+    """P3 for SQL: the inner mutator edits the parent with its macros expanded, and the macro bodies still
+    present afterwards are folded back into calls."""
+    macros, _ = split_macros(request.parent.code, dialect)
+    expanded = expand_program(request.parent.code, dialect)
+    if not macros or expanded is None:
+        return inner.propose(request, rng)
+    flat = replace(request.parent, code=_pretty(expanded, dialect))
+    proposal = inner.propose(replace(request, parent=flat), rng)
+    return replace(proposal, code=fold(proposal.code, [library.get(m.name) for m in macros], dialect))
 
 
 def _verify(

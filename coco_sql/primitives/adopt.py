@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugins import kind
 from coco_sql.primitives.calls import parse_python, python_calls
 from coco_sql.primitives.extraction import (
     canonical_python,
@@ -48,12 +49,21 @@ def adopt(
     """The library's `Primitive` for one definition `code` (see the module docstring for the rules)."""
     if how not in HOWS:
         raise ValueError(f"unknown how {how!r}")
-    if language == "sql":
-        return _adopt_sql(code, library, how, iteration, origin_program, dialect)
-    return _adopt_python(code, library, how, iteration, origin_program, inputs)
+    adapter = kind(language).primitives
+    if adapter is None:
+        raise CandidateRejected(f"{language} programs have no primitives")
+    return adapter.adopt(
+        code,
+        library,
+        how=how,
+        iteration=iteration,
+        origin_program=origin_program,
+        inputs=inputs,
+        dialect=dialect,
+    )
 
 
-def _adopt_sql(
+def adopt_sql(
     code: str,
     library: PrimitiveLibrary,
     how: str,
@@ -81,7 +91,7 @@ def _adopt_sql(
     )  # fmt: skip
 
 
-def _adopt_python(
+def adopt_python(
     code: str,
     library: PrimitiveLibrary,
     how: str,

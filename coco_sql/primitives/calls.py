@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugins import kind
 from coco_sql.primitives.library import Primitive
 from coco_sql.primitives.sql_macros import called_macros, normalised, split_macros
 from coco_sql.sqlcheck.validator import parse_statement
+
+if TYPE_CHECKING:
+    from coco_sql.languages.base import PrimitiveAdapter
 
 
 def parse_python(code: str) -> ast.Module:
@@ -51,29 +56,51 @@ def python_calls(node: ast.AST, names: Iterable[str]) -> set[str]:
 
 def call_set(code: str, language: str, names: Iterable[str], *, dialect: str = "duckdb") -> frozenset[str]:
     """C(A) restricted to `names` (the library's primitives of the program's language)."""
-    wanted = frozenset(n.lower() if language == "sql" else n for n in names)
-    if language == "sql":
-        _, query_text = split_macros(code, dialect)
-        return called_macros(parse_statement(query_text, dialect), wanted)
-    tree = parse_python(code)
-    called: set[str] = set()
-    for name, function in top_functions(tree).items():
-        if name not in wanted:
-            called |= python_calls(function, wanted)
-    return frozenset(called)
+    return adapter(language).call_set(code, frozenset(names), dialect=dialect)
 
 
 def definitions(code: str, language: str, *, dialect: str = "duckdb") -> dict[str, str]:
     """name -> normalised definition text of every macro (SQL) or top-level `def` (Python) in `code`."""
-    if language == "sql":
-        macros, _ = split_macros(code, dialect)
-        return {m.name: normalised(m, dialect) for m in macros}
-    return {name: ast.unparse(node) for name, node in top_functions(parse_python(code)).items()}
+    return adapter(language).definitions(code, dialect=dialect)
 
 
 def library_definition(primitive: Primitive, *, dialect: str = "duckdb") -> str:
     """The normalised definition of a library primitive (its code read like a program's, `definitions`)."""
-    if primitive.language == "sql":
-        macros, _ = split_macros(f"{primitive.code.rstrip().rstrip(';')};\nSELECT 1", dialect)
-        return normalised(macros[0], dialect)
-    return definitions(primitive.code, "python")[primitive.name]
+    return adapter(primitive.language).library_definition(primitive, dialect=dialect)
+
+
+def adapter(language: str) -> PrimitiveAdapter:
+    """The kind's PACE adapter; ValueError for a kind without primitives (the loop runs PACE only with one)."""
+    adapter = kind(language).primitives
+    if adapter is None:
+        raise ValueError(f"{language} programs have no primitives")
+    return adapter
+
+
+# -- SQL and Python (their kinds' adapters, `languages.sql.primitives`, `languages.python.primitives`) --------
+def sql_call_set(code: str, names: frozenset[str], dialect: str) -> frozenset[str]:
+    _, query_text = split_macros(code, dialect)
+    return called_macros(parse_statement(query_text, dialect), frozenset(n.lower() for n in names))
+
+
+def python_call_set(code: str, names: frozenset[str]) -> frozenset[str]:
+    tree = parse_python(code)
+    called: set[str] = set()
+    for name, function in top_functions(tree).items():
+        if name not in names:
+            called |= python_calls(function, names)
+    return frozenset(called)
+
+
+def sql_definitions(code: str, dialect: str) -> dict[str, str]:
+    macros, _ = split_macros(code, dialect)
+    return {m.name: normalised(m, dialect) for m in macros}
+
+
+def python_definitions(code: str) -> dict[str, str]:
+    return {name: ast.unparse(node) for name, node in top_functions(parse_python(code)).items()}
+
+
+def sql_library_definition(primitive: Primitive, dialect: str) -> str:
+    macros, _ = split_macros(f"{primitive.code.rstrip().rstrip(';')};\nSELECT 1", dialect)
+    return normalised(macros[0], dialect)

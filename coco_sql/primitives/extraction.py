@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sqlglot
@@ -34,24 +36,24 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.primitives.calls import call_set, definitions, parse_python, top_functions
+from coco_sql.primitives.calls import adapter, call_set, definitions, parse_python, top_functions
 from coco_sql.primitives.library import Primitive, PrimitiveLibrary
 from coco_sql.primitives.python_defs import (
     ImportLine,
     bound_names,
     free_names,
-    insert_definitions,
     loaded_names,
     module_imports,
     params_of,
-    remove_definitions,
-    rename_calls,
     rename_def,
     render,
     split_code,
 )
 from coco_sql.primitives.sql_macros import render_macro, split_macros
 from coco_sql.sqlcheck.validator import parse_statement
+
+if TYPE_CHECKING:
+    pass
 
 MIN_GUARD_NODES = 3
 MIN_EXPRESSION_NODES = 4
@@ -303,22 +305,53 @@ def extract(
 ) -> Primitive | None:
     """One primitive refactored out of `code` (E2, offline), or None when nothing qualifies or every candidate
     is already in the library. The program itself is not touched. Python needs the task's `entry` function."""
-    if language == "sql":
-        forms = library_sql_forms(library, dialect)
-        candidates = [
-            c
-            for c in sql_guards(code, dialect=dialect, macro_names=frozenset(library.names("sql")))
-            if canonical_sql(c.params, c.body, dialect) not in forms
-        ]
-        chosen = _choose(candidates, rng, prefer, top)
-        if chosen is None:
-            return None
-        name = library.unique_name(chosen.hint)
-        body = sqlglot.parse_one(chosen.body, read=dialect)
-        return Primitive(
-            name, "sql", render_macro(name, chosen.params, body, dialect), f"{name}({', '.join(chosen.params)})",
-            origin_program, iteration, "extracted",
-        )  # fmt: skip
+    return adapter(language).extract(
+        code, library, origin_program=origin_program, iteration=iteration, dialect=dialect, entry=entry, rng=rng,
+        prefer=prefer, top=top,
+    )  # fmt: skip
+
+
+def extract_sql(
+    code: str,
+    library: PrimitiveLibrary,
+    *,
+    origin_program: str | None,
+    iteration: int,
+    dialect: str,
+    rng: np.random.Generator | None,
+    prefer: str | None,
+    top: int,
+) -> Primitive | None:
+    """`extract` for SQL: a guard becomes a scalar macro."""
+    forms = library_sql_forms(library, dialect)
+    candidates = [
+        c
+        for c in sql_guards(code, dialect=dialect, macro_names=frozenset(library.names("sql")))
+        if canonical_sql(c.params, c.body, dialect) not in forms
+    ]
+    chosen = _choose(candidates, rng, prefer, top)
+    if chosen is None:
+        return None
+    name = library.unique_name(chosen.hint)
+    body = sqlglot.parse_one(chosen.body, read=dialect)
+    return Primitive(
+        name, "sql", render_macro(name, chosen.params, body, dialect), f"{name}({', '.join(chosen.params)})",
+        origin_program, iteration, "extracted",
+    )  # fmt: skip
+
+
+def extract_python(
+    code: str,
+    library: PrimitiveLibrary,
+    *,
+    origin_program: str | None,
+    iteration: int,
+    entry: str | None,
+    rng: np.random.Generator | None,
+    prefer: str | None,
+    top: int,
+) -> Primitive | None:
+    """`extract` for Python: a self-contained helper, else a sub-expression of the entry function."""
     if entry is None:
         raise ValueError("Python extraction needs the entry function's name")
     forms = library_python_forms(library)
@@ -383,20 +416,38 @@ def combine(
     w drawn from `rng` (nested, because a primitive must not call another primitive)."""
     if a.language != b.language or a.name == b.name:
         return None
-    if a.language == "sql":
-        (pa, ba), (pb, bb) = _sql_parts(a, dialect), _sql_parts(b, dialect)
-        if not (_is_boolean(ba) and _is_boolean(bb)):
-            return None
-        params = (*pa, *(p for p in pb if p not in pa))
-        op = "and" if int(rng.integers(2)) == 0 else "or"
-        joined = (exp.and_ if op == "and" else exp.or_)(exp.Paren(this=ba.copy()), exp.Paren(this=bb.copy()))
-        if canonical_sql(params, joined.sql(dialect=dialect), dialect) in library_sql_forms(library, dialect):
-            return None
-        name = library.unique_name(f"{_short(a)}_{op}_{_short(b)}")
-        return Primitive(
-            name, "sql", render_macro(name, params, joined, dialect), f"{name}({', '.join(params)})", None,
-            iteration, "generated",
-        )  # fmt: skip
+    return adapter(a.language).combine(a, b, library, rng, iteration=iteration, dialect=dialect)
+
+
+def combine_sql(
+    a: Primitive,
+    b: Primitive,
+    library: PrimitiveLibrary,
+    rng: np.random.Generator,
+    *,
+    iteration: int,
+    dialect: str,
+) -> Primitive | None:
+    """`combine` for SQL: two boolean macros joined by AND or OR."""
+    (pa, ba), (pb, bb) = _sql_parts(a, dialect), _sql_parts(b, dialect)
+    if not (_is_boolean(ba) and _is_boolean(bb)):
+        return None
+    params = (*pa, *(p for p in pb if p not in pa))
+    op = "and" if int(rng.integers(2)) == 0 else "or"
+    joined = (exp.and_ if op == "and" else exp.or_)(exp.Paren(this=ba.copy()), exp.Paren(this=bb.copy()))
+    if canonical_sql(params, joined.sql(dialect=dialect), dialect) in library_sql_forms(library, dialect):
+        return None
+    name = library.unique_name(f"{_short(a)}_{op}_{_short(b)}")
+    return Primitive(
+        name, "sql", render_macro(name, params, joined, dialect), f"{name}({', '.join(params)})", None,
+        iteration, "generated",
+    )  # fmt: skip
+
+
+def combine_python(
+    a: Primitive, b: Primitive, library: PrimitiveLibrary, rng: np.random.Generator, *, iteration: int
+) -> Primitive | None:
+    """`combine` for Python: two numeric functions mixed by a weighted sum."""
     (ia, fa), (ib, fb) = split_code(a.code), split_code(b.code)
     if not (_returns_number(fa) and _returns_number(fb)):
         return None
@@ -436,12 +487,14 @@ def with_definitions(
     """`code` carrying the definitions of `primitives` it does not define yet (by name). SQL: their CREATE MACRO
     statements before the program's; Python: their imports and defs after the module's docstring and imports.
     A definition already present is left as it is (`contracts.verify` reports it if it is not the library's)."""
-    if language == "sql":
-        macros, _ = split_macros(code, dialect)
-        have = {m.name for m in macros}
-        new = [p.code.strip().rstrip(";") + ";" for p in primitives if p.name not in have]
-        return "\n".join([*new, code.lstrip("\n")]) if new else code
-    return insert_definitions(code, [p.code for p in primitives])
+    return adapter(language).with_definitions(code, primitives, dialect=dialect)
+
+
+def sql_with_definitions(code: str, primitives: Sequence[Primitive], dialect: str) -> str:
+    macros, _ = split_macros(code, dialect)
+    have = {m.name for m in macros}
+    new = [p.code.strip().rstrip(";") + ";" for p in primitives if p.name not in have]
+    return "\n".join([*new, code.lstrip("\n")]) if new else code
 
 
 def prune_definitions(code: str, language: str, library: PrimitiveLibrary, *, dialect: str = "duckdb") -> str:
@@ -451,11 +504,13 @@ def prune_definitions(code: str, language: str, library: PrimitiveLibrary, *, di
     unused = set(definitions(code, language, dialect=dialect)) & (set(names) - calls)
     if not unused:
         return code
-    if language == "sql":
-        macros, query = split_macros(code, dialect)
-        kept = [f"{m.text};" for m in macros if m.name not in unused]
-        return "\n".join([*kept, query]) + ("\n" if code.endswith("\n") else "")
-    return remove_definitions(code, unused)
+    return adapter(language).remove_definitions(code, unused, dialect=dialect)
+
+
+def sql_remove_definitions(code: str, names: set[str], dialect: str) -> str:
+    macros, query = split_macros(code, dialect)
+    kept = [f"{m.text};" for m in macros if m.name not in names]
+    return "\n".join([*kept, query]) + ("\n" if code.endswith("\n") else "")
 
 
 def arity(primitive: Primitive) -> int:
@@ -472,8 +527,11 @@ def replace_calls(
     with `with_definitions` and `prune_definitions`."""
     if arity(target) != arity(replacement) or target.language != replacement.language:
         return None
-    if language == "python":
-        return rename_calls(code, target.name, replacement.name)
+    return adapter(language).replace_calls(code, target, replacement, dialect=dialect)
+
+
+def sql_replace_calls(code: str, target: Primitive, replacement: Primitive, dialect: str) -> str | None:
+    """`replace_calls` for SQL: the calls found among the dialect's tokens."""
     tokens = Dialect.get_or_raise(dialect).tokenize(code)
     spans = [
         (t.start, t.end)
@@ -495,8 +553,6 @@ def refactor_into_call(code: str, primitive: Primitive, *, dialect: str = "duckd
     """A SQL program with every occurrence of `primitive`'s body over its own parameter names (the guard it was
     extracted from, say) replaced by a call `p_x(col, ...)`, and the definition added: a behaviour-preserving
     use of the primitive (an offline P1 insertion). None when the body does not occur."""
-    if primitive.language != "sql":
-        raise ValueError("refactor_into_call edits SQL programs")
     params, body = _sql_parts(primitive, dialect)
     pattern = body.sql(dialect=dialect)
     macros, query_text = split_macros(code, dialect)
@@ -529,6 +585,6 @@ def refactor_into_call(code: str, primitive: Primitive, *, dialect: str = "duckd
         ]
     )
     try:
-        return with_definitions(program, "sql", [primitive], dialect=dialect)
+        return sql_with_definitions(program, [primitive], dialect)
     except CandidateRejected:
         return None

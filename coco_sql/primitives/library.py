@@ -12,11 +12,11 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from coco_sql.plugins import kind_names
 from coco_sql.store.records import Primitive, PrimitiveTrial
 
-__all__ = ["HOWS", "LANGUAGES", "OPERATORS", "Primitive", "PrimitiveLibrary", "PrimitiveTrial"]
+__all__ = ["HOWS", "OPERATORS", "Primitive", "PrimitiveLibrary", "PrimitiveTrial"]
 
-LANGUAGES = ("sql", "python")
 HOWS = ("extracted", "generated", "seeded")
 OPERATORS = ("P1", "P2", "P3", "P4")
 MAX_NAME_CHARS = 28
@@ -39,7 +39,7 @@ class PrimitiveLibrary:
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate primitive names in {names}")
         for primitive in ordered:
-            if primitive.language not in LANGUAGES or primitive.how not in HOWS:
+            if primitive.language not in kind_names() or primitive.how not in HOWS:
                 raise ValueError(
                     f"primitive {primitive.name}: language {primitive.language!r}, how {primitive.how!r}"
                 )

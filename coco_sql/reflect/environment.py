@@ -16,6 +16,7 @@ from typing import Any
 
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
 from coco_sql.evaluate import Evaluator, Outcome
+from coco_sql.plugins import kind
 from coco_sql.sandbox import QueryResult
 from coco_sql.store.records import EvaluationRow
 from coco_sql.tasks import TaskPack
@@ -117,11 +118,10 @@ class DraftEnvironment:
         SQL runner wraps a program), for a probe that tests a draft inside the engine (`probe_draft`). None when
         programs do not run in this sandbox (a warehouse engine, a Python task). Raises CandidateRejected."""
         language = self._evaluator.language
-        if language.name != "sql" or getattr(language, "engine", None) is not None:
+        drafts = kind(language.name).in_engine_drafts
+        if drafts is None or not drafts.runs_here(language):
             return None
-        runnable = self._evaluator.check(code).runnable
-        output = self.output_column.replace('"', '""')
-        return f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({runnable}) AS candidate'
+        return drafts.query(self._evaluator.check(code).runnable, self.output_column)
 
     def runnable(self, code: str) -> str:
         """The DuckDB query the validator makes of `code`, for a probe that reads more than its output column

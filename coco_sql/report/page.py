@@ -14,7 +14,7 @@ from typing import Any
 from coco_sql.engine.champion import RULE_TEXT, Choice
 from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import StoreError
-from coco_sql.languages.sql_deploy_check import check_program
+from coco_sql.plugins import kind
 from coco_sql.report import analysis, read_models
 from coco_sql.report.highlight import diff, highlight
 from coco_sql.store import Warehouse
@@ -137,10 +137,13 @@ def _unfinished(store: Warehouse, run: dict[str, Any]) -> str:
 
 
 def _deploy_notes(champion: dict[str, Any]) -> list[str]:
-    """A line when a Snowflake-dialect champion would not run in Snowflake (`coco-sql check-deploy` lists why)."""
-    if champion["language"] != "sql" or champion["dialect"] != "snowflake":
+    """A line when a Snowflake-dialect champion would not run in Snowflake (`coco-sql check-deploy` lists why):
+    its kind checks the program as written when it deploys as it is (`Exporter.deploy_checked(form 'sql')`)."""
+    exporter = kind(champion["language"]).exports
+    if exporter is None or not exporter.deploy_checked("sql", champion["dialect"]):
         return []
-    findings = check_program(champion["code"], "snowflake", where=f"champion {champion['program_id']}")
+    where = f"champion {champion['program_id']}"
+    findings = exporter.check_deploy(champion["code"], champion["dialect"], None, where)
     if not findings:
         return []
     return [
@@ -243,7 +246,7 @@ def _code(seed: dict[str, Any], champion: dict[str, Any]) -> dict[str, Any]:
     language = champion["language"]
     return {
         "language": language,
-        "dialect": champion["dialect"],
+        "dialect": champion["dialect"] if kind(language).dialects else None,
         "champion": highlight(champion["code"].strip("\n"), language),
         "seed": highlight(seed["code"].strip("\n"), language),
         "diff": diff(

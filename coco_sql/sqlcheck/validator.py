@@ -33,6 +33,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugins import engine
 from coco_sql.sqlcheck.ai_binding import bind_ai_calls
 from coco_sql.sqlcheck.allowlist import (
     AI_SIGNATURES,
@@ -254,7 +255,7 @@ def parse_program(source: str, spec: ValidationSpec) -> exp.Query:
     tree = parse_statement(source, spec.dialect)
     tree = rewrite_named_arguments(tree)
     query, _ = as_query(tree, spec)
-    if spec.dialect == "snowflake":
+    if engine(spec.dialect).translated:
         transpiled = snowflake_to_duckdb(query, spec.json_columns)
         if not isinstance(transpiled, exp.Query):
             raise reject(f"expected {_ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
@@ -570,7 +571,7 @@ def checked_query(source: str, spec: ValidationSpec, *, wrap: bool = True) -> tu
     tree = parse_statement(source, spec.dialect)
     check_read_only(tree)
     check_deterministic_constructs(tree)
-    snowflake = spec.dialect == "snowflake"
+    snowflake = engine(spec.dialect).translated
     # In Snowflake FLATTEN is a table function (parsed as Explode under Lateral/TableFromRows); it is allowed
     # only there, and it disappears in the rewrite to json_each.
     check_functions(tree, spec, check_arity=True, snowflake_flatten=snowflake, snowflake_names=snowflake)

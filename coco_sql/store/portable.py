@@ -35,6 +35,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from coco_sql.plugins import engine
 from coco_sql.store.table_schema import table_columns
 from coco_sql.store.values import plain
 
@@ -124,7 +125,9 @@ def portability_problems(sql: str, dialect: str, double_columns: frozenset[str] 
         elif isinstance(node, exp.Column) and node.name.lower() == "rowid":
             problems.append("rowid: DuckDB's pseudo-column; Snowflake has none (order by a real column)")
         elif (
-            isinstance(node, exp.CTE) and node.args.get("materialized") is not None and dialect == "snowflake"
+            isinstance(node, exp.CTE)
+            and node.args.get("materialized") is not None
+            and not engine(dialect).materialized_ctes
         ):
             problems.append(f"CTE {node.alias} AS MATERIALIZED: Snowflake's parser refuses the hint")
     return problems

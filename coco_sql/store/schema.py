@@ -26,6 +26,7 @@ import sqlglot
 from sqlglot import exp
 
 from coco_sql.errors import StoreError
+from coco_sql.plugins import engine
 from coco_sql.resources import read_resource
 
 SCHEMA_FILES = ("schema.sql", "views.sql")
@@ -57,7 +58,7 @@ _TIMESTAMP_TYPES = (T.TIMESTAMP, T.TIMESTAMPNTZ, T.TIMESTAMPTZ)
 def schema_statements(dialect: str = "duckdb") -> list[str]:
     """The DDL statements in order, in `dialect`. Snowflake gets the checked fixups of the module docstring."""
     expressions = schema_expressions()
-    if dialect == "snowflake":
+    if engine(dialect).schema_fixups:
         return snowflake_statements(expressions)
     return [expression.sql(dialect=dialect) for expression in expressions]
 

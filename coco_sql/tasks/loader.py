@@ -8,7 +8,7 @@ task.toml format (every key is validated; unknown keys are errors)::
 
     name = "lockpicking6"            # required; must equal the directory name; [a-z0-9][a-z0-9_-]*
     description = "one line"         # required; a single line
-    language = "sql"                 # optional (default sql): sql | python | dbt (languages.PACK_LOADERS)
+    language = "sql"                 # optional (default sql): a kind of `coco_sql.plugins` (sql | python | ...)
     dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake (SQL programs)
 
     [data]                           # required
@@ -41,8 +41,8 @@ task.toml format (every key is validated; unknown keys are errors)::
     seed = "seed.sql"                # required; the seed program, in `dialect` (python: a module)
     allowed_functions = []           # optional: extra function names on top of the base SQL allow-list (SQL)
     timeout_seconds = 10.0           # optional (default 10.0), in (0, 3600]
-    entry = "select_next_node"       # python packs only, required: the function the harness calls
-    harness = "harness.py"           # python packs only, required: `run(entry, instance) -> output`
+    entry = "select_next_node"       # a kind's own keys (`KindPlugin.task_keys`); python, required: the
+    harness = "harness.py"           #   function the harness calls, and `run(entry, instance) -> output`
 
     [source]                         # optional attribution: name, url, license, revision, notes (strings)
 
@@ -68,6 +68,7 @@ import duckdb
 
 from coco_sql.errors import TaskError
 from coco_sql.options import PACK_NAME, SPLIT_SEED, TASK_NAME, TIMEOUT_SECONDS
+from coco_sql.plugins import BUILTIN_ENGINES, engine_names, kind, kind_names
 from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR
 from coco_sql.tasks.pack_files import (
     Reader,
@@ -91,15 +92,7 @@ from coco_sql.tasks.scorers import (
 from coco_sql.tasks.splits import SPLIT_MODES, SPLIT_NAMES, Split, partition_ids
 
 TASK_FILE = "task.toml"
-DIALECTS: tuple[str, ...] = ("duckdb", "snowflake")
-LANGUAGES: tuple[str, ...] = ("sql", "python")
-
-
-def _languages() -> tuple[str, ...]:
-    """Every kind a task.toml may name: these two, and the kinds with pack loaders of their own."""
-    from coco_sql.languages import PACK_LOADERS
-
-    return LANGUAGES + tuple(PACK_LOADERS)
+DIALECTS: tuple[str, ...] = tuple(BUILTIN_ENGINES)  # an installed engine adds its own (`engine_names`)
 
 
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -121,7 +114,6 @@ _DATA_KEYS = ("pool", "test", "id_column", "expected_column", "input_columns")
 _SPLIT_KEYS = ("seed", "mode", "train_fraction", "test_fraction")
 _CONTRACT_KEYS = ("output", "type")
 _PROGRAM_KEYS = ("seed", "allowed_functions", "timeout_seconds")
-_PYTHON_PROGRAM_KEYS = ("entry", "harness")  # checked as code by `languages.python`
 _SOURCE_KEYS = ("name", "url", "license", "revision", "notes")
 _SCORER_KEYS: dict[str, tuple[str, ...]] = {
     "exact": (),
@@ -160,10 +152,10 @@ class TaskPack:
     source: dict[str, str]
     _splits: Mapping[str, Split] = field(repr=False)
     _fingerprint: str = field(repr=False)
-    language: str = "sql"  # the programs' language (`coco_sql.languages`): sql | python
-    entry: str | None = None  # python: the function the harness calls
+    language: str = "sql"  # the programs' kind (`coco_sql.plugins`): sql | python | ...
+    entry: str | None = None  # python: the function the harness calls (a kind's `task_keys`)
     harness: str | None = None  # python: the harness module's source (trusted pack code, runs in the sandbox)
-    kind_data: Any = None  # what a kind with its own pack loader adds (`languages.PACK_LOADERS`)
+    kind_data: Any = None  # what a kind with its own pack loader adds (`KindPlugin.pack_loader`)
 
     def split(self, name: str) -> Split:
         """Return split ``name`` (train, val or test). Copies, so callers cannot corrupt the cache."""
@@ -290,11 +282,11 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         raise TaskError(f"{reader.file}: invalid TOML: not UTF-8 ({error.reason})") from None
     except tomllib.TOMLDecodeError as error:
         raise TaskError(f"{reader.file}: invalid TOML: {error}") from None
-    from coco_sql.languages import pack_loader
-
-    kind_loader = pack_loader(doc.get("language"))
-    if kind_loader is not None:  # a kind whose packs have keys of their own (`languages.<kind>`)
-        return kind_loader(root, reader, doc, _fingerprint)
+    named = doc.get("language")
+    if isinstance(named, str) and named in kind_names():
+        plugin = kind(named)
+        if plugin.pack_loader is not None:  # a kind whose packs have tables of their own (dbt)
+            return plugin.pack_loader(root, reader, doc, _fingerprint)
     reader.check_keys(doc, "", _TOP_KEYS)
 
     name = reader.get(doc, "name", str)
@@ -305,8 +297,9 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
     description = reader.get(doc, "description", str)
     if "\n" in description.strip() or not description.strip():
         raise reader.error("description", "must be a single non-empty line")
-    language = reader.choice(doc, "language", _languages(), "sql")
-    dialect = reader.choice(doc, "dialect", DIALECTS, "duckdb")
+    language = reader.choice(doc, "language", kind_names(), "sql")
+    task_keys = kind(language).task_keys
+    dialect = reader.choice(doc, "dialect", engine_names(), "duckdb")
 
     con = duckdb.connect(":memory:")
     try:
@@ -373,7 +366,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         )
         scorer, separator = _build_scorer(reader, scorer_table, contract)
 
-        program_keys = _PROGRAM_KEYS + (_PYTHON_PROGRAM_KEYS if language == "python" else ())
+        program_keys = _PROGRAM_KEYS + (task_keys.program_keys if task_keys is not None else ())
         program = reader.table(doc, "program", program_keys)
         seed_path = reader.file_path(root, program, "program.seed")
         assert seed_path is not None
@@ -388,12 +381,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
             if not isinstance(function, str) or not _FUNCTION_RE.match(function):
                 raise reader.error("program.allowed_functions", f"not a function name: {short(function)}")
         timeout_seconds = float(reader.bounded(program, "program.timeout_seconds", TIMEOUT_SECONDS))
-        entry = reader.get(program, "program.entry", str) if language == "python" else None
-        harness_path = reader.file_path(root, program, "program.harness") if language == "python" else None
-        try:
-            harness = harness_path.read_text(encoding="utf-8") if harness_path is not None else None
-        except UnicodeDecodeError:
-            raise reader.error("program.harness", f"{display(harness_path)} is not UTF-8 text") from None  # type: ignore[arg-type]
+        kind_fields, kind_files = task_keys.read(reader, root, program) if task_keys is not None else ({}, [])
 
         source_table = reader.table(doc, "source", _SOURCE_KEYS, required=False)
         source = {key: reader.get(source_table, f"source.{key}", str) for key in source_table}
@@ -435,7 +423,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
     split_objects = {n: make_split(n, assigned[n], tables) for n in SPLIT_NAMES}
 
     files = [toml_path, seed_path, pool_path] + ([test_path] if test_path is not None else [])
-    files += [harness_path] if harness_path is not None else []
+    files += kind_files
     return TaskPack(
         name=name,
         description=description.strip(),
@@ -453,8 +441,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         _splits=split_objects,
         _fingerprint=_fingerprint(root, files),
         language=language,
-        entry=entry,
-        harness=harness,
+        **kind_fields,
     )
 
 

@@ -29,8 +29,11 @@ TRAIN = "train"
 
 
 def has_references(task: TaskPack) -> bool:
-    """Whether `task`'s programs get reference tables: SQL tasks that enable AI functions."""
-    return task.language == "sql" and task.uses_ai
+    """Whether `task`'s programs get reference tables: its kind says (SQL: tasks that enable AI functions)."""
+    from coco_sql.plugins import kind
+
+    wanted = kind(task.language).references
+    return wanted is not None and wanted(task)
 
 
 def reference_columns(task: TaskPack) -> dict[str, dict[str, str]]:

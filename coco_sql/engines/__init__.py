@@ -1,0 +1,28 @@
+"""Engines as plug-ins: where candidates run and the store lives (DuckDB locally, Snowflake through Snowpark).
+
+An engine is an `EnginePlugin`, found by name through `coco_sql.plugins` (built-ins, and entry points of group
+`coco_sql.engines`). So far it names its dialect and what differs in it as small tables (sqlglot's way: a
+dialect overrides tables, not code paths); the stores, candidate runners and AI bindings still live in `store/`,
+`sandbox/` and `aifuncs/`, and move here one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnginePlugin:
+    """One engine: `name` (task.toml `dialect`) and the SQL dialect its programs and queries are written in."""
+
+    name: str
+    dialect: str
+    warehouse: bool  # runs candidates and AI functions itself (Snowflake), not in coco-sql's sandboxes
+    # what differs in its SQL, as small tables (sqlglot's way: a dialect overrides tables, not code paths)
+    translated: bool = False  # its programs are transpiled to DuckDB to run in the sandbox (FLATTEN, names)
+    cortex_names_only: bool = False  # its AI functions take only Cortex's argument names (no local-only ones)
+    materialized_ctes: bool = True  # its parser takes `WITH x AS MATERIALIZED (...)`
+    schema_fixups: bool = False  # the schema's DDL needs the checked fixups of `store.schema`
+
+
+__all__ = ["EnginePlugin"]

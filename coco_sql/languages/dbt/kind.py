@@ -1,0 +1,86 @@
+"""The dbt kind as a plug-in (`languages.base.KindPlugin`): what `coco_sql.plugins` resolves `dbt` to.
+
+(`plugin.py` in this package is dbt-duckdb's plugin, which dbt itself imports inside the sandbox.) A dbt pack's
+task.toml has tables of its own (sources, targets, expected rows: `task.load_dbt_pack`), its offline operators
+repair models from the mismatching training rows (`mutator`), and its export form `dbt_project` is a folder that
+plain `dbt build` runs (`export`). Everything loads when a dbt task is used, never when the registry is read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from coco_sql.languages.base import Exported, ExportRequest, KindPlugin, Language
+
+if TYPE_CHECKING:
+    from coco_sql.mutate.base import Mutator
+    from coco_sql.store.base import CandidateEngine
+    from coco_sql.tasks import TaskPack
+
+
+def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
+    from coco_sql.languages.dbt.language import DbtLanguage
+
+    return DbtLanguage(task)  # a warehouse engine runs no dbt: candidates run in the local dbt sandbox
+
+
+def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
+    from coco_sql.errors import ConfigError
+    from coco_sql.languages.dbt.mutator import DbtOfflineMutator
+
+    if max_examples:
+        raise ConfigError("max_examples caps the few-shot examples of SQL AI pipelines; a dbt task has none")
+    return DbtOfflineMutator(**settings)
+
+
+def _prompt(task: TaskPack) -> str:
+    return (
+        "A program is a dbt project: files under '-- file: PATH' headers (dbt_project.yml, models/**/*.sql and "
+        "*.yml, macros/*.sql); its target models are compared with the expected rows by key.\n"
+    )
+
+
+def _load(root: Path, reader: Any, doc: Any, fingerprint: Any) -> TaskPack:
+    from coco_sql.languages.dbt.task import load_dbt_pack
+
+    return load_dbt_pack(root, reader, doc, fingerprint)
+
+
+class DbtExports:
+    """The `dbt_project` form (the project's files, a profile and the sources as CSV), no deploy check yet."""
+
+    forms = frozenset({"dbt_project"})
+
+    def export(self, request: ExportRequest) -> Exported:
+        from coco_sql.languages.dbt.export import export_text
+
+        return Exported(export_text(request.code, request.form, request.task()))
+
+    def deploy_checked(self, form: str, dialect: str) -> bool:
+        return False
+
+    def check_deploy(self, code: str, dialect: str, task: TaskPack | None, where: str) -> list[Any]:
+        return []
+
+
+class DbtFolder:
+    """`coco-sql export --form dbt_project --out DIR` writes the project folder."""
+
+    forms = frozenset({"dbt_project"})
+
+    def write(self, text: str, folder: Path) -> list[str]:
+        from coco_sql.languages.dbt.export import write_export
+
+        return write_export(text, folder)
+
+
+PLUGIN = KindPlugin(
+    name="dbt",
+    bind=_bind,
+    program_prompt=_prompt,
+    offline_mutator=_offline,
+    exports=DbtExports(),
+    pack_loader=_load,
+    folder_export=DbtFolder(),
+)

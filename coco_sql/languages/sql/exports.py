@@ -1,0 +1,102 @@
+"""The SQL kind's export forms and deploy check, behind `languages.base.Exporter` (what `api.export`,
+`api.export_findings` and the report ask of a kind).
+
+The forms are `languages.sql_export`'s; a DuckDB form of a program that calls AI functions exports the query the
+run evaluated (`sql_ai_export`); a program that reads the training rows as `examples` ships them
+(`sql_reference_export`), from the run's task pack, which must be the pack the run evolved on; a form that runs
+in Snowflake says so at its top when the program's learned proxy was fitted on another embedding model than
+Cortex's (`sql_export.proxy_note`). The deploy check is `sql_deploy_check`: why a program would not run in
+Snowflake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from coco_sql.errors import TaskError
+from coco_sql.languages.base import Exported, ExportRequest
+from coco_sql.languages.sql_ai_export import DUCKDB_FORMS, bound_program
+from coco_sql.languages.sql_deploy_check import Finding, check_program
+from coco_sql.languages.sql_export import FORMS, export_bundle, proxy_note
+from coco_sql.languages.sql_reference_export import reads_table
+from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coco_sql.tasks import TaskPack
+
+SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt"})
+"""Export forms that run in Snowflake: each export in one of them is checked (`check_deploy`)."""
+
+
+class SqlExports:
+    """`Exporter` for SQL programs."""
+
+    forms = frozenset(FORMS) - {"sql"}
+
+    def export(self, request: ExportRequest) -> Exported:
+        form, code, dialect = request.form, request.code, request.dialect
+        columns: dict[str, str] | None = None
+        source_types: dict[str, str] | None = None
+        if form == "snowflake_function":
+            with contextlib.suppress(TaskError):
+                pack = request.task()
+                columns = {pack.contract.output: pack.contract.type}
+                # the source's own column types: a registered task's table, else the pack's columns
+                source_types = (
+                    dict(request.source_types)
+                    if request.source_types is not None
+                    else {"id": "VARCHAR", **pack.input_columns}
+                )
+        references = _references(request)
+        bound = None
+        if form in DUCKDB_FORMS:  # AI calls as the sandbox ran them
+            with contextlib.suppress(TaskError):
+                bound = bound_program(code, dialect, form, request.task())
+        written, written_dialect, header = bound or (code, dialect, "")
+        exported = export_bundle(
+            written,
+            written_dialect,
+            form,
+            name=request.name,
+            source=request.source,
+            columns=columns,
+            references=references,
+            source_types=source_types,
+            note=proxy_note(code, dialect, request.aliases) if form in SNOWFLAKE_FORMS else None,
+        )
+        return Exported(header + exported.code, exported.files)
+
+    def deploy_checked(self, form: str, dialect: str) -> bool:
+        """A form that runs in Snowflake, or the program as written in Snowflake's dialect."""
+        return form in SNOWFLAKE_FORMS or (form == "sql" and dialect == "snowflake")
+
+    def check_deploy(self, code: str, dialect: str, task: TaskPack | None, where: str) -> list[Finding]:
+        if task is None:  # the task is gone: functions, names and types are still checked
+            return check_program(code, dialect, where=where)
+        return check_program(
+            code,
+            dialect,
+            where=where,
+            input_columns=dict(task.input_columns),
+            output_column=task.contract.output,
+            allowed_functions=frozenset(task.allowed_functions),
+            references=reference_columns(task),
+        )
+
+
+def _references(request: ExportRequest) -> dict[str, tuple[pd.DataFrame, dict[str, str]]]:
+    """The task's reference tables (`tasks.references`), with their rows, when the exported program reads one:
+    the export creates them next to it. A one-line TaskError when the pack is gone or is not the run's."""
+    if not reads_table(request.code, request.dialect, EXAMPLES):
+        return {}
+    pack = request.task()
+    if pack.fingerprint() != request.fingerprint:
+        raise TaskError(
+            f"task pack {pack.name!r} at {pack.root} is not the one run {request.run_id} evolved on (its files "
+            "differ), and the program reads its training rows as `examples`: pass that pack's directory as the task"
+        )
+    tables, columns = reference_tables(pack), reference_columns(pack)
+    return {name: (rows, columns[name]) for name, rows in tables.items()}

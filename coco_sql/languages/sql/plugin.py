@@ -1,0 +1,84 @@
+"""The SQL kind as a plug-in (`languages.base.KindPlugin`): what `coco_sql.plugins` resolves `sql` to.
+
+The heavy parts (the offline mutator, cross-fit) are imported when they are first used, so that binding a SQL
+task does not load scipy's MILP.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from coco_sql.languages.base import KindPlugin, Language
+from coco_sql.languages.sql.exports import SqlExports
+from coco_sql.languages.sql.highlight import SqlHighlighter
+from coco_sql.languages.sql.primitives import SqlPrimitives
+
+if TYPE_CHECKING:
+    from coco_sql.evaluate import Outcome
+    from coco_sql.mutate.base import Mutator
+    from coco_sql.reflect.environment import DraftEnvironment
+    from coco_sql.store.base import CandidateEngine
+    from coco_sql.tasks import TaskPack
+
+
+def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
+    from coco_sql.languages.sql.language import SqlLanguage
+
+    return SqlLanguage(task, engine)
+
+
+def _offline(**settings: Any) -> Mutator:
+    from coco_sql.mutate.offline import OfflineMutator
+
+    return OfflineMutator(**settings)
+
+
+def _cross_fit(env: DraftEnvironment, code: str, outcome: Outcome) -> Outcome:
+    from coco_sql.languages.sql.cross_fit import cross_fitted_train
+
+    return cross_fitted_train(env, code, outcome)
+
+
+class _InEngineDrafts:
+    """The SQL runner's wrapping of a program (rows of id VARCHAR and output), when programs run in the probe
+    sandbox (not on a warehouse engine)."""
+
+    def runs_here(self, language: Language) -> bool:
+        from coco_sql.languages.sql.language import SqlLanguage
+
+        return isinstance(language, SqlLanguage) and language.engine is None
+
+    def query(self, runnable: str, output_column: str) -> str:
+        output = output_column.replace('"', '""')
+        return f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({runnable}) AS candidate'
+
+
+def _prompt(task: TaskPack) -> str:
+    """What a program is, for the coding agent's system prompt (`agent/templates/agent_system.j2`)."""
+    columns = ", ".join(f"{name} {kind}" for name, kind in task.input_columns.items())
+    functions = ", ".join(sorted(task.allowed_functions))
+    text = (
+        f"A program is one read-only {task.dialect} SQL query over the relation `input` with columns\n{columns}. "
+        f"It must return one row per `id` with the column `{task.contract.output}` ({task.contract.type}).\n"
+    )
+    return text + (f"Functions enabled on top of plain SQL: {functions}." if functions else "")
+
+
+def _references(task: TaskPack) -> bool:
+    """SQL tasks that enable AI functions read the training rows as `examples` (`tasks.references`)."""
+    return task.uses_ai
+
+
+PLUGIN = KindPlugin(
+    name="sql",
+    bind=_bind,
+    program_prompt=_prompt,
+    offline_mutator=_offline,
+    primitives=SqlPrimitives(),
+    cross_fit=_cross_fit,
+    exports=SqlExports(),
+    highlight=SqlHighlighter(),
+    references=_references,
+    in_engine_drafts=_InEngineDrafts(),
+    dialects=True,
+)
