@@ -6,8 +6,8 @@ A child is judged in up to three steps, each owned by its own module:
 - on whole splits, its training outcome with the rows it holds as examples predicted out of fold
   (`engine.cross_fit`), whose variants' AI usage is booked with the mutator's drafts;
 - under `--max-cost`, its deploy cost per 1,000 rows against the limit (`engine.deploy_cost`).
-A verdict is `full` when the child was validated on every row and is within the cost limit: only such a child
-may be admitted or become champion.
+A verdict is `full` when the child was judged on every row (no sample, or a sample it passed) and is within the
+cost limit: only a valid child with a full verdict may be admitted or become champion.
 """
 
 from __future__ import annotations
