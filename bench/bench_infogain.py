@@ -84,7 +84,7 @@ def dense_probabilities(kappa: np.ndarray, context: TargetingContext) -> np.ndar
 
 # ------------------------------------------------------------------------------------------------------------
 def train_texts(task_name: str) -> tuple[tuple[str, ...], list[str]]:
-    """The training rows' ids and texts, joined as `engine.loop.make_curator` joins them."""
+    """The training rows' ids and texts, joined as `engine.stages.curate.make_curator` joins them."""
     from coco_sql.tasks import load_task  # here, not at the top: the build-cost children stay lean
 
     inputs = load_task(task_name).split("train").inputs

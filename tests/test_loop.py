@@ -249,7 +249,7 @@ def test_screening_one_query_equals_testing_each_draft(lockpicking) -> None:
 
 
 def test_jp_admission_only_admits_children_that_raise_the_archives_jp(tmp_path: Path, lockpicking) -> None:
-    from coco_sql.engine.run_state import population_jp
+    from coco_sql.engine.stages.admit import population_jp
 
     with DuckDBStore(tmp_path / "s.duckdb") as store:
         summary = EvolutionLoop(store, lockpicking).start(

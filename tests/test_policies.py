@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from coco_sql.engine.parents import draw_parent, nothing_left, redraw
+from coco_sql.engine.stages.select import draw_parent, nothing_left, redraw
 from coco_sql.search import (
     DEFAULT_POLICY,
     POLICIES,
@@ -318,7 +318,7 @@ def test_population_validation() -> None:
         LpRosterPolicy().select(Population.from_archive(IslandArchive(1), 0, {}), np.random.default_rng(0))
 
 
-# -- a parent the mutator still has something for (engine.parents, issue 26) -------------------------------------
+# -- a parent the mutator still has something for (engine.stages.select, issue 26) -------------------------------------
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_the_first_draw_is_the_policys_own_and_redraws_skip_exhausted_parents(name: str) -> None:
     policy, population = POLICIES[name](), population_of(SCORES)

@@ -153,6 +153,8 @@ class Cheaper:
     """Proposes one child: the seed with the rows where it gives its most common answer answered by a guard on
     their ids, so every output is the same and fewer rows reach the AI call."""
 
+    name = "cheaper"
+
     def __init__(self, code: str) -> None:
         self.code = code
 

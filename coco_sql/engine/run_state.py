@@ -19,8 +19,7 @@ from coco_sql.evaluate import Outcome
 from coco_sql.reflect.context import ProgramView, StrategyNote
 from coco_sql.search import Elite, IslandArchive
 from coco_sql.search.infogain import SOLVED
-from coco_sql.search.roster import build_roster, jp_score
-from coco_sql.store import ArchiveEntry, LedgerEntry, ProgramRecord, Warehouse
+from coco_sql.store import LedgerEntry, ProgramRecord, Warehouse
 from coco_sql.store.records import DEPLOY_COST_EVENT, EXHAUSTED_EVENT
 from coco_sql.tasks import TaskPack
 
@@ -108,29 +107,8 @@ class RunState:
             if pid not in self.sampled:
                 self.costs[pid] = DeployCost.from_usage(outcomes["val"].usage, len(outcomes["val"].ids))
         for split, rows in (("train", self.train_rows), ("val", self.val_rows)):
-            rows[pid] = self._row_scores(outcomes[split], split)
+            rows[pid] = self.row_scores(outcomes[split], split)
         self.last_iteration = max(self.last_iteration, record.iteration)
-
-    def admit_by_jp(
-        self, island: int, cell: str, elite: Elite, val: Outcome, *, iteration: int
-    ) -> ArchiveEntry | None:
-        """J_p as the population objective (Appendix C.5): the child takes its cell, displacing the occupant,
-        iff the archive's J_p rises: J_p(roster of A - occupant + child) > J_p(roster of A)."""
-        child = self._row_scores(val, "val")
-        occupant = self.archive.cells(island).get(cell)
-        before = [self.val_rows[e] for e in self.elite_ids()]
-        after = [self.val_rows[e] for e in self.elite_ids() if occupant is None or e != occupant.program_id]
-        if population_jp([*after, child], len(self.val_ids)) <= population_jp(before, len(self.val_ids)):
-            return None
-        self.archive.place(island, cell, elite)
-        return ArchiveEntry(
-            iteration=iteration,
-            seq=0,
-            island=island,
-            cell=cell,
-            program_id=elite.program_id,
-            reason="admitted",
-        )
 
     def add_ledger(self, entry: LedgerEntry) -> None:
         self.notes.append(
@@ -152,7 +130,7 @@ class RunState:
             if target is not None and target in index and self.train_rows[child_id][index[target]] < SOLVED:
                 self.failed_targets[target] += 1
 
-    def _row_scores(self, outcome: Outcome, split: str) -> np.ndarray:
+    def row_scores(self, outcome: Outcome, split: str) -> np.ndarray:
         """The outcome's score on every row of `split` in split order, 0 on the rows it did not score (a
         minibatch sample's outcome). An outcome of the whole split in split order, the normal case, gives its
         own score array (shared, never changed: nobody writes these arrays); only a sample is looked up."""
@@ -243,10 +221,3 @@ class RunState:
         if not self.over_cost and not self.sampled:
             return self.val_scores
         return (pid for pid in self.val_scores if pid not in self.over_cost and pid not in self.sampled)
-
-
-def population_jp(rows: list[np.ndarray], n: int) -> float:
-    """J_p (p = 2) of the greedy roster of a population given its per-row validation scores."""
-    if not rows:
-        return 0.0
-    return jp_score(build_roster(np.vstack(rows)).marginals, n)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class Proposal:
     discarded: str | None = None  # why the mutator produced no child: recorded as an invalid child, not run
     # The mutator has nothing left to try for this parent (every edit it can make was tried): why. No child is
     # made and `code` is ignored; the loop never draws this parent again and spends the iteration on another
-    # (`engine.parents`), or ends the run when no parent is left.
+    # (`engine.stages.select`), or ends the run when no parent is left.
     exhausted: str | None = None
     # The mutator's own model spending for this proposal: one line per (agent role, model), e.g. ('agent',
     # 'openai/gpt-4o-mini'). The loop stores it in ai_usage / ai_calls with split 'mutator'.
@@ -74,3 +74,30 @@ class Mutator(Protocol):
     name: str
 
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal: ...
+
+
+@runtime_checkable
+class CallsModels(Protocol):
+    """Optional part of a `Mutator`: it calls chat models when `uses_models` is true. The loop then hands it the
+    run's chat runtime (`MutationRequest.models`), whose response cache is the store's, so that a resumed run
+    replays the turns it has already had answered. A mutator without the attribute gets no runtime."""
+
+    uses_models: bool
+
+
+@runtime_checkable
+class DeclaresModels(Protocol):
+    """Optional part of a `Mutator` given to the loop ready-made (not built from the run's settings): the chat
+    models it will call. A run's spend limit needs a price for each before anything is written."""
+
+    models: tuple[str, ...]
+
+
+def calls_models(mutator: Mutator) -> bool:
+    """Whether `mutator` asks for the run's chat runtime (`CallsModels`)."""
+    return isinstance(mutator, CallsModels) and bool(mutator.uses_models)
+
+
+def declared_models(mutator: Mutator | None) -> tuple[str, ...]:
+    """The chat models a ready-made `mutator` declares (`DeclaresModels`); none for any other."""
+    return tuple(mutator.models) if isinstance(mutator, DeclaresModels) else ()

@@ -1,5 +1,5 @@
-"""An iteration's parent and the mutator's proposal for it: drawing a parent the mutator still has something to
-try for.
+"""Stage `select`: p'_t ~ pi(A_{t-1}), an iteration's parent, drawn from its island's population so that the
+mutator still has something to try for it.
 
 A mutator that has nothing left to try for a parent says so (`Proposal.exhausted`) instead of handing the parent
 back unchanged; the loop records it (event `parent_exhausted`, which a resume reads back into
@@ -14,30 +14,63 @@ line and an archive attempt on a program the run already had (issue 26).
 The first draw is exactly the policy's `select`, so a run where nothing is ever exhausted draws what it drew
 before; each redraw takes the next number from the same per-iteration RNG stream, so the same seed gives the
 same run, and a resumed run (its exhausted set rebuilt from the events) the same parents.
+
+The stage draws; what it draws for (`Attempt`: curate c_t, then mutate) is the next two stages, handed in as a
+callable, since a parent the mutator has nothing left for is only known once the mutator has been asked.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from coco_sql.engine.config import CURATOR_STREAM, MINIBATCH_STREAM, MUTATOR_STREAM, iteration_rng
+from coco_sql.engine.config import POLICY_STREAM, RunConfig, iteration_rng
 from coco_sql.engine.minibatch import Minibatch
 from coco_sql.engine.run_state import RunState
-from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
-from coco_sql.mutate import MutationRequest, Mutator, Proposal
-from coco_sql.primitives.discovery import PrimitiveState
+from coco_sql.mutate import Proposal
 from coco_sql.reflect.context import ContextBundle
-from coco_sql.reflect.curator import Curator
-from coco_sql.reflect.environment import DraftEnvironment
-from coco_sql.reflect.history import HistoryTools
-from coco_sql.search import ParentPolicy, Population
+from coco_sql.search import POLICIES, ParentPolicy, Population
 from coco_sql.store import Event
 from coco_sql.store.records import EXHAUSTED_EVENT
+
+
+def make_policy(config: RunConfig) -> ParentPolicy:
+    """The run's parent policy pi, by its name in the run's config."""
+    return POLICIES[config.policy]()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What `Select` drew at iteration t: the island, its population, the parent and the proposal for it
+    (`found`), and the time the draw took apart from the attempts (ms)."""
+
+    island: int
+    population: Population
+    found: Found
+    ms: float
+
+
+@dataclass(frozen=True)
+class Select:
+    """Stage `select`: iteration t's island (round robin), its population, and a parent drawn by `policy` from
+    the run's POLICY_STREAM of t (a redraw takes the stream's next number) that `attempt` has a child for."""
+
+    policy: ParentPolicy
+    seed: int
+    islands: int
+
+    def __call__(self, t: int, state: RunState, attempt: Callable[[str], Attempt]) -> Selection:
+        clock = time.perf_counter()
+        island = (t - 1) % self.islands
+        population = Population.from_archive(state.archive, island, state.val_rows)
+        draws = iteration_rng(self.seed, t, POLICY_STREAM)
+        ms = (time.perf_counter() - clock) * 1000.0
+        found = propose_from_a_parent(attempt, self.policy, population, draws, state.exhausted)
+        return Selection(island, population, found, ms)
 
 
 def draw_parent(
@@ -76,49 +109,6 @@ def nothing_left(population: Population, exhausted: set[str]) -> str:
 
 Attempt = tuple[ContextBundle, Minibatch | None, Proposal]
 """What one attempt at an iteration gives for a parent: the curated context, the minibatch and the proposal."""
-
-
-@dataclass
-class Proposer:
-    """Iteration t's attempt for a parent (`Attempt`): curate c_t, draw the minibatch T_t, ask the mutator.
-    Each attempt draws from fresh streams of the iteration's RNG; the time of its phases adds up in `phases`."""
-
-    seed: int
-    iteration: int
-    state: RunState
-    curator: Curator
-    mutator: Mutator
-    env: DraftEnvironment
-    minibatch: int
-    history: HistoryTools | None
-    models: AiRuntime | None
-    pace: PrimitiveState | None
-    phases: dict[str, float] = field(default_factory=lambda: {"curate": 0.0, "mutate": 0.0})
-
-    def __call__(self, parent_id: str) -> Attempt:
-        t, state, env = self.iteration, self.state, self.env
-        clock = time.perf_counter()
-        context = self.curator.bundle(state, parent_id, env, iteration_rng(self.seed, t, CURATOR_STREAM))
-        self.phases["curate"] += (time.perf_counter() - clock) * 1000.0
-
-        clock = time.perf_counter()
-        sample = None
-        if self.minibatch:  # T_t: the mutator works on these training rows only
-            rng = iteration_rng(self.seed, t, MINIBATCH_STREAM)
-            sample = Minibatch.draw(self.minibatch, state.train_ids, state.val_ids, context.targets, rng)
-        env_t = env.on_rows(sample.train) if sample is not None else env
-        primitives = self.pace.context() if self.pace is not None else None
-        request = MutationRequest(
-            t, state.view(parent_id), env_t, context, history=self.history, models=self.models,
-            primitives=primitives,
-        )  # fmt: skip
-        try:
-            proposal = self.mutator.propose(request, iteration_rng(self.seed, t, MUTATOR_STREAM))
-        finally:
-            if env_t is not env:
-                env_t.close()
-        self.phases["mutate"] += (time.perf_counter() - clock) * 1000.0
-        return context, sample, proposal
 
 
 @dataclass(frozen=True)
