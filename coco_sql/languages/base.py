@@ -37,6 +37,17 @@ class Program:
 
 
 @dataclass(frozen=True)
+class ProgramParts:
+    """A program made of several files, as the report shows it (a kind's `languages.kinds.REPORT_PARTS` hook):
+    its files (path -> content) and the graph between its parts, nodes as (name, kind, path or None) and edges as
+    (from, to) names. The report diffs the files between two programs and draws the graph; it knows no kind."""
+
+    files: Mapping[str, str]
+    nodes: tuple[tuple[str, str, str | None], ...] = ()
+    edges: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class RunResult:
     """What one program produced over one split: `(instance id, output)` pairs, the wall time, and a one-line
     reason for each instance that produced nothing (the row's error; default "no output row for this id")."""

@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from coco_sql.languages.base import Language, LanguageFactory
+from coco_sql.languages.base import Language, LanguageFactory, ProgramParts
 from coco_sql.languages.python import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
 
@@ -28,6 +28,18 @@ PACK_LOADERS: dict[str, str] = {"dbt": "coco_sql.languages.dbt.task:load_dbt_pac
 #: kinds that export in forms of their own: language -> module with `export_text(code, form, task) -> str`
 #: and `write_export(text, folder) -> list[str]` (a form that is a folder of files)
 EXPORTERS: dict[str, str] = {"dbt": "coco_sql.languages.dbt.export"}
+
+
+#: kinds whose programs the report shows as files and a graph: language -> module with
+#: `program_parts(code) -> languages.base.ProgramParts | None`
+REPORT_PARTS: dict[str, str] = {"dbt": "coco_sql.languages.dbt.report_parts"}
+
+
+def program_parts(language: str, code: str) -> ProgramParts | None:
+    """`code` as files and a graph for the report, for a kind that has a `REPORT_PARTS` hook; else None."""
+    if language not in REPORT_PARTS:
+        return None
+    return importlib.import_module(REPORT_PARTS[language]).program_parts(code)
 
 
 def exporter(language: str) -> Any:
