@@ -25,7 +25,7 @@ import pandas as pd
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages import Language, exporter, language_for
+from coco_sql.languages import Language, deploy_check, exporter, language_for
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
 from coco_sql.languages.sql_ai_export import DUCKDB_FORMS, bound_program
@@ -388,7 +388,10 @@ def export_findings(program: Champion, form: str = "snowflake_view", *, db: Stor
     store holds it, as check-deploy checks it, never the export's text (issue 26: `CREATE VIEW is not allowed`,
     `expected exactly one statement, got 2` came from checking the view)."""
     targets_snowflake = form in SNOWFLAKE_FORMS or (form == "sql" and program.dialect == "snowflake")
-    if program.language != "sql" or not targets_snowflake:
+    kind_check = deploy_check(
+        program.language
+    )  # a kind that checks its parts itself (a dbt project's models)
+    if (program.language != "sql" and kind_check is None) or not targets_snowflake:
         return []
     with _open(db, read_only=True) as store:
         program = replace(program, code=store.program(program.program_id).code)  # never the export's text
@@ -397,6 +400,8 @@ def export_findings(program: Champion, form: str = "snowflake_view", *, db: Stor
         except TaskError:
             pack = None  # the task is gone: functions, names and types are still checked
     where = f"program {program.program_id} of run {program.run_id}"
+    if kind_check is not None:
+        return kind_check(program.code, pack, where, program.dialect)
     if pack is None:
         return check_program(program.code, program.dialect, where=where)
     return _check_deploy(program.code, pack, where, program.dialect)
@@ -413,6 +418,9 @@ def champion_deploy_findings(run_id: int, *, db: Store) -> list[Finding]:
 
 
 def _check_deploy(code: str, pack: TaskPack, where: str, dialect: str | None = None) -> list[Finding]:
+    kind_check = deploy_check(pack.language)
+    if kind_check is not None:
+        return kind_check(code, pack, where, dialect)
     if pack.language != "sql":
         raise ConfigError(f"check-deploy checks SQL programs; task {pack.name!r} evolves {pack.language}")
     return check_program(

@@ -7,9 +7,11 @@ load on first use (`coco_sql.lazy`): importing the protocol does not load SQL an
 from coco_sql.lazy import lazy_exports
 
 _WHERE = {
+    "DEPLOY_CHECKS": ".kinds",
     "EXPORTERS": ".kinds",
     "LANGUAGES": ".kinds",
     "PACK_LOADERS": ".kinds",
+    "deploy_check": ".kinds",
     "exporter": ".kinds",
     "pack_loader": ".kinds",
     "Language": ".base",

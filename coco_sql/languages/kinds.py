@@ -42,6 +42,18 @@ def program_parts(language: str, code: str) -> ProgramParts | None:
     return importlib.import_module(REPORT_PARTS[language]).program_parts(code)
 
 
+#: kinds that check-deploy checks in parts of their own: language -> module with
+#: `deploy_findings(code, task, where, dialect) -> list[sql_deploy_check.Finding]`
+DEPLOY_CHECKS: dict[str, str] = {"dbt": "coco_sql.languages.dbt.deploy_check"}
+
+
+def deploy_check(language: str) -> Callable[..., list[Any]] | None:
+    """The check-deploy function of a kind that has one (`DEPLOY_CHECKS`), else None."""
+    if language not in DEPLOY_CHECKS:
+        return None
+    return importlib.import_module(DEPLOY_CHECKS[language]).deploy_findings
+
+
 def exporter(language: str) -> Any:
     """The export module of a kind that has one (`EXPORTERS`), else None."""
     return importlib.import_module(EXPORTERS[language]) if language in EXPORTERS else None
