@@ -51,6 +51,17 @@ class Program:
 
 
 @dataclass(frozen=True)
+class ProgramParts:
+    """A program made of several files, as the report shows it (a kind plug-in's `parts`):
+    its files (path -> content) and the graph between its parts, nodes as (name, kind, path or None) and edges as
+    (from, to) names. The report diffs the files between two programs and draws the graph; it knows no kind."""
+
+    files: Mapping[str, str]
+    nodes: tuple[tuple[str, str, str | None], ...] = ()
+    edges: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class RunResult:
     """What one program produced over one split: `(instance id, output)` pairs, the wall time, and a one-line
     reason for each instance that produced nothing (the row's error; default "no output row for this id")."""
@@ -361,6 +372,7 @@ class KindPlugin:
     in_engine_drafts: InEngineDrafts | None = None
     pack_loader: PackLoader | None = None
     folder_export: FolderExport | None = None
+    parts: Callable[[str], ProgramParts | None] | None = None  # a program of several files, for the report
     dialects: bool = False  # programs are written in the task's dialect (task.toml `dialect`)
 
 

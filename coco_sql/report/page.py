@@ -17,6 +17,7 @@ from coco_sql.errors import StoreError
 from coco_sql.plugins import kind
 from coco_sql.report import analysis, read_models
 from coco_sql.report.highlight import diff, highlight
+from coco_sql.report.parts import parts_view
 from coco_sql.store import Warehouse
 
 APPROACH_CHARS = 140  # an approach's text in the charts' hover lines (the lineage list shows it whole)
@@ -258,6 +259,9 @@ def _code(seed: dict[str, Any], champion: dict[str, Any]) -> dict[str, Any]:
             old_as_written=True,
         ),
         "same": seed["program_id"] == champion["program_id"],
+        "parts": parts_view(
+            language, seed["code"], champion["code"]
+        ),  # a kind of several files: graph, diffs
     }
 
 

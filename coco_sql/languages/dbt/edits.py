@@ -4,8 +4,9 @@
 mismatch, by what ratio, which category values are swapped, which rows are missing or null. `hypotheses` turns
 it into edits of the project's models (sqlglot over each model with its Jinja expressions held as
 placeholders): unit scaling, a CASE mapping passed through, inner joins made left joins, COUNT made
-COUNT(DISTINCT), COALESCE, a WHERE conjunct dropped, SELECT DISTINCT. Edits touch only the projections that
-feed a mismatching column (a lineage by name across models), ranked by how much evidence points at them.
+COUNT(DISTINCT), COALESCE, a WHERE conjunct dropped, SELECT DISTINCT, an AI_CLASSIFY's missing labels
+(`ai_labels`). Edits touch only the projections that feed a mismatching column (a lineage by name across
+models), ranked by how much evidence points at them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 import sqlglot
 from sqlglot import exp
 
+from coco_sql.languages.dbt.ai_labels import label_edits
 from coco_sql.languages.dbt.project import DbtProject
 
 _JINJA = re.compile(r"\{\{.*?\}\}", re.S)
@@ -263,6 +265,7 @@ def hypotheses(
                     copy.pop()
                 edits.append(Edit(f"drop filter {conjuncts[k].sql()[:60]} in {name}", _edited(project, model, tree),
                                   0.5 + missing / 100))  # fmt: skip
+    edits += [Edit(a, _edited(project, m, tree), w) for m, tree, a, w in label_edits(models, evidence)]
     unique = {e.code: e for e in sorted(edits, key=lambda e: e.weight)}  # the heaviest of equal edits
     return sorted(unique.values(), key=lambda e: -e.weight)
 

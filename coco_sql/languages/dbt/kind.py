@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coco_sql.languages.base import Exported, ExportRequest, KindPlugin, Language
+from coco_sql.languages.base import Exported, ExportRequest, KindPlugin, Language, ProgramParts
 
 if TYPE_CHECKING:
     from coco_sql.mutate.base import Mutator
@@ -48,7 +48,8 @@ def _load(root: Path, reader: Any, doc: Any, fingerprint: Any) -> TaskPack:
 
 
 class DbtExports:
-    """The `dbt_project` form (the project's files, a profile and the sources as CSV), no deploy check yet."""
+    """The `dbt_project` form (the project's files, a profile and the sources as CSV), and check-deploy per
+    model (`deploy_check`): each model rendered and checked as a Snowflake SQL program."""
 
     forms = frozenset({"dbt_project"})
 
@@ -58,10 +59,12 @@ class DbtExports:
         return Exported(export_text(request.code, request.form, request.task()))
 
     def deploy_checked(self, form: str, dialect: str) -> bool:
-        return False
+        return form == "sql" and dialect == "snowflake"  # a Snowflake-dialect project as written
 
     def check_deploy(self, code: str, dialect: str, task: TaskPack | None, where: str) -> list[Any]:
-        return []
+        from coco_sql.languages.dbt.deploy_check import deploy_findings
+
+        return deploy_findings(code, task, where, dialect)
 
 
 class DbtFolder:
@@ -75,6 +78,12 @@ class DbtFolder:
         return write_export(text, folder)
 
 
+def _parts(code: str) -> ProgramParts | None:
+    from coco_sql.languages.dbt.report_parts import program_parts
+
+    return program_parts(code)
+
+
 PLUGIN = KindPlugin(
     name="dbt",
     bind=_bind,
@@ -83,4 +92,5 @@ PLUGIN = KindPlugin(
     exports=DbtExports(),
     pack_loader=_load,
     folder_export=DbtFolder(),
+    parts=_parts,
 )

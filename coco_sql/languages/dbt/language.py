@@ -76,13 +76,19 @@ class DbtLanguage:
         return DbtRunner(self, split, self.sandbox(split.name, ai), owner=whole)
 
     def sandbox(self, split: str, ai: AiFunctions | None = None) -> DbtSandbox:
-        """The split's dbt sandbox (started on first use)."""
+        """The split's dbt sandbox (started on first use). One started without AI functions (validation asks for a
+        sandbox before any runner brings the AI runtime) is replaced once the runtime is known: its worker
+        registered no AI UDFs, so every AI call in a model would fail there."""
         from coco_sql.languages.dbt.sandbox import DbtSandbox
 
-        if split not in self._sandboxes:
-            self._ai = self._ai or ai
-            self._sandboxes[split] = DbtSandbox(self.data.sources[split], ai=ai or self._ai)
-        return self._sandboxes[split]
+        self._ai = self._ai or ai
+        known = self._sandboxes.get(split)
+        if known is not None and not known.with_ai and self._ai is not None:
+            self.close(split)
+            known = None
+        if known is None:
+            known = self._sandboxes[split] = DbtSandbox(self.data.sources[split], ai=self._ai)
+        return known
 
     def close(self, split: str | None = None) -> None:
         for name in [split] if split is not None else list(self._sandboxes):

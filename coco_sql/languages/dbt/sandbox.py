@@ -103,6 +103,7 @@ class DbtSandbox(SupervisedSandbox):
         }  # fmt: skip
         self._tables = [pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL) for rows in sources.values()]
         self._ai = AiServer(ai)
+        self.with_ai = ai is not None  # the worker registers the AI UDFs only then
         self._supervisor = Supervisor(self._start_worker)
         self.layers: dict[str, bool] = {}  # the kernel layers the current worker got (known once it started)
 
