@@ -346,7 +346,8 @@ def _tagged_pack(tmp_path: Path) -> tuple[Path, dict[str, set[str]]]:
 
 
 class _FailsOnHiddenRows:
-    """The offline mutator, except at iteration 2, where it proposes a child that answers every training row
+    """The offline mutator, except at iteration 1 (the seed's first child: a seed the offline mutator has nothing
+    left for would end the run before a later one), where it proposes a child that answers every training row
     and fails on any other row with a runtime error quoting that row's input (a validation row's word). Its
     transcript there is what a chat model would have seen: a query tool's answer over the environment's rows."""
 
@@ -357,7 +358,7 @@ class _FailsOnHiddenRows:
         self._train = sorted(train_ids)
 
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
-        if request.iteration != 2:
+        if request.iteration != 1:
             return self._inner.propose(request, rng)
         listed = ", ".join(f"'{i}'" for i in self._train)
         code = f"SELECT id, CASE WHEN id IN ({listed}) THEN 0 ELSE CAST(w AS INTEGER) END AS label FROM input"
@@ -438,11 +439,11 @@ def test_no_tool_ever_returns_a_validation_or_test_row(tmp_path: Path) -> None:
         assert set(hidden) <= {
             r[0] for r in con.execute("SELECT DISTINCT instance_id FROM evaluations").fetchall()
         }
-        (error,) = con.execute("SELECT error FROM programs WHERE program_id = '1-2'").fetchone()
+        (error,) = con.execute("SELECT error FROM programs WHERE program_id = '1-1'").fetchone()
         assert _leaks(error, tokens), error
         tools = HistoryTools(store, 1)
-        assert tools.get_program("1-2")["error"] == WITHHELD_ERROR
-        assert tools.get_program("1-2")["valid"] is False
+        assert tools.get_program("1-1")["error"] == WITHHELD_ERROR
+        assert tools.get_program("1-1")["valid"] is False
 
         outputs: list[str] = []
         errors: dict[str, str] = {}
@@ -463,7 +464,7 @@ def test_no_tool_ever_returns_a_validation_or_test_row(tmp_path: Path) -> None:
                 continue  # the refusal echoes the id the caller gave, and nothing else
             assert not _leaks(text, tokens), text[:300]
         assert any(i in everything for i in splits["train"])  # training rows are shown
-        (tool_turn,) = [t for t in tools.get_thinking_trace(2)["transcript"] if t["role"] == "tool"]
+        (tool_turn,) = [t for t in tools.get_thinking_trace(1)["transcript"] if t["role"] == "tool"]
         assert all(i in tool_turn["content"] for i in splits["train"])  # the transcript is checked, not empty
 
     # The same through the CLI (each call is a process, so a sample: every tool once, the failing child, the
@@ -472,8 +473,8 @@ def test_no_tool_ever_returns_a_validation_or_test_row(tmp_path: Path) -> None:
     firsts["get_question_solvers"] = {"instance_id": sorted(splits["train"])[0], "n": 1000}
     cli_calls = [
         *firsts.items(),
-        ("get_program", {"program_id": "1-2"}),
-        ("get_thinking_trace", {"iteration": 2}),
+        ("get_program", {"program_id": "1-1"}),
+        ("get_thinking_trace", {"iteration": 1}),
     ]
     cli_calls += [("get_question_solvers", {"instance_id": min(splits["val"])})]
     cli_calls += [("get_question_memory", {"instance_id": min(splits["test"])})]

@@ -114,8 +114,13 @@ def test_an_exported_program_that_reads_examples_ships_them_as_a_table(pack, tmp
 
     with pytest.raises(TaskError, match="is not the one run 1 evolved on"):  # by name: the shipped pack
         api.export(summary.run_id, db=db, form="duckdb_view")
-    view = api.export(summary.run_id, db=db, form="duckdb_view", task=pack.root).code
+    exported = api.export(summary.run_id, db=db, form="duckdb_view", task=pack.root).code
+    # the header says which connection runs the AI calls (issue 26); the statements follow it
+    lines = exported.splitlines(keepends=True)
+    comments = next(k for k, line in enumerate(lines) if not line.startswith("-- "))
+    header, view = "".join(lines[:comments]), "".join(lines[comments:])
     table = "coco_hotpotqa_type_champion_examples"
+    assert header.startswith("-- coco-sql: calls the AI functions") and "coco_sql.connect" in header
     assert view.startswith(f"CREATE OR REPLACE TABLE {table} AS") and f"FROM {table} AS" in view
     with duckdb.connect() as con:  # the table statement runs in real DuckDB and holds the training rows
         con.execute(view.split(";\n", 1)[0])
