@@ -7,7 +7,8 @@ the adyen/DABstep leaderboard Space (https://huggingface.co/spaces/adyen/DABstep
 - both sides are stripped and lower-cased; ``%``, ``$``, ``€`` and thousands separators do not count;
 - numbers match within a tolerance: the official relative tolerance 1e-4, or agreement at a rounding;
 - lists (``,`` or ``;`` separated, optional brackets and quotes) match order-free, item by item with the same rules;
-- text matches after removing whitespace and punctuation, or when ``difflib`` similarity exceeds 0.95;
+- text matches after removing whitespace and punctuation, or, when both sides have several words, when ``difflib``
+  similarity exceeds 0.95 (a single word must match exactly);
 - a multiple-choice answer ``X. Y`` also matches on the letter alone or on the option alone.
 
 Where we differ on purpose (each case is a row in tests/test_dabstep_scoring.py):
@@ -16,8 +17,10 @@ Where we differ on purpose (each case is a row in tests/test_dabstep_scoring.py)
   written at, and an answer must be within half a unit of it: the official scorer rounds both sides to the fewer
   decimals either one shows, so "8.91" passed for "8.907926" when six decimals were asked;
 - the sign counts (the official number pattern has no sign, so "-0.94" matched "0.94");
-- whether a value is a list is decided by the expected answer and the guidelines, not by a comma anywhere in either
-  side: "1,000" is a number where a number is expected, and "5813, 5814" is wrong for the one-element list "5813";
+- a comma is read in context: a thousands separator inside a number ("about 1,234.5 EUR" is 1234.5, where the
+  official scorer split it into a list), a decimal comma in a lone number ("0,5996", which it read as 5996), and a
+  list separator only where the expected answer or the guidelines make a list;
+- a text with words and numbers ("E:13.57") matches word for word, not on its first number alone;
 - 'Not Applicable' matches only 'Not Applicable' (the official single-word subset rule let "applicable" pass);
   that subset rule is kept for multiple choice only;
 - comparison signs survive normalisation, so the volume bucket ">5m" is not "<5m".
@@ -33,9 +36,8 @@ NOT_APPLICABLE = "notapplicable"  # 'Not Applicable' after normalisation
 FUZZY_RATIO = 0.95  # official: SequenceMatcher(None, a, b).ratio() > 0.95
 REL_TOL = 1e-4  # official: math.isclose(a, b, rel_tol=1e-4, ...)
 
-_DECIMALS_ASKED = re.compile(
-    r"(\d+)\s+decimal"
-)  # "rounded to 6 decimals", "6 decimal places", "in EUR and 6 decimals"
+# "rounded to 6 decimals", "rounded to 6 decimal places", "in EUR and 6 decimals"
+_DECIMALS_ASKED = re.compile(r"(\d+)\s+decimal")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")  # the comma in "10,765", never the one in "5813, 5814"
 _WHOLE_NUMBER = re.compile(r"^[$€]?\s*(-?(?:\d+(?:[.,]\d+)?|[.,]\d+))\s*(?:%|eur|euros?)?$")
 _FIRST_NUMBER = re.compile(r"(?<![\w.])-?\d*\.?\d+")
@@ -157,7 +159,9 @@ def _tokens_match(got: str, wanted: str, decimals: int | None) -> bool:
 
 
 def _similar(got: str, wanted: str) -> bool:
-    return SequenceMatcher(None, got, wanted).ratio() > FUZZY_RATIO
+    """Official: the fuzzy ratio applies only when neither side is a single word (that case is a subset test)."""
+    several = len(re.findall(r"\w+", got)) > 1 and len(re.findall(r"\w+", wanted)) > 1
+    return several and SequenceMatcher(None, got, wanted).ratio() > FUZZY_RATIO
 
 
 def _text_matches(answer: str, expected: str, guide: str, decimals: int | None) -> bool:
