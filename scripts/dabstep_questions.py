@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -20,15 +19,11 @@ from dabstep_reference import (
     cheaper_factors,
     fee_ids_for,
     fraud_column,
-    fraud_rate,
     highest_volume_tier,
     manual_table,
-    merchants_with_payments,
-    months_of,
     most_expensive_mccs,
     scheme_by_average_fee,
     scheme_rules,
-    unique_best,
 )
 
 from coco_sql.languages.agent_spec.scoring import requested_decimals
@@ -59,23 +54,6 @@ def _account_average(pack: Pack, g: dict[str, str], d: int | None) -> str:
         code = pack.mcc_by_description[g["mcc"]]
         rules = [r for r in rules if applies(r.merchant_category_code, code)]
     return _money(average_fee(rules, float(g["value"])), d)
-
-
-def _year_fraud_rates(pack: Pack, year: int) -> dict[str, float]:
-    return {name: fraud_rate(months_of(pack, name, year)) for name in merchants_with_payments(pack)}
-
-
-def _monthly_rate_std(pack: Pack, name: str, year: int) -> float:
-    """The sample standard deviation of the merchant's twelve monthly fraud rates: how much its fraud "fluctuates"."""
-    return statistics.stdev(fraud_rate([m]) for m in months_of(pack, name, year))
-
-
-def _quarter_rate(pack: Pack, g: dict[str, str], d: int | None) -> str:
-    """A quarter's fraud rate: the ratio of its three months' summed volumes (``fraud_rate``), not a mean of rates."""
-    quarter = int(g["quarter"])
-    return _money(
-        fraud_rate(months_of(pack, g["merchant"], int(g["year"]), range(3 * quarter - 2, 3 * quarter + 1))), d
-    )
 
 
 @dataclass(frozen=True)
@@ -172,56 +150,6 @@ TEMPLATES = (
         r"What is the name of the column that indicates fraud\?",
         "payments-readme",
         lambda p, g, d: fraud_column(p.payments_readme),
-    ),
-    Template(
-        "merchants_with_payments",
-        r"How many unique merchants are present in the dataset\?",
-        "merchant_months",
-        lambda p, g, d: str(len(merchants_with_payments(p))),
-    ),
-    Template(
-        "merchants_with_payments",
-        r"What is the unique set of merchants in the dataset\?",
-        "merchant_months",
-        lambda p, g, d: _ids(merchants_with_payments(p)),
-    ),
-    Template(
-        "merchant_fraud_rate",
-        r"Which merchant has the lowest average fraud rate for the year (?P<year>\d{4})\?",
-        "merchant_months, manual",
-        lambda p, g, d: unique_best(_year_fraud_rates(p, int(g["year"])), highest=False),
-    ),
-    Template(
-        "merchant_fraud_rate",
-        r"What is the lowest avg fraud rate per merchant for the year (?P<year>\d{4})\?",
-        "merchant_months, manual",
-        lambda p, g, d: _money(min(_year_fraud_rates(p, int(g["year"])).values()), d),
-    ),
-    Template(
-        "merchant_fraud_rate",
-        r"What is the avg fraud rate of (?P<merchant>\w+) for Q(?P<quarter>[1-4]) of (?P<year>\d{4})\?",
-        "merchant_months, manual",
-        _quarter_rate,
-    ),
-    Template(
-        "merchant_fraud_rate",
-        r"Which merchant had the highest fluctuation \(std\) in fraud rate during the year (?P<year>\d{4})\?",
-        "merchant_months, manual",
-        lambda p, g, d: unique_best(
-            {n: _monthly_rate_std(p, n, int(g["year"])) for n in merchants_with_payments(p)}, highest=True
-        ),
-    ),
-    Template(
-        "merchant_top_volume",
-        r"Which merchant had the highest total transaction amount volume\?",
-        "merchant_months",
-        lambda p, g, d: unique_best(
-            {
-                n: sum(m.total_volume for m in p.merchant_months if m.merchant == n)
-                for n in merchants_with_payments(p)
-            },
-            highest=True,
-        ),
     ),
 )
 

@@ -39,21 +39,9 @@ class FeeRule:
 
 
 @dataclass(frozen=True)
-class MerchantMonth:
-    """One merchant's payments in one month, aggregated (tasks/dabstep/data/merchant_months.csv)."""
-
-    merchant: str
-    year: int
-    month: int
-    total_volume: float
-    fraud_volume: float
-
-
-@dataclass(frozen=True)
 class Pack:
     fees: tuple[FeeRule, ...]
     mcc_by_description: dict[str, int]
-    merchant_months: tuple[MerchantMonth, ...]
     manual: str
     payments_readme: str
 
@@ -84,21 +72,8 @@ def load_pack(root: Path) -> Pack:
         )
     with (root / "data" / "merchant_category_codes.csv").open(newline="") as handle:
         mccs = {row["description"]: int(row["mcc"]) for row in csv.DictReader(handle)}
-    with (root / "data" / "merchant_months.csv").open(newline="") as handle:
-        months = tuple(
-            MerchantMonth(
-                r["merchant"],
-                int(r["year"]),
-                int(r["month"]),
-                float(r["total_volume"]),
-                float(r["fraud_volume"]),
-            )
-            for r in csv.DictReader(handle)
-        )
     docs = root / "docs"
-    return Pack(
-        fees, mccs, months, (docs / "manual.md").read_text(), (docs / "payments-readme.md").read_text()
-    )
+    return Pack(fees, mccs, (docs / "manual.md").read_text(), (docs / "payments-readme.md").read_text())
 
 
 # ------------------------------------------------------------------------------------------------ the fee rules
@@ -271,25 +246,7 @@ def fraud_column(readme: str) -> str:
     return names[0]
 
 
-# ----------------------------------------------------------------------------------------- the merchant months
-
-
-def fraud_rate(months: Sequence[MerchantMonth]) -> float:
-    """Manual, section 7: "Fraud is defined as the ratio of fraudulent volume over total volume." (in percent)."""
-    return 100 * sum(m.fraud_volume for m in months) / sum(m.total_volume for m in months)
-
-
-def merchants_with_payments(pack: Pack) -> list[str]:
-    """The merchants that appear in the payments table: every one has at least one merchant month."""
-    return sorted({m.merchant for m in pack.merchant_months})
-
-
-def months_of(
-    pack: Pack, merchant: str, year: int, months: Sequence[int] = tuple(range(1, 13))
-) -> list[MerchantMonth]:
-    return [
-        m for m in pack.merchant_months if m.merchant == merchant and m.year == year and m.month in months
-    ]
+# ------------------------------------------------------------------------------------------------- helpers
 
 
 def unique_best(scores: dict[str, float], highest: bool) -> str:

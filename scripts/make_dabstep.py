@@ -2,22 +2,20 @@
 
 Inputs (read here only, at generation time; the package never reads them):
 
-- ``--agentify``: the git directory of github.com/datalayer-challenges/agentify-dabench (a clone's ``.git`` or the
-  bare snapshot the ``fetch`` tool makes). Read at commit AGENTIFY_COMMIT: DABStep's ``data/context`` files (fees,
+- ``--agentify`` (or the environment variable DABSTEP_AGENTIFY_GIT): the git directory of
+  github.com/datalayer-challenges/agentify-dabench (a clone's ``.git`` or a bare mirror of it). Read at commit AGENTIFY_COMMIT: DABStep's ``data/context`` files (fees,
   merchants, MCCs, acquirer countries, the manual, the payments readme) and ``data/tasks/{all,dev}.jsonl``.
   ``payments.csv`` there is a Git-LFS pointer, like in every mirror found: the payments table is not available.
-- ``--hadley``: the git directory of github.com/hadley/dabstep, read at HADLEY_COMMIT for
-  ``data/merchant_months.parquet`` (monthly volume and fraud volume per merchant, computed from payments.csv).
 - ``--published`` (optional): a JSONL of answers that score 100 % on DABStep's leaderboard (``task_id``,
   ``agent_answer``), e.g. ``validation_index.jsonl`` of github.com/VeigaPunk/dabstep-fee-engine. Only used to print
   how many reference answers it agrees with; nothing of it is written.
 
-Every input blob is checked against its sha256 (the hashes in ../shared/data/dabstep/SOURCE.md), so a run either
+Every input blob is checked against its sha256 (the hashes in tasks/dabstep/SOURCE.md), so a run either
 reproduces the committed pack byte for byte or stops. The answers come from scripts/dabstep_questions.py and
 scripts/dabstep_reference.py, computed on the pack's own files; every dev-set answer they cover must agree, or
 nothing is written (the pack is built in a scratch directory and copied over only at the end).
 
-Usage: PYTHONPATH=. python scripts/make_dabstep.py [--agentify GITDIR] [--hadley GITDIR] [--published FILE] [--out DIR]
+Usage: PYTHONPATH=. python scripts/make_dabstep.py --agentify GITDIR [--published FILE] [--out DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -35,8 +34,6 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dabstep_questions as shapes
 import dabstep_reference as ref
@@ -44,9 +41,8 @@ import dabstep_reference as ref
 from coco_sql.languages.agent_spec.scoring import score
 
 REPO = Path(__file__).resolve().parents[1]
-MIRRORS = Path("/work/.mirror")
+AGENTIFY_ENV = "DABSTEP_AGENTIFY_GIT"  # where the snapshot is when --agentify is not given
 AGENTIFY_COMMIT = "cc5def2491272ddd8dc11bbf080441cd25d389fb"
-HADLEY_COMMIT = "c14c36973059c08a8b44807d77fa0e15def30bf8"
 SHA256 = {
     "data/context/acquirer_countries.csv": "6744cf1962e4b5086342821e627f4557c32f06c3c58e8b0ff3b449dcc634f37f",
     "data/context/fees.json": "9a833666ae9be5a8e756dd1fe076c72e7c502d64161315ffa8fee9e5bf2599dc",
@@ -56,7 +52,6 @@ SHA256 = {
     "data/context/payments-readme.md": "8754b92d0b3127856ff72266ea482995d2a1f6a34d0a12732f7c26f527f2c4a5",
     "data/tasks/all.jsonl": "d776385abe09ff89ed3263bd47c90fa0f060680c0d2ef04a83485fa4b6f2512c",
     "data/tasks/dev.jsonl": "aa5566125718bc1e827c312e72e885bb8d0050a50c7b9aaf66c50a70e2e92a63",
-    "data/merchant_months.parquet": "611e7d85f0c6fa5389465f66e74fa8aae3f22df123c160ed50237af6c591c0fa",
 }
 QUESTION_COLUMNS = ["id", "question", "guidelines", "level", "template", "answer"]
 
@@ -93,7 +88,7 @@ def cell(value: object) -> object:
     return value
 
 
-def write_tables(agentify: Path, hadley: Path, out: Path) -> None:
+def write_tables(agentify: Path, out: Path) -> None:
     """data/*.csv and docs/*.md of the pack, from the pinned sources."""
     context = "data/context/"
     fees = json.loads(blob(agentify, AGENTIFY_COMMIT, context + "fees.json"))
@@ -134,14 +129,6 @@ def write_tables(agentify: Path, hadley: Path, out: Path) -> None:
             source = [{**row, "mcc": int(row["mcc"])} for row in source]
         write_csv(out / "data" / f"{name}.csv", columns, [[row[c] for c in columns] for row in source])
 
-    months = pq.read_table(
-        io.BytesIO(blob(hadley, HADLEY_COMMIT, "data/merchant_months.parquet"))
-    ).to_pylist()
-    columns = ["merchant", "year", "month", "total_volume", "fraud_volume", "fraud_percent", "monthly_volume"]
-    for m in months:  # sums of cent amounts: drop R's float noise (113260.42000000004 -> 113260.42)
-        m["total_volume"], m["fraud_volume"] = round(m["total_volume"], 2), round(m["fraud_volume"], 2)
-    write_csv(out / "data" / "merchant_months.csv", columns, [[m[c] for c in columns] for m in months])
-
     for name in ("manual.md", "payments-readme.md"):
         (out / "docs").mkdir(parents=True, exist_ok=True)
         (out / "docs" / name).write_bytes(blob(agentify, AGENTIFY_COMMIT, context + name))
@@ -175,11 +162,11 @@ def check_dev(rows: list[list[str]], every: list[dict[str, str]], dev_answers: d
     return failures
 
 
-def build(agentify: Path, hadley: Path, out: Path, published: Path | None) -> None:
+def build(agentify: Path, out: Path, published: Path | None) -> None:
     """Write the pack into a scratch directory, check it, and only then copy it over ``out``."""
     with tempfile.TemporaryDirectory() as scratch:
         staged = Path(scratch)
-        write_tables(agentify, hadley, staged)
+        write_tables(agentify, staged)
         pack = ref.load_pack(staged)
         every, dev_answers = questions(agentify)
         rows, reasons = [], Counter()
@@ -230,14 +217,13 @@ def compare_published(pack: ref.Pack, every: list[dict[str, str]], rows: list[li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--agentify", type=Path, default=MIRRORS / "datalayer-challenges+agentify-dabench" / "repo"
-    )
-    parser.add_argument("--hadley", type=Path, default=MIRRORS / "hadley+dabstep" / "repo")
+    parser.add_argument("--agentify", type=Path, default=os.environ.get(AGENTIFY_ENV))
     parser.add_argument("--published", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=REPO / "tasks" / "dabstep")
     args = parser.parse_args()
-    build(args.agentify, args.hadley, args.out, args.published)
+    if args.agentify is None:
+        parser.error(f"give --agentify GITDIR (or set {AGENTIFY_ENV}): the agentify-dabench snapshot")
+    build(Path(args.agentify), args.out, args.published)
 
 
 if __name__ == "__main__":
