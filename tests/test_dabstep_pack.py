@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.util
 import os
 import re
 import subprocess
@@ -24,25 +23,12 @@ import duckdb
 import pytest
 
 from coco_sql.languages.agent_spec.scoring import score
+from tests.dabstep_scripts import ref, shapes
 
 REPO = Path(__file__).resolve().parents[1]
 PACK = REPO / "tasks" / "dabstep"
 AGENTIFY = os.environ.get("DABSTEP_AGENTIFY_GIT")  # the agentify-dabench snapshot (README, "Rebuilding")
 
-
-def _load(
-    name: str,
-):  # scripts/ is not a package: load its modules from their files, as tests/test_scale.py does
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dabstep_questions imports dabstep_reference by name
-    spec.loader.exec_module(module)
-    return module
-
-
-ref = _load("dabstep_reference")
-shapes = _load("dabstep_questions")
 
 NA = "If a question does not have a relevant or applicable answer for the task, please respond with 'Not Applicable'"
 SIX = f"Answer must be just a number expressed in EUR rounded to 6 decimals. {NA}"
