@@ -22,18 +22,20 @@ def system_prompt(spec: AgentSpec, schemas: Mapping[str, Mapping[str, str]], dia
         parts.append("# How to work\n" + spec.instructions.orchestration.strip())
     if spec.instructions.response.strip():
         parts.append("# How to answer\n" + spec.instructions.response.strip())
-    model = semantic_model_text(spec)
-    if model:
-        parts.append(model)
+    parts.append(semantic_model_text(spec))
     free = [tool for tool in spec.tools if tool.free]
     if free:
         parts.append("# Tables\n" + "\n\n".join(tool_tables_text(tool, schemas, dialect) for tool in free))
-    for document in spec.documents:
-        title = f"# Document: {document.name}" + (
-            f" ({document.description})" if document.description else ""
-        )
-        parts.append(f"{title}\n{document.text.strip()}")
+    parts.append(documents_text(spec))
     return "\n\n".join(part for part in parts if part)
+
+
+def documents_text(spec: AgentSpec) -> str:
+    parts = []
+    for document in spec.documents:
+        about = f" ({document.description})" if document.description else ""
+        parts.append(f"# Document: {document.name}{about}\n{document.text.strip()}")
+    return "\n\n".join(parts)
 
 
 def user_prompt(question: str, guidelines: str) -> str:

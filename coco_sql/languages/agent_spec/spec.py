@@ -36,7 +36,7 @@ tables and SQL are checked against a task by `validate.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -483,25 +483,14 @@ _Dumper.add_representer(str, _represent_text)
 
 def dump(spec: AgentSpec) -> str:
     """The canonical YAML text of `spec` (``parse(dump(spec)) == spec``)."""
-    return yaml.dump(to_document(spec), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return dump_yaml(to_document(spec))
+
+
+def dump_yaml(document: object) -> str:
+    """YAML in our canonical style: keys in the given order, block scalars for multi-line text."""
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 
 def dump_json(spec: AgentSpec) -> str:
     """The same document as JSON (Snowflake's CREATE AGENT accepts either)."""
     return json.dumps(to_document(spec), indent=2, ensure_ascii=False)
-
-
-def spec_text(spec: AgentSpec) -> Mapping[str, str]:
-    """Every text of the spec that a model reads, by its place in the document (for searches over the spec)."""
-    texts = {"instructions.system": spec.instructions.system,
-             "instructions.orchestration": spec.instructions.orchestration,
-             "instructions.response": spec.instructions.response}  # fmt: skip
-    for i, tool in enumerate(spec.tools):
-        texts[f"tools[{i}].tool_spec.description"] = tool.description
-        for p in tool.parameters:
-            texts[f"tools[{i}].tool_spec.input_schema.properties.{p.name}.description"] = p.description
-    for i, query in enumerate(spec.semantic_model.verified_queries):
-        texts[f"semantic_model.verified_queries[{i}]"] = f"{query.question}\n{query.sql}"
-    for i, document in enumerate(spec.documents):
-        texts[f"documents[{i}].text"] = document.text
-    return {place: text for place, text in texts.items() if text}

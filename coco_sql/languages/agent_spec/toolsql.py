@@ -96,7 +96,7 @@ def _check_placeholders(tree: exp.Expression, parameters: Mapping[str, str]) -> 
     used = []
     for node in placeholders(tree):
         name = node.name
-        if not name:
+        if not name or name == "?":
             raise CandidateRejected("positional placeholders (?) are not allowed: name each parameter, :name")
         if name not in parameters:
             known = ", ".join(f":{p}" for p in parameters) or "none"
