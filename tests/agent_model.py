@@ -37,7 +37,7 @@ from tests.llm_double import Turn
 RULES = {
     "FEE": re.compile(r"fixed_amount \+ rate \* transaction_value / 10000"),
     "NULL": re.compile(r"null.{0,80}appl(?:y|ies) to all"),
-    "EMPTY": re.compile(r"empty list.{0,80}(?:all|any) (?:possible )?values?"),
+    "EMPTY": re.compile(r"empty list.{0,160}(?:all|any) (?:possible )?values?"),
 }
 NEEDS = {
     "credit_average_fee": ("FEE", "NULL"),

@@ -129,24 +129,25 @@ def export_cortex_agent(
     return CortexExport(tuple(statements), text)
 
 
-def check_documented(document: Mapping[str, Any], place: tuple[str, ...] = ()) -> None:
-    """ConfigError naming the first key that Snowflake's specification does not document."""
+def check_documented(document: Mapping[str, Any], place: tuple[str, ...] = (), shown: str = "") -> None:
+    """ConfigError naming the first key (``tools[0].tool_spec.sql``) that Snowflake's specification does not
+    document; `place` is where `document` sits in `DOCUMENTED_KEYS`."""
     if place in OPEN_PLACES:
         return
     allowed = DOCUMENTED_KEYS.get(place)
     for key, value in document.items():
-        here = (*place, key)
+        here = f"{shown}.{key}" if shown else str(key)
         if allowed is not None and key not in allowed:
             raise ConfigError(
-                f"agent specification {'.'.join(here)}: not a documented field ({', '.join(sorted(allowed))})"
+                f"agent specification {here}: not a documented field ({', '.join(sorted(allowed))})"
             )
-        child = ("tool_resources", _ANY) if place == ("tool_resources",) else here
+        child = ("tool_resources", _ANY) if place == ("tool_resources",) else (*place, key)
         if isinstance(value, Mapping):
-            check_documented(value, child)
+            check_documented(value, child, here)
         elif isinstance(value, list):
-            for item in value:
+            for index, item in enumerate(value):
                 if isinstance(item, Mapping):
-                    check_documented(item, (*child, "[]"))
+                    check_documented(item, (*child, "[]"), f"{here}[{index}]")
 
 
 def sqlglot_reading(statement: str) -> str:

@@ -117,7 +117,9 @@ def move_tool_text(spec: AgentSpec) -> list[Draft]:
             )
         sentences = _sentences(tool.description)
         for parameter in tool.parameters:
-            mentioning = [s for s in sentences if re.search(rf"(?<!\w):?{re.escape(parameter.name)}\b", s)]
+            mentioning = [
+                s for s in sentences if re.search(rf"(?<![\w']):?{re.escape(parameter.name)}(?![\w'])", s)
+            ]
             if not mentioning or len(mentioning) == len(sentences):
                 continue
             rest = " ".join(s for s in sentences if s not in mentioning)
