@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coco_sql.errors import EvaluationError
+from coco_sql.errors import EvaluationError, ProviderUnavailable
 from coco_sql.languages.agent_spec import ops
 from coco_sql.languages.agent_spec.pack import document_sections, load_tables
 from coco_sql.languages.agent_spec.runtime import RunLimits, run_question
@@ -144,6 +144,13 @@ def test_budgets_end_a_run_without_an_answer(sample) -> None:
         (timed,) = h.run(replace(spec, budget_seconds=1), [question])
     assert timed.run.answer is None
     assert timed.run.trace["stop"].startswith(("budget: 1 s passed", "stopped: the model call failed"))
+
+
+def test_a_dead_endpoint_stops_the_run_instead_of_failing_the_spec(sample) -> None:
+    with harness() as h:
+        h.endpoint.stop()
+        with pytest.raises(ProviderUnavailable):
+            h.run(SEED, sample[:1])
 
 
 def test_a_refused_or_failed_call_goes_back_to_the_model_and_the_run_goes_on() -> None:

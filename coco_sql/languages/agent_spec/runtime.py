@@ -1,9 +1,10 @@
 """Running a spec on one question: our own tool-calling loop over any chat model the `llm` layer routes.
 
-The loop is the coding agent's (`agent.conversation.Conversation`): each model call goes through the run's
-`AiRuntime`, whose response cache keys the whole request (model, parameters, the tools offered, every message),
-so the same spec, question and model give the same requests, a rerun is answered from the cache without an HTTP
-request, and a resumed run replays exactly. Temperature is 0 and nothing else varies: the seed of a run enters
+Each model call is one `AiRuntime.complete` inside `AiRuntime.evaluation`, as the coding agent's
+`agent.conversation.Conversation.ask` makes it (that class is not imported: `languages` may not import `agent`,
+tests/test_architecture.py). The runtime's response cache keys the whole request (model, parameters, the tools
+offered, every message), so the same spec, question and model give the same requests, a rerun is answered from the
+cache without an HTTP request, and a resumed run replays exactly. Temperature is 0 and nothing else varies: the seed of a run enters
 through what it chooses (which spec, which questions), not through the requests.
 
 One run: the system prompt (the spec, `prompt.system_prompt`) and the question; then, until the model answers
@@ -24,15 +25,16 @@ exported agent (`export.py`), not for the search.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
-from coco_sql.agent.conversation import Budget, Conversation, Discard
+from coco_sql.errors import ProviderError, ProviderUnavailable
 from coco_sql.languages.agent_spec import trace as traces
 from coco_sql.languages.agent_spec.prompt import system_prompt, user_prompt
 from coco_sql.languages.agent_spec.spec import AgentSpec
 from coco_sql.languages.agent_spec.tools import ToolBox
-from coco_sql.llm.providers.base import Message
+from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Deadline, Message
 from coco_sql.llm.runtime import AiRuntime
 
 AGENT_FUNCTION = "data_agent"  # how the cache keys and the usage ledger name these calls
@@ -49,6 +51,15 @@ class RunLimits:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """One run's budget: model calls, prompt + completion tokens, wall seconds."""
+
+    max_turns: int
+    max_tokens: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class AgentRun:
     answer: str | None
     trace: dict[str, Any]
@@ -57,7 +68,46 @@ class AgentRun:
 def budget(spec: AgentSpec, limits: RunLimits) -> Budget:
     tokens = min(limits.max_tokens, spec.budget_tokens or limits.max_tokens)
     seconds = min(limits.seconds, float(spec.budget_seconds or limits.seconds))
-    return Budget(max_turns=limits.max_turns, max_tokens=tokens, wall_s=seconds)
+    return Budget(max_turns=limits.max_turns, max_tokens=tokens, seconds=seconds)
+
+
+@dataclass
+class _Chat:
+    """The conversation so far and what it spent."""
+
+    model: str
+    budget: Budget
+    max_output_tokens: int
+    messages: list[Message] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    turns: int = 0
+    tokens: int = 0
+
+    def remaining_s(self) -> float:
+        return self.budget.seconds - (time.monotonic() - self.started)
+
+    def spent(self) -> str | None:
+        """Which budget is spent before the next model call, or None."""
+        b = self.budget
+        if self.turns >= b.max_turns:
+            return f"budget: {b.max_turns} model turns without a final answer"
+        if self.tokens >= b.max_tokens:
+            return f"budget: {b.max_tokens:,} tokens spent without a final answer"
+        if self.remaining_s() <= 0:
+            return f"budget: {b.seconds:g} s passed without a final answer"
+        return None
+
+    def ask(self, runtime: AiRuntime, request: CompletionRequest) -> CompletionResult | ProviderError:
+        """One model call, bounded by what is left of the seconds; a dead endpoint is raised."""
+        with runtime.evaluation(Deadline.after(self.remaining_s())):
+            (answer,) = runtime.complete(AGENT_FUNCTION, [request])
+        self.turns += 1
+        if isinstance(answer, ProviderUnavailable):
+            raise answer
+        if isinstance(answer, CompletionResult):
+            self.tokens += answer.input_tokens + answer.output_tokens
+            self.messages.append(answer.as_message())
+        return answer
 
 
 def run_question(
@@ -69,20 +119,19 @@ def run_question(
     system = system_prompt(spec, toolbox.schemas, toolbox.dialect)
     user = user_prompt(question, guidelines)
     trace = traces.new_trace(question_id, model, system, user)
-    conversation = Conversation(AGENT_FUNCTION, model, budget(spec, limits), temperature=0.0,
-                                max_output_tokens=limits.max_output_tokens)  # fmt: skip
-    conversation.add(Message("system", system))
-    conversation.add(Message("user", user))
+    chat = _Chat(model, budget(spec, limits), limits.max_output_tokens)
+    chat.messages += [Message("system", system), Message("user", user)]
     tools = toolbox.chat_tools
     while True:
-        stop = _spent(conversation)
+        stop = chat.spent()
         if stop is not None:
             trace["stop"] = stop
             break
-        try:
-            answer = conversation.ask(runtime, tools=tools, tool_choice="auto" if tools else None)
-        except Discard as reason:
-            trace["stop"] = f"stopped: {reason}"
+        request = CompletionRequest(model, tuple(chat.messages), temperature=0.0, max_tokens=chat.max_output_tokens,
+                                    tools=tools, tool_choice="auto" if tools else None)  # fmt: skip
+        answer = chat.ask(runtime, request)
+        if isinstance(answer, ProviderError):
+            trace["stop"] = f"stopped: the model call failed: {' '.join(str(answer).split())[:300]}"
             break
         usage = trace["usage"]
         usage["turns"] += 1
@@ -95,20 +144,8 @@ def run_question(
             trace["answer"], trace["stop"] = answer.text.strip(), "answer"
             break
         for call in answer.tool_calls:
-            outcome = toolbox.call(call, seconds_left=conversation.remaining_s())
-            conversation.add(Message("tool", outcome.text, tool_call_id=call.id), tool_name=call.name)
+            outcome = toolbox.call(call, seconds_left=chat.remaining_s())
+            chat.messages.append(Message("tool", outcome.text, tool_call_id=call.id))
             traces.add_step(trace, call.id, outcome.step())
     trace = traces.bounded(trace)
     return AgentRun(trace["answer"], trace)
-
-
-def _spent(conversation: Conversation) -> str | None:
-    """Which budget is spent before the next model call, or None."""
-    b = conversation.budget
-    if conversation.turns >= b.max_turns:
-        return f"budget: {b.max_turns} model turns without a final answer"
-    if conversation.tokens >= b.max_tokens:
-        return f"budget: {b.max_tokens:,} tokens spent without a final answer"
-    if conversation.remaining_s() <= 0:
-        return f"budget: {b.wall_s:g} s passed without a final answer"
-    return None
