@@ -50,7 +50,11 @@ _ANY = "<name>"  # a key chosen by the user (a tool's name)
 
 #: The documented keys of an agent specification, by place (a tuple of keys; `_ANY` for a tool's name, "[]" for
 #: a list item). Sources: docs.snowflake.com/en/sql-reference/sql/create-agent (the YAML structure and its table
-#: of keys) and /en/user-guide/snowflake-cortex/cortex-agents-rest-api (tool_resources of each tool type).
+#: of keys: models, orchestration.budget, instructions, tools[].tool_spec, tool_resources keyed by tool name);
+#: a Cortex Analyst tool's resources (semantic view, execution_environment {type: warehouse, warehouse}) as
+#: Snowflake's examples write them. NOT re-read here: a custom tool's resources (type procedure|function,
+#: identifier, execution_environment.query_timeout) are written as we remember the "Configure and interact with
+#: agents" page; check them there before the first real deploy.
 DOCUMENTED_KEYS: Mapping[tuple[str, ...], frozenset[str]] = {
     (): frozenset({"models", "orchestration", "instructions", "tools", "tool_resources"}),
     ("models",): frozenset({"orchestration"}),
