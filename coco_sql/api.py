@@ -28,6 +28,7 @@ from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import Language, language_for
+from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
 from coco_sql.languages.sql_deploy_check import Finding, check_program
 from coco_sql.languages.sql_export import export_form
@@ -472,10 +473,15 @@ def _loop(
 
 
 def _language(pack: TaskPack, store: Warehouse) -> Language | None:
-    """The task's language bound to the store's own engine when the store runs SQL candidates itself
-    (Snowflake); None (the registered language, over the local sandbox) otherwise."""
+    """The task's language bound to the store's own engine when the store runs candidates itself (Snowflake:
+    SQL as its queries, Python as its UDFs); None (the registered language, over the local sandboxes)
+    otherwise."""
     engine = store.candidate_engine()
-    return SqlLanguage(pack, engine) if engine is not None and pack.language == "sql" else None
+    if engine is None:
+        return None
+    if pack.language == "sql":
+        return SqlLanguage(pack, engine)
+    return PythonLanguage(pack, engine=engine) if pack.language == "python" else None
 
 
 def _is_table_name(source: str) -> bool:

@@ -9,7 +9,8 @@ TASKS = Path(__file__).resolve().parent.parent / "tasks"
 
 
 def small_pack(root: Path, name: str, pool_rows: int, test_rows: int = 10) -> Path:
-    """A copy of pack `name` under `root` with its first rows only (same seed program, task.toml and labels)."""
+    """A copy of pack `name` under `root` with its first rows only (same seed program, task.toml, labels and,
+    for a Python pack, harness)."""
     source, pack = TASKS / name, root / name
     (pack / "data").mkdir(parents=True)
     for file, rows in (("pool.csv", pool_rows), ("test.csv", test_rows)):
@@ -17,8 +18,9 @@ def small_pack(root: Path, name: str, pool_rows: int, test_rows: int = 10) -> Pa
             lines = list(csv.reader(original))[: rows + 1]
         with (pack / "data" / file).open("w", newline="", encoding="utf-8") as copy:
             csv.writer(copy, lineterminator="\n").writerows(lines)
-    for file in ("task.toml", "seed.sql"):
-        (pack / file).write_text((source / file).read_text(encoding="utf-8"), encoding="utf-8")
+    for file in ("task.toml", "seed.sql", "seed.py", "harness.py"):
+        if (source / file).exists():
+            (pack / file).write_text((source / file).read_text(encoding="utf-8"), encoding="utf-8")
     return pack
 
 

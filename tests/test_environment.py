@@ -89,3 +89,68 @@ def test_env_cli_prints_json_and_one_line_errors(tmp_path: Path) -> None:
     assert len(shown["rows"]) == 3
     failed = cli("env", "lockpicking6", "query", "--sql", "DELETE FROM input")
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1 and "one SELECT" in failed.stderr
+
+
+# -- the same tools when the warehouse runs the candidates (issue 27) -------------------------------------------
+WAREHOUSE_PROBES = {
+    "the training rows": "SELECT id, question FROM input ORDER BY id",
+    "a scope probe with a bound AI call's CTE": (
+        "WITH e AS (SELECT id, AI_EMBED(to_json(''), to_json(question)) AS v FROM input) "
+        "SELECT input.id, e.v FROM input JOIN e ON e.id = input.id ORDER BY 1"
+    ),
+    "the examples' embeddings (ai_pipeline.embeddings)": (
+        "SELECT CAST((question) AS VARCHAR), AI_EMBED(to_json(''), to_json(CAST((question) AS VARCHAR))) "
+        "FROM (SELECT * FROM input) AS s ORDER BY 1"
+    ),
+    "a cascade's similarities (ai_pipeline.with_similarities)": (
+        "SELECT CAST(id AS VARCHAR), AI_SIMILARITY(to_json(CAST((question) AS VARCHAR)), "
+        "to_json('comparison: two things compared'), NULL) FROM (SELECT * FROM input) AS s ORDER BY 1"
+    ),
+    "a quoted column, as DuckDB reads it": 'SELECT "id", upper("question") AS "q" FROM input ORDER BY 1',
+}
+
+
+@pytest.fixture(scope="module")
+def both_engines(tmp_path_factory: pytest.TempPathFactory):
+    """hotpotqa_type's first 30 rows, its training split probed in the DuckDB sandbox and on a warehouse (a
+    Snowpark local-testing session: Snowflake SQL over the staged rows, Cortex answered by a local stand-in)."""
+    pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed")
+    from pack_copies import small_pack
+    from snowflake.snowpark import Session
+
+    from coco_sql.languages.sql import SqlLanguage
+    from coco_sql.store.snowpark_store import SnowparkStore
+
+    task = load_task(small_pack(tmp_path_factory.mktemp("packs"), "hotpotqa_type", 30, 4))
+    session = Session.builder.config("local_testing", True).create()
+    local = Evaluator(task)
+    remote = Evaluator(task, language=SqlLanguage(task, SnowparkStore(session).candidate_engine()))
+    yield DraftEnvironment(local), DraftEnvironment(remote)
+    local.close()
+    remote.close()
+    session.close()
+
+
+@pytest.mark.parametrize("probe", WAREHOUSE_PROBES, ids=WAREHOUSE_PROBES)
+def test_a_warehouse_answers_the_mutators_probes_as_the_sandbox_does(both_engines, probe: str) -> None:
+    local, remote = both_engines
+    expected, found = local.probe(WAREHOUSE_PROBES[probe]), remote.probe(WAREHOUSE_PROBES[probe])
+    assert len(found.rows) == len(expected.rows) > 0
+    for mine, theirs in zip(found.rows, expected.rows, strict=True):
+        assert len(mine) == len(theirs)
+        for a, b in zip(mine, theirs, strict=True):
+            assert a == (pytest.approx(b, abs=1e-6) if isinstance(b, float | list) else b)
+
+
+def test_a_warehouse_probe_reads_only_the_training_rows(both_engines) -> None:
+    """On a warehouse other tables exist (the run's, the user's source): a probe may read its split's rows only,
+    and the in-engine scoring SQL, DuckDB's own, is not sent there (its Python twin scores instead)."""
+    local, remote = both_engines
+    for sql in (
+        "SELECT * FROM programs",
+        "SELECT * FROM input JOIN main.task_rows ON TRUE",
+        "DROP TABLE input",
+    ):
+        with pytest.raises(EvaluationError, match=r"may read only examples, input|one SELECT"):
+            remote.probe(sql)
+    assert local.labels_sql() is not None and remote.labels_sql() is None

@@ -249,3 +249,47 @@ def test_the_memo_holds_a_bounded_number_of_rows(lockpicking6: TaskPack) -> None
     finally:
         bounded.close()
         roomy.close()
+
+
+def test_a_warehouse_evaluation_answers_and_bills_what_the_duckdb_evaluation_does(tmp_path: Path) -> None:
+    """The learned proxy (AI_EMBED over the input, the `examples` table and the categories, in CTEs; AI_CLASSIFY
+    for the rows it is unsure of) evaluated on a warehouse (a Snowpark local-testing session: Snowflake SQL over
+    the staged rows, metered with AI_COUNT_TOKENS) and in the DuckDB sandbox: the same outputs, the same
+    AI_CLASSIFY calls and tokens, the same AI_EMBED calls (their tokens are counted without e5's special tokens
+    there, as AI_COUNT_TOKENS counts them)."""
+    pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed")
+    import sqlglot
+    from pack_copies import small_pack
+    from snowflake.snowpark import Session
+    from test_proxy import SEED
+
+    from coco_sql.languages.sql import SqlLanguage
+    from coco_sql.mutate.proxy_edits import plan, proxy_ctes, with_proxy
+    from coco_sql.store.snowpark_store import SnowparkStore
+
+    task = load_task(small_pack(tmp_path, "hotpotqa_type", 24, 4))
+    where = plan(sqlglot.parse_one(SEED, read="snowflake"), 0, "snowflake")
+    assert where is not None
+    ctes = proxy_ctes(where, "label", multi=False, model="snowflake-arctic-embed-m-v1.5")
+    proxy = with_proxy(where, ctes, 0.6, "snowflake")(sqlglot.parse_one(SEED, read="snowflake"))
+    session = Session.builder.config("local_testing", True).create()
+    local = Evaluator(task)
+    remote = Evaluator(task, language=SqlLanguage(task, SnowparkStore(session).candidate_engine()))
+    try:
+        for code in (SEED, proxy.sql(dialect="snowflake")):
+            duck, warehouse = local.evaluate(code, "val"), remote.evaluate(code, "val")
+            assert duck.ok and warehouse.ok and list(warehouse.outputs) == list(duck.outputs)
+            assert duck.usage is not None and warehouse.usage is not None
+            for key, line in duck.usage.lines.items():
+                billed = warehouse.usage.lines[key]
+                assert billed.calls == line.calls > 0 and billed.cache_hits == 0
+                if key[0] == "AI_CLASSIFY":
+                    assert (billed.input_tokens, billed.output_tokens) == (
+                        line.input_tokens + line.cached_input_tokens,
+                        line.output_tokens + line.cached_output_tokens,
+                    )
+            assert set(warehouse.usage.lines) == set(duck.usage.lines)
+    finally:
+        local.close()
+        remote.close()
+        session.close()

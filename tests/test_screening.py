@@ -237,19 +237,27 @@ def test_small_training_sets_test_drafts_through_the_evaluator(lockpicking_env) 
     assert env.probes_run == before
 
 
+def _seed_guards(
+    task: TaskPack, env: DraftEnvironment, targets: int
+) -> tuple[exp.Select, Outcome, list[Edit]]:
+    """The seed's parsed query, its training outcome, and the guards fitted to its first failing rows."""
+    mutator = OfflineMutator()
+    query = mutator._parse(task.seed_program, env)
+    parent = env.test_draft(task.seed_program)
+    failing = [r.instance_id for r in parent.rows if r.score < 1][:targets]
+    additions = [
+        e
+        for t in failing
+        for e in duplicate_guard(query, mutator._profile_scopes(query, env, t), mutator._fires(env, t))
+    ]
+    return query, parent, additions
+
+
 def test_lockpicking_screening_and_joint_fit_effects_match(lockpicking_env) -> None:
     """The real pack: guards, swaps, drops and donor arms; the joint fit's per-row output changes, in order."""
     task, evaluator = lockpicking_env
     env, engine = DraftEnvironment(evaluator), EngineOnly(evaluator)
-    mutator = OfflineMutator()
-    query = mutator._parse(task.seed_program, env)
-    parent = env.test_draft(task.seed_program)
-    targets = [r.instance_id for r in parent.rows if r.score < 1][:4]
-    additions = [
-        e
-        for t in targets
-        for e in duplicate_guard(query, mutator._profile_scopes(query, env, t), mutator._fires(env, t))
-    ]
+    query, parent, additions = _seed_guards(task, env, 4)
     edits = screenable(query, additions[:80] + swap_guard(query, additions[:5]) + drop_guard(query))
     assert {e.operator for e in edits} == {"duplicate_guard", "swap_guard", "drop_guard"}
     scores = score_hypotheses(engine, query, edits, parent, True, PENALTY)
@@ -311,3 +319,36 @@ def lockpicking_env():
     evaluator = Evaluator(task)
     yield task, evaluator
     evaluator.close()
+
+
+def test_the_screening_query_gives_the_same_rows_and_scores_on_a_warehouse(lockpicking_env) -> None:
+    """The screening query is written in DuckDB; a warehouse (a Snowpark local-testing session: Snowflake SQL over
+    the staged training rows) reads it in its own dialect, and scores its rows in Python: the same outputs, and
+    the same gains as the in-engine scoring in DuckDB."""
+    pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed")
+    from snowflake.snowpark import Session
+
+    from coco_sql.languages.sql import SqlLanguage
+    from coco_sql.store.snowpark_store import SnowparkStore
+
+    task, evaluator = lockpicking_env
+    env = DraftEnvironment(evaluator)
+    session = Session.builder.config("local_testing", True).create()
+    remote = Evaluator(task, language=SqlLanguage(task, SnowparkStore(session).candidate_engine()))
+    warehouse = DraftEnvironment(remote)
+    try:
+        query, parent, additions = _seed_guards(task, env, 2)
+        edits = screenable(query, additions[:30] + drop_guard(query))
+        sql = screening_sql(query, edits, env.output_column)
+        assert sorted(warehouse.probe(sql).rows) == sorted(env.probe(sql).rows)
+        in_duckdb = score_hypotheses(env, query, edits, parent, True, PENALTY)
+        on_warehouse = score_hypotheses(
+            warehouse, query, edits, warehouse.test_draft(task.seed_program), True, PENALTY
+        )
+        assert [(s.gain, s.fixed, s.broken) for s in on_warehouse] == [
+            (s.gain, s.fixed, s.broken) for s in in_duckdb
+        ]
+        assert warehouse.labels_sql() is None  # the Python path scored them there
+    finally:
+        remote.close()
+        session.close()

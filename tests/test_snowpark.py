@@ -30,7 +30,8 @@ from snowflake.snowpark import Session  # noqa: E402
 from snowflake.snowpark.mock import ColumnEmulator, ColumnType, patch  # noqa: E402
 from snowflake.snowpark.mock._functions import MockedFunctionRegistry  # noqa: E402  (no public unregister)
 from snowflake.snowpark.mock.exceptions import SnowparkLocalTestingException  # noqa: E402
-from snowflake.snowpark.types import LongType, StringType, VariantType  # noqa: E402
+from snowflake.snowpark.types import StringType  # noqa: E402
+from snowpark_helpers import strict_session  # noqa: E402
 
 import coco_sql  # noqa: E402
 from coco_sql import api  # noqa: E402
@@ -39,12 +40,11 @@ from coco_sql.llm.providers.cortex import COMPLETE_FUNCTION  # noqa: E402
 from coco_sql.store import DuckDBStore  # noqa: E402
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES  # noqa: E402
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES  # noqa: E402
+from coco_sql.store.snowpark_candidates import LocalQueries  # noqa: E402
 from coco_sql.store.snowpark_local import LocalSql  # noqa: E402
 from coco_sql.store.snowpark_store import SnowparkStore, snowpark_schema  # noqa: E402
 from coco_sql.store.table_schema import table_columns  # noqa: E402
-from coco_sql.stored_procs import handlers  # noqa: E402
 from coco_sql.stored_procs.mirror import mirror_run  # noqa: E402
-from coco_sql.stored_procs.signatures import PROCEDURES  # noqa: E402
 
 SIGNALS_SQL = """
 SELECT 's' || lpad(i::VARCHAR, 3, '0') AS id, ['red', 'green', 'amber', 'blue'][1 + i % 4] AS color, i % 7 AS speed,
@@ -54,7 +54,6 @@ FROM range(80) t(i)
 """
 SEED = "SELECT id, CASE WHEN color = 'blue' THEN 'go' ELSE 'wait' END AS action FROM input"
 OPTIONS = {"label": "action", "dialect": "duckdb", "seed_program": SEED}
-_TYPES = {"VARCHAR": StringType(), "NUMBER": LongType(), "VARIANT": VariantType()}
 
 
 def signals() -> pd.DataFrame:
@@ -63,21 +62,10 @@ def signals() -> pd.DataFrame:
 
 @pytest.fixture
 def session() -> Iterator[Session]:
-    """A fresh local-testing session with the user's table `signals` and coco-sql's procedures registered."""
-    session = Session.builder.config("local_testing", True).create()
-    frame = signals()
-    frame.columns = [c.upper() for c in frame.columns]
-    session.create_dataframe(frame).write.save_as_table("signals")
-    for name, procedure in PROCEDURES.items():
-        session.sproc.register(
-            getattr(handlers, name),
-            name=name,
-            input_types=[_TYPES[kind] for _, kind, _ in procedure.arguments],
-            return_type=snowpark_schema(procedure.columns),
-            replace=True,
-        )
-    yield session
-    session.close()
+    """A fresh local-testing session with the user's table `signals` and coco-sql's procedures, run under the
+    strict emulation of a stored procedure's limits: no refusal may happen (`snowpark_helpers.strict_session`)."""
+    with strict_session({"signals": signals()}) as (session, _):
+        yield session
 
 
 def duckdb_run(tmp_path: Path, budget: int) -> duckdb.DuckDBPyConnection:
@@ -176,24 +164,36 @@ def _rounded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: cell(v) for k, v in row.items() if "created_at" not in k} for row in rows]
 
 
-def test_the_candidates_run_as_warehouse_queries_over_the_staged_split(session: Session) -> None:
+def test_the_candidates_and_probes_run_as_warehouse_queries_over_the_staged_split(session: Session) -> None:
+    """Every candidate, draft test, probe and screening query is one Snowflake query over a split's staged
+    table (the candidate engine's), none runs in the store's executor, and none is a DESCRIBE."""
     seen: list[str] = []
+    store_sql: list[str] = []
 
-    class Watched(LocalSql):
-        def __call__(self, sql: str, *, timeout_s: float | None = None) -> Any:
+    class Watched(LocalQueries):
+        def __call__(self, sql: str, *, timeout_s: float) -> Any:
             seen.append(sql)
             return super().__call__(sql, timeout_s=timeout_s)
 
-    store = SnowparkStore(session, sql=Watched(session))
+    class WatchedStore(LocalSql):
+        def __call__(self, sql: str, *, timeout_s: float | None = None) -> Any:
+            store_sql.append(sql)
+            return super().__call__(sql, timeout_s=timeout_s)
+
+    store = SnowparkStore(session, sql=WatchedStore(session), queries=Watched(session))
     api.register_task("signals", "signals", OPTIONS, db=store)
     api.evolve("signals", db=store, budget=2, options={"seed": 1})
-    candidates = [sql for sql in seen if "COCO_INPUT_" in sql]
-    assert candidates, "no candidate ran in the warehouse"
-    # Snowflake SQL over the split's temporary table, wrapped to the contract's (id, output)
-    assert all(
-        sql.startswith("SELECT CAST(id AS VARCHAR) AS id, action AS output FROM (") for sql in candidates
-    )
+    assert not [sql for sql in store_sql if "COCO_INPUT_" in sql]
+    candidates = [
+        sql for sql in seen if sql.startswith("SELECT CAST(id AS VARCHAR) AS id, action AS output FROM (")
+    ]
+    probes = [sql for sql in seen if sql not in candidates]
+    assert candidates and probes, "no candidate or no probe ran in the warehouse"
+    # Snowflake SQL over the split's temporary table; the mutator's probes read the training rows only
+    assert all("COCO_INPUT_" in sql and "DESCRIBE" not in sql.upper() for sql in seen)
     assert {sql.split("COCO_INPUT_")[1].split("_")[0] for sql in candidates} == {"TRAIN", "VAL", "TEST"}
+    assert {part.split("_")[0] for sql in probes for part in sql.split("COCO_INPUT_")[1:]} == {"TRAIN"}
+    assert any("__coco_h" in sql.lower() for sql in probes)  # the screening query of many hypotheses
 
 
 def test_resuming_after_an_interrupted_write_equals_an_uninterrupted_run(

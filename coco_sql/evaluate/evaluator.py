@@ -23,6 +23,7 @@ import numpy as np
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, EvaluationTimeout
 from coco_sql.languages import Language, Program, Runner, language_for
+from coco_sql.languages.base import QueryEngine
 from coco_sql.llm.providers.base import Deadline
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
@@ -169,7 +170,7 @@ class Evaluator:
         self.splits = tuple(splits)
         self.language: Language = language if language is not None else language_for(task)
         self._runners: dict[str, Runner] = {}
-        self._probes: dict[str, Sandbox] = {}  # data sandboxes of languages whose runner is not one
+        self._probes: dict[str, Sandbox] = {}  # data sandboxes of languages whose runner has no query engine
         self._memo: OrderedDict[tuple[str, str, tuple[str, ...] | None], Outcome] = OrderedDict()
         self._cache_size = cache_size
         self._cache_rows = (
@@ -262,11 +263,9 @@ class Evaluator:
         return self._index[split]
 
     def probe(self, sql: str, split: str, deadline_s: float) -> QueryResult:
-        """Run one read-only SQL query over `split`'s rows in its DuckDB sandbox (the mutator's live probes, for
-        programs of every language).
-
-        Only the split's own rows exist in that sandbox; DuckDB must read the text as exactly one SELECT.
-        """
+        """Run one read-only SQL query (DuckDB text) over `split`'s rows in its query engine (the mutator's live
+        probes, for programs of every language), which holds only that split's rows and must read the text as
+        exactly one SELECT. Its AI calls are accounted like an evaluation's."""
         if split not in self.splits:
             raise ConfigError(
                 f"this evaluator may not read the {split!r} split (allowed: {', '.join(self.splits)})"
@@ -290,7 +289,8 @@ class Evaluator:
         endpoint, an unknown model) instead of either when there is one. A failed query's usage stays readable
         as `self.ai.usage`."""
         if self.ai is None:
-            return run(on_timeout=None), None
+            result = run(on_timeout=None)
+            return result, getattr(result, "usage", None)
         deadline = Deadline.after(deadline_s)
         with self.ai.evaluation(deadline) as usage:
             try:
@@ -299,6 +299,9 @@ class Evaluator:
                 if self.ai.fatal is not None:  # the run stops; the program itself may be fine
                     raise self.ai.fatal from None
                 raise
+            billed = getattr(result, "usage", None)  # a warehouse's meter: its AI calls were Cortex's
+            if billed is not None:
+                usage.merge(billed)
         if self.ai.fatal is not None:
             raise self.ai.fatal
         left = deadline.remaining()
@@ -318,14 +321,19 @@ class Evaluator:
             self._runners[split] = self.language.runner(self._whole(split), self._functions)
         return self._runners[split]
 
-    def _probe_sandbox(self, split: str) -> Sandbox:
-        """The split's DuckDB sandbox: the SQL runner's own, or one kept for probes."""
+    def _probe_sandbox(self, split: str) -> QueryEngine:
+        """The split's query engine: its runner's own (the SQL runner's sandbox, a warehouse runner's staged
+        rows), or a DuckDB sandbox kept for probes."""
         shared = getattr(self._runner(split), "probe_sandbox", None)
         if shared is not None:
             return shared
         if split not in self._probes:
             self._probes[split] = Sandbox(self._whole(split).inputs)
         return self._probes[split]
+
+    def probe_dialect(self, split: str) -> str:
+        """The dialect `split`'s query engine runs probes in (a warehouse translates their DuckDB text)."""
+        return self._probe_sandbox(split).dialect
 
     def _run(self, program: Program, split: str, sample: Split | None = None) -> Outcome:
         """Run on the split's own runner, or on a runner over just the rows of `sample` (closed afterwards)."""

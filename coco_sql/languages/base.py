@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.llm.usage import Usage
+    from coco_sql.sandbox.lockdown import QueryResult
     from coco_sql.tasks import Split, TaskPack
 
 
@@ -42,6 +44,26 @@ class RunResult:
     outputs: list[tuple[object, object]]
     elapsed_ms: float
     errors: Mapping[str, str] = field(default_factory=dict)
+    usage: Usage | None = (
+        None  # what a warehouse billed for the run's AI calls; None where coco-sql's runtime
+    )
+    # answered them (it accounts them itself)
+
+
+class QueryEngine(Protocol):
+    """One split's rows, queried read-only by the mutator (probes, draft tests in the engine, screening): the
+    DuckDB sandbox, or a warehouse over the split's staged rows. Queries are DuckDB text; `dialect` is what the
+    engine runs (a warehouse translates them: `languages.sql_warehouse`). `run` raises EvaluationError."""
+
+    dialect: str
+
+    def statement_types(self, sql: str) -> list[str]: ...
+
+    def run(
+        self, sql: str, deadline_s: float, on_timeout: Callable[[], None] | None = None
+    ) -> QueryResult: ...
+
+    def close(self) -> None: ...
 
 
 class Runner(Protocol):

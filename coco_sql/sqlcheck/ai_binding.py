@@ -112,3 +112,65 @@ def bind_ai_calls(tree: exp.Expression) -> exp.Expression:
         if name in UDFS:
             node.replace(_bind(name, call))
     return tree
+
+
+_BY_UDF: Mapping[str, AiFunction] = MappingProxyType(
+    {udf.name.upper(): function for function in UDFS.values() for udf in function.udfs}
+)
+
+
+def unbind_ai_calls(tree: exp.Expression) -> exp.Expression:
+    """The inverse of `bind_ai_calls`, in place: each bound UDF call (every argument `to_json(...)` or NULL)
+    becomes the AI call it was made from, with its arguments as written (no `to_json`, no `list(...)` around an
+    aggregate's input, no trailing NULLs), and PROMPT's object becomes PROMPT again. For the mutator's probes
+    (DuckDB text that may carry bound calls) run by a warehouse, whose AI functions are Cortex's own. Returns the
+    tree."""
+    for node in list(tree.walk()):
+        if isinstance(node, exp.Cast) and _bound_function(node.this) is not None:
+            node.replace(node.this)
+    for node in list(tree.walk()):
+        function = _bound_function(node)
+        if function is None:
+            continue
+        args = [_unwrapped(a) for a in positional_arguments(node)]  # type: ignore[arg-type]
+        if function.aggregate and isinstance(args[0], exp.Anonymous) and args[0].name.lower() == "list":
+            args[0] = args[0].expressions[0]
+        while len(args) > function.required and isinstance(args[-1], exp.Null):
+            args.pop()
+        node.replace(exp.Anonymous(this=function.name, expressions=args))
+    return tree
+
+
+def _bound_function(node: exp.Expression) -> AiFunction | None:
+    """The AI function of a bound call: a UDF's name, every argument JSON or NULL, one per parameter."""
+    if not isinstance(node, exp.Func) or isinstance(node.parent, exp.Dot):
+        return None
+    function = _BY_UDF.get(function_name(node))
+    if function is None:
+        return None
+    args = positional_arguments(node)
+    if len(args) != len(function.params) or not all(_is_json(a) or isinstance(a, exp.Null) for a in args):
+        return None
+    return function
+
+
+def _is_json(argument: exp.Expression) -> bool:
+    return isinstance(argument, exp.JSONFormat) or (
+        isinstance(argument, exp.Anonymous) and argument.name.lower() == "to_json"
+    )
+
+
+def _unwrapped(argument: exp.Expression) -> exp.Expression:
+    """A bound argument as written: `to_json(x)` is x, PROMPT's object is PROMPT(template, args...)."""
+    if _is_json(argument):
+        argument = argument.this if isinstance(argument, exp.JSONFormat) else argument.expressions[0]
+    keys = argument.expressions if isinstance(argument, exp.Anonymous) else []
+    if (
+        argument.name.lower() == "json_object"
+        and len(keys) == 4
+        and [k.name for k in keys[0::2]] == ["template", "args"]
+        and isinstance(keys[3], exp.Anonymous)
+        and keys[3].name.lower() == "json_array"
+    ):
+        return exp.Anonymous(this="PROMPT", expressions=[keys[1], *keys[3].expressions])
+    return argument

@@ -7,6 +7,7 @@ stay inside them, so the loop never branches on the engine.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
@@ -24,9 +25,23 @@ from coco_sql.store.records import (
     RunRecord,
 )
 
+PYTHON_HANDLER = "handle"  # the function a Python UDF's code defines: handle(instance JSON) -> answer JSON
+
+
+@dataclass(frozen=True)
+class QueryRows:
+    """One warehouse query's result: lower-case column names, rows of plain Python values (numbers, text,
+    booleans, None; an ARRAY as a list, an OBJECT or VARIANT as JSON text, as DuckDB gives LIST and JSON), and
+    each column's type as the engine names it."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    types: tuple[str, ...] = ()
+
 
 class CandidateEngine(Protocol):
-    """A warehouse that runs candidate queries itself (`SnowparkStore.candidate_engine()`)."""
+    """A warehouse that runs candidates itself (`SnowparkStore.candidate_engine()`): every candidate, probe,
+    draft test and screening query as a query over a split's staged rows, Python programs as its own UDFs."""
 
     dialect: str
 
@@ -34,8 +49,17 @@ class CandidateEngine(Protocol):
         """Copy a split's rows into a temporary table; its name."""
         ...
 
-    def run_candidate(self, sql: str, deadline_s: float) -> pd.DataFrame:
-        """The rows of one query in the engine's dialect; EvaluationError when it fails."""
+    def query(self, sql: str, deadline_s: float) -> QueryRows:
+        """The rows of one read-only query in the engine's dialect; EvaluationError when it fails,
+        EvaluationTimeout past the deadline."""
+        ...
+
+    def run_python(self, source: str, staged: str, deadline_s: float) -> list[tuple[str, str | None]]:
+        """(id, JSON answer) of a temporary Python UDF with code `source` over a staged table (ID, INSTANCE)."""
+        ...
+
+    def billed_model(self, function: str, model: str | None) -> str:
+        """The model a metered AI call of `function` (naming `model`, or none) is recorded under."""
         ...
 
     def drop_staged(self, name: str) -> None: ...

@@ -2,10 +2,11 @@
 the DataFrame API (`save_as_table`, `Table.update`, `Table.merge`, `Table.delete`, filters and joins).
 
 Raw SQL goes through one injected `SqlExecutor` and nothing else: the named history and report queries
-(written in DuckDB, transpiled here with sqlglot), a task's source query, and candidate programs over a split's
-rows (`candidate_engine`). On an account the executor is `SessionSql` (`session.sql`); Snowpark's local testing
-mode has no `session.sql`, so there the executor is `snowpark_local.LocalSql`, which runs the same Snowflake SQL
-on DuckDB over the session's tables (`default_executor`).
+(written in DuckDB, transpiled here with sqlglot) and a task's source query. On an account the executor is
+`SessionSql` (`session.sql`); Snowpark's local testing mode has no `session.sql`, so there the executor is
+`snowpark_local.LocalSql`, which runs the same Snowflake SQL on DuckDB over the session's tables
+(`default_executor`). Candidates, probes and Python programs run through the candidate engine
+(`candidate_engine`, `snowpark_candidates`).
 
 Atomicity. Snowpark writes are one statement per table and there is no transaction around them here (a write of
 more than a few hundred local rows creates a temporary table, and DDL would commit an open transaction). So an
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -28,7 +28,7 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.errors import EvaluationError, StoreError
+from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source
@@ -54,6 +54,8 @@ from coco_sql.store.values import plain
 if TYPE_CHECKING:
     from snowflake.snowpark import DataFrame, Session
     from snowflake.snowpark.types import DataType, StructType
+
+    from coco_sql.store.snowpark_candidates import CandidateSql, WarehouseCandidates
 
 _ITERATION_TABLES = {  # per-iteration tables, with the column that holds the iteration (`recover`)
     "archive_entries": "iteration",
@@ -115,10 +117,20 @@ class SnowparkStore:
     engine = "snowflake"
     write_behind = False  # a stored procedure's session is held by the thread that called it
 
-    def __init__(self, session: Session, *, sql: SqlExecutor | None = None, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        sql: SqlExecutor | None = None,
+        read_only: bool = False,
+        queries: CandidateSql | None = None,
+    ) -> None:
+        """`sql`: the executor of the store's own queries; `queries`: of the candidates' (`snowpark_candidates`);
+        by default the session's (or local testing's)."""
         self.path = "the Snowflake schema"
         self._session = session
         self._sql = sql if sql is not None else default_executor(session)
+        self._queries = queries
         self._lock = threading.RLock()
         self._schemas = {name: snowpark_schema([(c.name, c.type) for c in cols], cols)
                          for name, cols in table_columns().items()}  # fmt: skip
@@ -403,7 +415,10 @@ class SnowparkStore:
         return self._named("report", REPORT_QUERIES, name, params)
 
     def candidate_engine(self) -> WarehouseCandidates:
-        return WarehouseCandidates(self._session, self._sql)
+        """The warehouse runs candidates, probes and Python programs itself (`snowpark_candidates`)."""
+        from coco_sql.store.snowpark_candidates import WarehouseCandidates
+
+        return WarehouseCandidates(self._session, self._queries)
 
     def _named(
         self, kind: str, queries: Mapping[str, str], name: str, params: Mapping[str, Any]
@@ -479,35 +494,6 @@ class SnowparkStore:
         target.merge(
             source, condition, [when_not_matched().insert({c.name: source[c.name] for c in columns})]
         )
-
-
-class WarehouseCandidates:
-    """Candidate programs as warehouse queries: a split's rows are staged once as a temporary table, and each
-    program runs over it (its relation `input` renamed by the SQL runner) through the store's executor."""
-
-    dialect = "snowflake"
-
-    def __init__(self, session: Session, sql: SqlExecutor) -> None:
-        self._session = session
-        self._sql = sql
-
-    def stage_rows(self, split: str, rows: pd.DataFrame) -> str:
-        name = f"COCO_INPUT_{split.upper()}_{uuid.uuid4().hex[:12].upper()}"
-        frame = rows.copy()
-        frame.columns = [str(c).upper() for c in frame.columns]
-        self._session.create_dataframe(frame).write.save_as_table(
-            name, mode="overwrite", table_type="temporary"
-        )
-        return name
-
-    def run_candidate(self, sql: str, deadline_s: float) -> pd.DataFrame:
-        try:
-            return self._sql(sql, timeout_s=deadline_s).frame
-        except Exception as error:  # the engine's own error type differs between executors
-            raise EvaluationError(_first_line(error)) from None
-
-    def drop_staged(self, name: str) -> None:
-        self._session.table(name).drop_table()
 
 
 # -- type mapping ----------------------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.languages.python.warehouse import WarehousePythonRunner
+    from coco_sql.store.base import CandidateEngine
     from coco_sql.tasks import Split, TaskPack
 
 #: The nodes that count as a decision point of a program (its MAP-Elites branching).
@@ -50,8 +52,13 @@ BRANCH_NODES = (
 class PythonLanguage:
     name = "python"
 
-    def __init__(self, task: TaskPack, limits: PythonSandboxLimits | None = None) -> None:
+    def __init__(
+        self, task: TaskPack, limits: PythonSandboxLimits | None = None, engine: CandidateEngine | None = None
+    ) -> None:
+        """`engine`: a warehouse that runs the programs itself as its own UDFs (Snowflake); by default they run
+        in the Python sandbox."""
         self.task = task
+        self.engine = engine
         self.spec = pack_spec(task)
         self.limits = limits
         self.measure = harness_measure(task)
@@ -66,7 +73,14 @@ class PythonLanguage:
         branches = sum(1 for node in ast.walk(tree) if isinstance(node, BRANCH_NODES))
         return cell_of_counts(nodes, branches)
 
-    def runner(self, split: Split, ai: AiFunctions | None) -> PythonRunner:
+    def runner(self, split: Split, ai: AiFunctions | None) -> PythonRunner | WarehousePythonRunner:
+        if self.engine is not None:
+            from coco_sql.languages.python.warehouse import WarehousePythonRunner
+
+            return WarehousePythonRunner(
+                self.engine, split, list(self.task.input_columns), self.task.harness or "", self.spec.entry,
+                self.measure,
+            )  # fmt: skip
         instances = instance_rows(split.inputs, list(self.task.input_columns))
         sandbox = PythonSandbox(
             instances,
@@ -99,33 +113,40 @@ class PythonRunner:
         self, program: Program, deadline_s: float, on_timeout: Callable[[], None] | None = None
     ) -> RunResult:
         result = self.sandbox.run(program.runnable, deadline_s, on_timeout)
-        outputs: list[tuple[object, object]] = list(result.outputs)
-        failures = dict(result.failures)
-        if self.measure is not None:
-            outputs = self._measured(self.measure, outputs, failures)
-        if not outputs and failures:
-            instance_id, reason = next(iter(failures.items()))
-            raise EvaluationError(f"the program failed on every instance; on {instance_id}: {reason}")
-        return RunResult(outputs, result.elapsed_ms, failures)
+        return finished(
+            list(result.outputs), dict(result.failures), result.elapsed_ms, self.measure, self.instances
+        )
 
-    def _measured(
-        self, measure: Measure, answers: list[tuple[object, object]], failures: dict[str, str]
-    ) -> list[tuple[object, object]]:
-        """Each answer as `measure` makes it an output; a refused one becomes its instance's failure. An id
-        that is not an instance of the split is left out (the sandbox has only these)."""
-        outputs: list[tuple[object, object]] = []
+    def close(self) -> None:
+        self.sandbox.close()
+
+
+def finished(
+    answers: list[tuple[object, object]],
+    failures: dict[str, str],
+    elapsed_ms: float,
+    measure: Measure | None,
+    instances: Mapping[str, Mapping[str, Any]],
+) -> RunResult:
+    """A program's run over the split from what it answered (wherever it ran): each answer as the harness's
+    `measure` makes it an output, here, on `instances` (this process's own copy), a refused one its instance's
+    failure; EvaluationError when no instance was finished. An id that is not an instance of the split is left
+    out when measured (the sandbox has only these)."""
+    outputs = answers
+    if measure is not None:
+        outputs = []
         for instance_id, answer in answers:
-            instance = self.instances.get(str(instance_id))
+            instance = instances.get(str(instance_id))
             if instance is None:
                 continue
             try:
                 outputs.append((instance_id, measure(answer, instance)))
             except Exception as error:  # the harness refuses the answer: the instance's failure
                 failures[str(instance_id)] = one_line_reason(error)
-        return outputs
-
-    def close(self) -> None:
-        self.sandbox.close()
+    if not outputs and failures:
+        instance_id, reason = next(iter(failures.items()))
+        raise EvaluationError(f"the program failed on every instance; on {instance_id}: {reason}")
+    return RunResult(outputs, elapsed_ms, failures)
 
 
 def pack_spec(task: TaskPack) -> PythonSpec:
