@@ -28,6 +28,7 @@ from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import Language, language_for
+from coco_sql.languages.base import Exports
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
 from coco_sql.languages.sql_deploy_check import Finding, check_program
@@ -255,7 +256,8 @@ def export(
     task: Task | None = None,
 ) -> Champion:
     """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
-    sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
+    sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt; a kind's own forms, such as an agent
+    spec's cortex_agent, `languages.base.Exports`). The other forms read `source`
     instead of `input`: by default the table a registered task came from, else `input`. A Snowflake function's
     output column gets the task's contract type when the task is still there. With `max_cost` ('500 calls',
     '20000 tokens', '$0.05' per 1,000 rows), the best program within that deploy cost instead: one lookup on
@@ -272,6 +274,12 @@ def export(
         )
         run = store.get_run(run_id)
         name = run.task
+        if form != "sql" and champion.language != "sql":  # a kind with export forms of its own
+            language = language_for(_task(task or name, store))
+            if isinstance(language, Exports) and form in language.export_forms:
+                return replace(
+                    champion, code=language.export(champion.code, form, name=f"coco_{name}_champion")
+                )
         if form != "sql" and source is None:
             registered = store.registered_task(name)
             source = registered[0] if registered is not None and _is_table_name(registered[0]) else "input"

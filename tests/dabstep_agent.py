@@ -26,7 +26,7 @@ from tests.agent_model import DataAgentModel
 from tests.llm_double import FakeEndpoint, ScriptFn
 
 PACK = Path(__file__).resolve().parents[1] / "tasks" / "dabstep"
-CONFIG = tomllib.loads((PACK / "task.draft.toml").read_text())
+CONFIG = tomllib.loads((PACK / "task.toml").read_text())
 MODEL = "fake/data-agent"
 RULES = (
     "The fee of a rule for a transaction is fee = fixed_amount + rate * transaction_value / 10000.",
@@ -39,17 +39,17 @@ RULES = (
 @cache
 def pack_tables() -> TaskTables:
     return load_tables(
-        {name: PACK / path for name, path in CONFIG["data"]["tables"].items()},
-        {name: (PACK / path).read_text() for name, path in CONFIG["documents"].items()},
+        {name: PACK / path for name, path in CONFIG["agent_spec"]["tables"].items()},
+        {name: (PACK / path).read_text() for name, path in CONFIG["agent_spec"]["documents"].items()},
     )
 
 
 def questions() -> list[Question]:
-    return load_questions(PACK / CONFIG["data"]["questions"])
+    return load_questions(PACK / CONFIG["data"]["pool"])
 
 
 def splits(rows: Sequence[Question]) -> dict[str, list[str]]:
-    """The draft task's partition (seed, fractions of task.draft.toml)."""
+    """The task's partition (seed, fractions of task.toml), as the loader makes it."""
     s = CONFIG["splits"]
     return partition_ids([q.id for q in rows], s["seed"], s["train_fraction"], s["test_fraction"])
 

@@ -103,9 +103,9 @@ documents:
 
 @pytest.fixture(scope="module")
 def tables() -> TaskTables:
-    config = tomllib.loads((PACK / "task.draft.toml").read_text())
+    config = tomllib.loads((PACK / "task.toml").read_text())["agent_spec"]
     return load_tables(
-        {name: PACK / path for name, path in config["data"]["tables"].items()},
+        {name: PACK / path for name, path in config["tables"].items()},
         {name: (PACK / path).read_text() for name, path in config["documents"].items()},
     )
 

@@ -21,7 +21,7 @@ from tests.dabstep_agent import CONFIG, PACK, RULES, harness, pack_tables, train
 SEED = parse((PACK / "seed.yaml").read_text())
 SECTIONS = [
     s
-    for name, path in CONFIG["documents"].items()
+    for name, path in CONFIG["agent_spec"]["documents"].items()
     for s in document_sections(name, (PACK / path).read_text())
 ]
 

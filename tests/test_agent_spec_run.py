@@ -244,7 +244,7 @@ def test_no_held_out_answer_reaches_a_trace_a_tool_result_or_a_draft(tmp_path: P
             for s in h.run(spec, sample):
                 texts.append(encode(s.run.trace))
                 history.append(ops.Observed(s.question.id, s.question.question, s.score == 1.0, s.run.trace))
-    sections = [s for name, path in CONFIG["documents"].items()
+    sections = [s for name, path in CONFIG["agent_spec"]["documents"].items()
                 for s in document_sections(name, (PACK / path).read_text())]  # fmt: skip
     spec = ops.add_verified_queries(SEED, history)[0].spec
     drafts = [*ops.add_verified_queries(SEED, history), *ops.remove_verified_queries(spec, history),

@@ -20,9 +20,19 @@ from coco_sql.mutate import Mutator, OfflineMutator
 from coco_sql.mutate.python_mutator import PythonOfflineMutator
 from coco_sql.options import OFFLINE_SETTINGS, OptionTable, as_object
 
+
+def _agent_spec_offline(**settings: Any) -> Mutator:
+    """Agent specs' operators (`languages.agent_spec.mutator`), given the Proposal type: `languages` may not
+    import `mutate`."""
+    from coco_sql.languages.agent_spec.mutator import AgentSpecOfflineMutator
+    from coco_sql.mutate.base import Proposal
+
+    return AgentSpecOfflineMutator(Proposal, **settings)
+
+
 #: The offline (no model) operators of each language, built from the offline mutator's settings.
 OFFLINE_MUTATORS: Mapping[str, Callable[..., Mutator]] = MappingProxyType(
-    {"sql": OfflineMutator, "python": PythonOfflineMutator}
+    {"sql": OfflineMutator, "python": PythonOfflineMutator, "agent_spec": _agent_spec_offline}
 )
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, EvaluationTimeout
 from coco_sql.languages import Language, Program, Runner, language_for
-from coco_sql.languages.base import QueryEngine
+from coco_sql.languages.base import QueryEngine, ScoresRows
 from coco_sql.llm.providers.base import Deadline
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
@@ -350,9 +350,10 @@ class Evaluator:
         finally:
             if sample is not None:
                 runner.close()
-        return replace(
-            self._score(split, result.outputs, result.elapsed_ms, result.errors, data), usage=usage
-        )
+        scored = self._score(split, result.outputs, result.elapsed_ms, result.errors, data)
+        if result.observations:
+            scored = replace(scored, rows=_observed(scored.rows, result.observations))
+        return replace(scored, usage=usage)
 
     def score_rows(
         self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float = 0.0
@@ -384,7 +385,11 @@ class Evaluator:
         outputs, failures = coerce_outputs(values, contract)
         for k, message in failures.items():
             errors[k] = f"output is not {contract}: {message}"
-        scores = np.asarray(self.task.scorer.score(outputs, expected), dtype=np.float64)
+        if isinstance(self.language, ScoresRows):
+            raw = self.language.score_rows(data or self._whole(split), ids, outputs, expected)
+        else:
+            raw = self.task.scorer.score(outputs, expected)
+        scores = np.asarray(raw, dtype=np.float64)
         scores.setflags(write=False)  # shared with the memo and the run state's rows: nobody may change it
         # one observation object per kind, shared by the rows (never mutated): a dict per row was 70 MB per
         # 800,000 rows
@@ -457,6 +462,19 @@ class Evaluator:
             elapsed_ms / max(len(ids), 1),
         )
         return Outcome(split=split, rows=columns, score=0.0, error=message, latency_ms=elapsed_ms)
+
+
+def _observed(
+    rows: Sequence[EvaluationRow], observations: Mapping[str, Mapping[str, Any]]
+) -> tuple[EvaluationRow, ...]:
+    """The rows with what the program did on each (`RunResult.observations`) under the observation's ``trace``:
+    a kind whose runs leave a trace stores it with the row (a data agent's messages, tool calls and results)."""
+    return tuple(
+        replace(row, observation={**row.observation, "trace": observations[row.instance_id]})
+        if row.instance_id in observations
+        else row
+        for row in rows
+    )
 
 
 def _match(

@@ -8,7 +8,7 @@ task.toml format (every key is validated; unknown keys are errors)::
 
     name = "lockpicking6"            # required; must equal the directory name; [a-z0-9][a-z0-9_-]*
     description = "one line"         # required; a single line
-    language = "sql"                 # optional (default sql): sql | python, the programs' language
+    language = "sql"                 # optional (default sql): sql | python | agent_spec, the programs' language
     dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake (SQL programs)
 
     [data]                           # required
@@ -45,6 +45,10 @@ task.toml format (every key is validated; unknown keys are errors)::
     harness = "harness.py"           # python packs only, required: `run(entry, instance) -> output`
 
     [source]                         # optional attribution: name, url, license, revision, notes (strings)
+
+    [agent_spec]                     # optional: a table named after the language, that kind's own settings,
+                                     #   checked by the kind (`languages.<kind>`); a string in it naming a file
+                                     #   of the pack is checked as a pack path and fingerprinted
 
 Split modes: ``partition`` splits the pool into train/val (and test when there is no test file) by the
 fractions; ``shared`` uses the whole pool as both train and val (diagnostic tasks scored on all rows), and
@@ -92,7 +96,7 @@ from coco_sql.tasks.splits import SPLIT_MODES, SPLIT_NAMES, Split, partition_ids
 
 TASK_FILE = "task.toml"
 DIALECTS: tuple[str, ...] = ("duckdb", "snowflake")
-LANGUAGES: tuple[str, ...] = ("sql", "python")
+LANGUAGES: tuple[str, ...] = ("sql", "python", "agent_spec")
 
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
@@ -155,6 +159,12 @@ class TaskPack:
     language: str = "sql"  # the programs' language (`coco_sql.languages`): sql | python
     entry: str | None = None  # python: the function the harness calls
     harness: str | None = None  # python: the harness module's source (trusted pack code, runs in the sandbox)
+    settings: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # the table named after the language, as written
+    settings_files: Mapping[str, Path] = field(
+        default_factory=dict
+    )  # its strings naming pack files: checked paths
 
     def split(self, name: str) -> Split:
         """Return split ``name`` (train, val or test). Copies, so callers cannot corrupt the cache."""
@@ -219,6 +229,19 @@ def _fingerprint(root: Path, files: Sequence[Path]) -> str:
     return digest.hexdigest()
 
 
+def _settings_files(reader: Reader, root: Path, table: Mapping[str, Any], key: str) -> dict[str, Path]:
+    """The strings of a kind's table (at any depth) that name a file of the pack, each checked as a pack path
+    (`Reader.file_path`): the kind reads its files through these, and the fingerprint covers them."""
+    found: dict[str, Path] = {}
+    for name, value in table.items():
+        where = f"{key}.{name}"
+        if isinstance(value, dict):
+            found |= _settings_files(reader, root, value, where)
+        elif isinstance(value, str) and "\n" not in value and (root / value).is_file():
+            found[value] = reader.file_path(root, {name: value}, where)  # type: ignore[assignment]
+    return found
+
+
 # ------------------------------------------------------------------------------------------- loading
 
 
@@ -281,7 +304,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         raise TaskError(f"{reader.file}: invalid TOML: not UTF-8 ({error.reason})") from None
     except tomllib.TOMLDecodeError as error:
         raise TaskError(f"{reader.file}: invalid TOML: {error}") from None
-    reader.check_keys(doc, "", _TOP_KEYS)
+    reader.check_keys(doc, "", _TOP_KEYS + LANGUAGES)
 
     name = reader.get(doc, "name", str)
     if not (PACK_NAME.fullmatch(name) or (registered and TASK_NAME.fullmatch(name))):
@@ -292,6 +315,11 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
     if "\n" in description.strip() or not description.strip():
         raise reader.error("description", "must be a single non-empty line")
     language = reader.choice(doc, "language", LANGUAGES, "sql")
+    for other in LANGUAGES:
+        if other in doc and other != language:
+            raise reader.error(other, f"only a task with language = {other!r} has this table")
+    settings = reader.get(doc, language, dict, {})
+    settings_files = _settings_files(reader, root, settings, language)
     dialect = reader.choice(doc, "dialect", DIALECTS, "duckdb")
 
     con = duckdb.connect(":memory:")
@@ -422,6 +450,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
 
     files = [toml_path, seed_path, pool_path] + ([test_path] if test_path is not None else [])
     files += [harness_path] if harness_path is not None else []
+    files += sorted(set(settings_files.values()) - set(files))
     return TaskPack(
         name=name,
         description=description.strip(),
@@ -441,6 +470,8 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         language=language,
         entry=entry,
         harness=harness,
+        settings=settings,
+        settings_files=settings_files,
     )
 
 

@@ -1,6 +1,9 @@
 """The data-agent program kind (issue 30): the program is an agent specification, run on each question of a task.
 
-Self-contained parts, not yet wired into the loop, the registries or the evaluator:
+A task says ``language = "agent_spec"`` and holds its own ``[agent_spec]`` table (`settings`). The parts:
+
+- `language`: the kind behind the `Language` seam (validate, cell, runner, DABStep row scoring, the export form),
+  registered in `languages.LANGUAGES`; `mutator`: its offline mutator over `ops`, in `engine.registry`;
 
 - `spec`: the spec (Snowflake's CREATE AGENT specification plus a semantic model and documents) and its YAML text;
 - `validate`, `toolsql`: the validator over a task's tables, with the candidate validator's SQL rules;

@@ -97,10 +97,16 @@ class _Chat:
             return f"budget: {b.seconds:g} s passed without a final answer"
         return None
 
-    def ask(self, runtime: AiRuntime, request: CompletionRequest) -> CompletionResult | ProviderError:
-        """One model call, bounded by what is left of the seconds; a dead endpoint is raised."""
-        with runtime.evaluation(Deadline.after(self.remaining_s())):
+    def ask(
+        self, runtime: AiRuntime, request: CompletionRequest, *, inside: bool = False
+    ) -> CompletionResult | ProviderError:
+        """One model call, bounded by what is left of the seconds (`inside` an evaluation the caller opened: by
+        that evaluation's deadline, which accounts the call); a dead endpoint is raised."""
+        if inside:
             (answer,) = runtime.complete(AGENT_FUNCTION, [request])
+        else:
+            with runtime.evaluation(Deadline.after(self.remaining_s())):
+                (answer,) = runtime.complete(AGENT_FUNCTION, [request])
         self.turns += 1
         if isinstance(answer, ProviderUnavailable):
             raise answer
@@ -112,9 +118,11 @@ class _Chat:
 
 def run_question(
     spec: AgentSpec, question_id: str, question: str, guidelines: str,
-    *, runtime: AiRuntime, toolbox: ToolBox, model: str, limits: RunLimits | None = None,
+    *, runtime: AiRuntime, toolbox: ToolBox, model: str, limits: RunLimits | None = None, inside: bool = False,
 ) -> AgentRun:  # fmt: skip
-    """Run `spec` on one question (never given its expected answer) and return the answer and the trace."""
+    """Run `spec` on one question (never given its expected answer) and return the answer and the trace.
+    `inside`: the caller has opened the runtime's evaluation (the evaluator's, which accounts every call and
+    bounds it by the split's deadline; the runtime's evaluations do not nest)."""
     limits = limits or RunLimits()
     system = system_prompt(spec, toolbox.schemas, toolbox.dialect)
     user = user_prompt(question, guidelines)
@@ -129,7 +137,7 @@ def run_question(
             break
         request = CompletionRequest(model, tuple(chat.messages), temperature=0.0, max_tokens=chat.max_output_tokens,
                                     tools=tools, tool_choice="auto" if tools else None)  # fmt: skip
-        answer = chat.ask(runtime, request)
+        answer = chat.ask(runtime, request, inside=inside)
         if isinstance(answer, ProviderError):
             trace["stop"] = f"stopped: the model call failed: {' '.join(str(answer).split())[:300]}"
             break
