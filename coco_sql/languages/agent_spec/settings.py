@@ -89,6 +89,7 @@ def agent_task(task: TaskPack) -> AgentTask:
         raise TaskError(
             f"task {task.name!r}: [data.input_columns] needs a column 'question' (the question text)"
         )
+    _answered(task)
     documents = {}
     for name, path in files["documents"].items():
         try:
@@ -98,6 +99,18 @@ def agent_task(task: TaskPack) -> AgentTask:
     tables = load_tables(files["tables"], documents)
     guidelines = "guidelines" if "guidelines" in columns else None
     return AgentTask(model.strip(), max_drafts, run_limits, tool_limits, tables, "question", guidelines)
+
+
+def _answered(task: TaskPack) -> None:
+    """TaskError (one line, naming the row) for a question row without an expected answer: it could be neither
+    scored nor held out. (Only emptiness is read here: the answers stay with the evaluator.)"""
+    for split in ("train", "val", "test"):
+        for question_id, answer in task.split(split).expected.items():
+            if answer is None or not str(answer).strip():
+                raise TaskError(
+                    f"task {task.name!r}: question {question_id!r} has no expected answer (the answer column is "
+                    "empty); every row needs one"
+                )
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
