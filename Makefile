@@ -2,18 +2,25 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 LLM    := $(VENV)/.installed-local-llm
 
-.PHONY: demo test test-fast lint bench clean chromium
+.PHONY: demo test test-fast lint bench clean chromium stored-procs
 
-$(STAMP): pyproject.toml
+# The package alone, with the pip the venv comes with: all `make demo` needs. The dev tools (pytest, ruff, and
+# Snowpark for the procedures' tests, the largest download) come on top for `make test`.
+$(BASE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(BASE)
+
+$(STAMP): $(BASE)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)  ## evolve lockpicking6 offline and print the champion's scores
+demo: $(BASE)  ## evolve lockpicking6 offline and print the champion's scores
 	$(BIN)/coco-sql evolve lockpicking6 --budget 60 --seed 1 --target 1.0 --db runs/demo.duckdb
 
 # llama.cpp is compiled portably: GGML_NATIVE=OFF builds for x86-64 with AVX2 (no AVX-512, no AMX), so the wheel
@@ -56,6 +63,10 @@ bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in README.md
 	$(BIN)/python bench/bench_ai_cache.py
 	$(BIN)/python bench/bench_ai_endpoint.py
 	$(BIN)/python bench/bench_sandbox.py
+	$(BIN)/python bench/bench_snowpark_statements.py
+
+stored-procs: $(STAMP)  ## regenerate stored_procs/ (the deploy script as files, the handlers) from the package
+	$(BIN)/python scripts/make_stored_procs.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

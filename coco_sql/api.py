@@ -14,7 +14,6 @@ written for a call that fails before its seed is scored (a new run's row is writ
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -24,15 +23,15 @@ from typing import Any
 import pandas as pd
 
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
-from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import Language, language_for
 from coco_sql.languages.base import Exports
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
+from coco_sql.languages.sql_ai_export import DUCKDB_FORMS, bound_program
 from coco_sql.languages.sql_deploy_check import Finding, check_program
-from coco_sql.languages.sql_export import export_form
+from coco_sql.languages.sql_export import export_bundle, proxy_note
 from coco_sql.languages.sql_reference_export import reads_table
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
@@ -44,6 +43,7 @@ from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
 from coco_sql.store import DuckDBStore, Warehouse
 from coco_sql.store.inputs import checked_source
+from coco_sql.store.shared_cache import load_cache, save_cache
 from coco_sql.tasks import TaskPack, list_tasks, load_task
 from coco_sql.tasks.from_rows import check_options, task_from_rows
 from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
@@ -165,22 +165,27 @@ def evaluate(
     task: Task, code: str, split: str = "val", *, ai: AiConfig | None = None, db: Store | None = None
 ) -> Evaluation:
     """Score one program on one split of `task` (test included: this is a report, not a search). With `db`, a
-    task registered there from warehouse rows is found too."""
+    task registered there from warehouse rows is found too, and the AI calls read the store's shared cache and
+    write what they add to it (`store.shared_cache`); the task's deadline holds for a warm evaluation
+    (`evaluate.warm`)."""
     if not isinstance(code, str) or not code.strip():
         raise ConfigError(f"the program to evaluate is SQL or Python text (got {code!r})")
     if not isinstance(split, str):
         raise ConfigError(f"the split is train, val or test (got {split!r})")
     pack = _task(task) if db is None else _resolve_task(task, db)
     language = _language(pack, db) if db is not None and not isinstance(db, str | Path) else None
-    in_warehouse = language is not None
-    runtime = AiRuntime(ai or AiConfig.from_environment()) if pack.uses_ai and not in_warehouse else None
-    evaluator = Evaluator(pack, (split,), ai=runtime, language=language)
-    try:
-        outcome = evaluator.evaluate(code, split)
-    finally:
-        evaluator.close()
-        if runtime is not None:
+    local_ai = pack.uses_ai and language is None
+    cached = db is not None and local_ai and not (isinstance(db, str | Path) and not Path(db).exists())
+    with _open(db) if cached else contextlib.nullcontext() as store:  # type: ignore[arg-type]
+        runtime = AiRuntime(ai or AiConfig.from_environment(), load_cache(store) if cached else None)
+        evaluator = Evaluator(pack, (split,), ai=runtime if local_ai else None, language=language)
+        try:
+            outcome = evaluator.evaluate(code, split, warm=True)
+        finally:
+            evaluator.close()
             runtime.close()
+        if cached:
+            save_cache(store, runtime.cache)
     return Evaluation(
         task=pack.name,
         split=split,
@@ -200,20 +205,23 @@ def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Sto
     checked first (`tasks.from_rows.check_options`), and the source must be one read-only query
     (`store.inputs.checked_source`) before it runs."""
     options = check_options(name, options)
-    if isinstance(db, str | Path):  # a Warehouse checks its source itself, in its own dialect
-        checked_source(source, "duckdb")
-    elif not isinstance(source, str):
-        raise TaskError(f"task {name!r}: the source is a table name or one SELECT query (got {source!r})")
+    test_source = options.get("test_source")
+    for text in (source, test_source) if test_source is not None else (source,):
+        if isinstance(db, str | Path):  # a Warehouse checks its source itself, in its own dialect
+            checked_source(text, "duckdb")
+        elif not isinstance(text, str):
+            raise TaskError(f"task {name!r}: the source is a table name or one SELECT query (got {text!r})")
     if name in {info.name for info in list_tasks()}:
         raise TaskError(f"task {name!r} is already a task pack on disk; register the rows under another name")
     with _open(db) as store:
         rows, types = store.read_source(source)
-        pack = task_from_rows(name, source, options, rows, types)
+        test_rows = store.read_source(test_source)[0] if test_source is not None else None
+        pack = task_from_rows(name, source, options, rows, types, test_rows)
         try:
             language_for(pack).validate(pack.seed_program)
         except CandidateRejected as rejection:
             raise TaskError(f"task {name!r}: option 'seed_program' is rejected: {rejection}") from None
-        store.register_task(name, source, options, types, rows)
+        store.register_task(name, source, options, types, rows, test_rows)
     return {"task": name, "rows": len(rows), **{s: len(pack.split(s)) for s in ("train", "val", "test")}}
 
 
@@ -254,6 +262,7 @@ def export(
     source: str | None = None,
     max_cost: int | float | str | None = None,
     task: Task | None = None,
+    champion: str | None = None,
 ) -> Champion:
     """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
     sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt; a kind's own forms, such as an agent
@@ -263,45 +272,63 @@ def export(
     '20000 tokens', '$0.05' per 1,000 rows), the best program within that deploy cost instead: one lookup on
     the run's score/cost frontier (`read_models.best_within`). A program that reads the training rows as
     `examples` ships them: the other forms create that table first, from the run's task pack (by its name, or
-    `task`), which must be the pack the run evolved on."""
+    `task`), which must be the pack the run evolved on; for Snowflake and dbt the rows travel as files
+    (`Champion.files`). A form that runs in Snowflake says so at its top when the program's learned proxy was
+    fitted on another embedding model than Cortex's (`sql_export.proxy_note`). `champion` ('best' or
+    'cheapest_within_se') overrides the run's champion rule (`engine.champion`): 'best' exports the best
+    validation score whatever it costs."""
     columns: dict[str, str] | None = None
+    source_types: dict[str, str] | None = None
     with _open(db, read_only=True) as store:
         run_id = resolve_run(store, run_id, db)
-        champion = (
-            read_models.champion(store, run_id)
+        chosen = (
+            read_models.champion(store, run_id, champion)
             if max_cost is None
             else read_models.best_within(store, run_id, max_cost)
         )
         run = store.get_run(run_id)
         name = run.task
-        if form != "sql" and champion.language != "sql":  # a kind with export forms of its own
+        if form != "sql" and chosen.language != "sql":  # a kind with export forms of its own
             language = language_for(_task(task or name, store))
             if isinstance(language, Exports) and form in language.export_forms:
-                return replace(
-                    champion, code=language.export(champion.code, form, name=f"coco_{name}_champion")
-                )
+                return replace(chosen, code=language.export(chosen.code, form, name=f"coco_{name}_champion"))
+        registered = store.registered_task(name) if form != "sql" else None
         if form != "sql" and source is None:
-            registered = store.registered_task(name)
-            source = registered[0] if registered is not None and _is_table_name(registered[0]) else "input"
+            source = (
+                registered.source if registered is not None and _is_table_name(registered.source) else "input"
+            )
         if form == "snowflake_function":
             with contextlib.suppress(TaskError):
-                contract = _task(task or name, store).contract
-                columns = {contract.output: contract.type}
-        references = _references(champion, form, task or name, run.task_fingerprint, store)
+                pack = _task(task or name, store)
+                columns = {pack.contract.output: pack.contract.type}
+                # the source's own column types: a registered task's table, else the pack's columns
+                source_types = (
+                    dict(registered.types) if registered else {"id": "VARCHAR", **pack.input_columns}
+                )
+        local = store.candidate_engine() is None  # candidates ran here, AI models answered by local stand-ins
+        aliases = dict(run.config.get("model_aliases") or {}) if local else {}
+        references = _references(chosen, form, task or name, run.task_fingerprint, store)
+        bound = None
+        if form in DUCKDB_FORMS and chosen.language == "sql":  # AI calls as the sandbox ran them
+            with contextlib.suppress(TaskError):
+                bound = bound_program(chosen.code, chosen.dialect, form, _task(task or name, store))
     if form == "sql":
-        return champion
-    if champion.language != "sql":
-        raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {champion.language}")
-    code = export_form(
-        champion.code,
-        champion.dialect,
+        return chosen
+    if chosen.language != "sql":
+        raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {chosen.language}")
+    code, dialect, header = bound or (chosen.code, chosen.dialect, "")
+    exported = export_bundle(
+        code,
+        dialect,
         form,
         name=f"coco_{name}_champion",
         source=source or "input",
         columns=columns,
         references=references,
+        source_types=source_types,
+        note=proxy_note(chosen.code, chosen.dialect, aliases) if form in SNOWFLAKE_FORMS else None,
     )
-    return replace(champion, code=code)
+    return replace(chosen, code=header + exported.code, files=exported.files)
 
 
 def _references(
@@ -325,52 +352,17 @@ def _references(
     return {name: (rows, columns[name]) for name, rows in tables.items()}
 
 
-#: A champion's SQL past this many bytes gets a warning (issue 15: a program stays readable; examples belong in a
-#: small subset or a table, never hundreds inline).
-CHAMPION_SQL_WARN_BYTES = 8 * 1024
+CHAMPION_SQL_WARN_BYTES = read_models.CHAMPION_SQL_WARN_BYTES
 
 
 def champion_warnings(run_id: int | None = None, *, db: Store) -> list[str]:
-    """One-line warnings about the champion a user would deploy (default: the latest run's); empty when none.
+    """One-line warnings about the champion a user would deploy (default: the latest run's); empty when none
+    (`read_models.champion_warnings`: a cheaper program as good, SQL over 8 KB).
 
-    Why here and not in the loop: the size is a property of the exported program, checked once at the end of
+    Why here and not in the loop: they are properties of the exported program, checked once at the end of
     `evolve`/`resume` by their callers (the CLI prints these lines and puts them in its JSON summary)."""
-    champion = export(run_id, db=db)
-    warnings = _cheaper_twin(champion, db)
-    size = len(champion.code.encode("utf-8"))
-    if size > CHAMPION_SQL_WARN_BYTES:
-        warnings.append(
-            f"champion {champion.program_id} of run {champion.run_id} is {size / 1024:.1f} KB of SQL (over "
-            f"{CHAMPION_SQL_WARN_BYTES // 1024} KB): hard to review and, on a real model, costly per row; check "
-            "for inline few-shot examples"
-        )
-    return warnings
-
-
-def _cheaper_twin(champion: Champion, db: Store) -> list[str]:
-    """A warning when a program scores as well as the champion on validation and costs less to deploy (the
-    champion is the earliest of equals, whatever they cost): the user would ship that one instead."""
     with _open(db, read_only=True) as store:
-        try:
-            frontier = read_models.cost_frontier(store, champion.run_id)
-        except (ConfigError, StoreError):
-            return []
-    best = next((p for p in frontier.points if p["champion"]), None)
-    twins = [
-        p
-        for p in frontier.points
-        if best and p["val_score"] >= best["val_score"] and p["cost"] < best["cost"]
-    ]
-    if best is None or not twins:
-        return []
-    twin = twins[0]  # cheapest first
-    places = 6 if frontier.measure == "usd" else 1  # as `show_cost` writes it, rounded up: the limit holds it
-    limit = show_cost(math.ceil(twin["cost"] * 10**places) / 10**places, frontier.measure)
-    return [
-        f"program {twin['program_id']} scores as well as champion {champion.program_id} on validation "
-        f"({twin['val_score']:.4f}) at {twin['cost'] / best['cost']:.0%} of its deploy cost ({limit} against "
-        f"{show_cost(best['cost'], frontier.measure)} per 1,000 rows): export it with --max-cost '{limit}'"
-    ]
+        return read_models.champion_warnings(store, resolve_run(store, run_id, db))
 
 
 SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt"})
@@ -395,11 +387,14 @@ def check_deploy(
 def export_findings(program: Champion, form: str = "snowflake_view", *, db: Store) -> list[Finding]:
     """`check_deploy`'s findings for an exported `program` (a champion, or the best within a cost) when `form`
     runs in Snowflake (or is its SQL as written, in Snowflake dialect); empty for other forms and for Python.
-    An export is never refused for them: the caller shows them next to the code."""
+    An export is never refused for them: the caller shows them next to the code. The program is checked as the
+    store holds it, as check-deploy checks it, never the export's text (issue 26: `CREATE VIEW is not allowed`,
+    `expected exactly one statement, got 2` came from checking the view)."""
     targets_snowflake = form in SNOWFLAKE_FORMS or (form == "sql" and program.dialect == "snowflake")
     if program.language != "sql" or not targets_snowflake:
         return []
     with _open(db, read_only=True) as store:
+        program = replace(program, code=store.program(program.program_id).code)  # never the export's text
         try:
             pack: TaskPack | None = _task(store.get_run(program.run_id).task, store)
         except TaskError:
@@ -456,8 +451,14 @@ def _task(task: Task, store: Warehouse | None = None) -> TaskPack:
         registered = store.registered_task(task) if store is not None and isinstance(task, str) else None
         if registered is None:
             raise
-    source, options, types, rows = registered
-    return task_from_rows(str(task), source, options, rows, types)
+    return task_from_rows(
+        str(task),
+        registered.source,
+        registered.options,
+        registered.rows,
+        registered.types,
+        registered.test_rows,
+    )
 
 
 def _loop(

@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument("--resume", action="store_true", help="continue the task's latest run in --db")
     evolve.add_argument("--run", type=int, default=None, help="with --resume: the run id to continue")
     evolve.add_argument(
-        "--target", type=float, default=None, help="stop once the champion's validation score reaches this"
+        "--target", type=float, default=None, help="stop once the best validation score reaches this"
     )
     evolve.add_argument("--islands", type=int, default=RunConfig.islands)
     evolve.add_argument(
@@ -144,6 +144,13 @@ def _parser() -> argparse.ArgumentParser:
         help="a child whose deploy cost per 1,000 rows is over this ('500 calls', '20000 tokens', or '$0.05' "
         "with --price for the AI functions' models) is recorded but never admitted or champion",
     )
+    evolve.add_argument(
+        "--champion",
+        choices=("cheapest_within_se", "best"),
+        default=RunConfig.champion,
+        help="the champion: the cheapest program to deploy within one standard error of the best validation "
+        "score (default), or the best whatever it costs",
+    )
     evolve.add_argument("--json", action="store_true", help="end stdout with one JSON summary line")
     evolve.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     _ai_options(evolve)
@@ -166,6 +173,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("task")
     evaluate.add_argument("--program", required=True, type=Path, help="SQL file")
     evaluate.add_argument("--split", choices=("train", "val", "test"), default="val")
+    evaluate.add_argument(
+        "--db", help="a store: its registered tasks, and its AI cache (read, and written back)"
+    )
     evaluate.add_argument("--quiet", action="store_true", help="no progress line")
     _ai_options(evaluate)
     evaluate.add_argument("--json", action="store_true")
@@ -273,6 +283,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         "max_spend": args.max_spend,
         "prices": dict(price_option(price) for price in args.price),
         "max_cost": args.max_cost,
+        "champion": args.champion,
     }
     summary = api.evolve(
         args.task,
@@ -323,10 +334,15 @@ def _print_summary(summary: RunSummary, args: argparse.Namespace) -> int:
         f"test {_fmt(summary.seed_test_score)} -> {_fmt(summary.champion_test_score)}",
         file=sys.stderr if args.json else sys.stdout,
     )
-    if summary.stopped:
+    out = sys.stderr if args.json else sys.stdout
+    if summary.best_id and summary.best_id != summary.champion_id:
         print(
-            f"run {summary.run_id} stopped: {summary.stopped}", file=sys.stderr if args.json else sys.stdout
+            f"run {summary.run_id}: the best validation score is {summary.best_id}'s, {summary.best_val_score:.4f}; "
+            f"the champion is the cheapest program within one standard error of it (the best: --champion best)",
+            file=out,
         )
+    if summary.stopped:
+        print(f"run {summary.run_id} stopped: {summary.stopped}", file=out)
     warnings = api.champion_warnings(summary.run_id, db=args.db)
     for warning in warnings:  # e.g. a champion's SQL over 8 KB
         print(f"warning: {warning}", file=sys.stderr if args.json else sys.stdout)
@@ -336,7 +352,7 @@ def _print_summary(summary: RunSummary, args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    result = api.evaluate(args.task, read_program(args.program), args.split, ai=_ai_config(args))
+    result = api.evaluate(args.task, read_program(args.program), args.split, ai=_ai_config(args), db=args.db)
     if args.json:
         print(json.dumps(result.as_dict()))
     if result.error is not None:  # the program as a whole failed: one line, like every user error
@@ -419,15 +435,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs in {args.db}")
         return 0
-    print(f"{'run':>4} {'task':<16} {'seed':>5} {'iter':>9} {'best val':>9}  status")
+    print(f"{'run':>4} {'task':<16} {'seed':>5} {'iter':>9} {'best val':>9}  {'champion':<18} status")
     for run in runs:
         iterations = 0 if run["iterations"] is None else int(run["iterations"])
         best = "-" if run["best_val"] is None else f"{run['best_val']:.4f}"
+        champion = "-" if run["champion_id"] is None else f"{run['champion_id']} {run['champion_val']:.4f}"
         findings = api.champion_deploy_findings(run["run_id"], db=args.db)
         flag = f"  NOT DEPLOYABLE ({len(findings)} finding(s): coco-sql check-deploy --run {run['run_id']})"
+        other = run["best_id"] is not None and run["best_id"] != run["champion_id"]
         print(
             f"{run['run_id']:>4} {run['task']:<16} {run['seed']:>5} {iterations:>4}/{run['budget']:<4} "
-            f"{best:>9}  {run['status']}" + (flag if findings else "")
+            f"{best:>9}  {champion:<18} {run['status']}"
+            + (f"  (best: {run['best_id']}; the champion is cheaper, within one SE)" if other else "")
+            + (flag if findings else "")
         )
     return 0
 
@@ -527,15 +547,7 @@ def _run_id(store: DuckDBStore, args: argparse.Namespace) -> int:
 
 
 def _print_progress(report: IterationReport) -> None:
-    score = "invalid" if report.val_score is None else f"{report.val_score:.3f}"
-    mark = "+" if report.admitted else " "
-    parent = f"{report.parent_id} -> " if report.parent_id else ""
-    print(
-        f"[{report.iteration:>3}/{report.budget}] {parent}{report.program_id} val {score} {mark} "
-        f"best {report.best_score:.3f}  {report.approach[:90]}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(report.line(), file=sys.stderr, flush=True)
 
 
 def _fmt(value: float | None) -> str:

@@ -36,10 +36,23 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
         "'$0.05') instead of the champion",
     )
     export.add_argument(
+        "--champion",
+        choices=("cheapest_within_se", "best"),
+        default=None,
+        help="the champion rule instead of the run's: best exports the best validation score whatever it costs",
+    )
+    export.add_argument(
         "--task",
         default=None,
         help="the run's task pack directory, when the program reads the training rows as `examples` and the "
         "pack is not found by its name",
+    )
+    export.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the export and the files that ship with it (a staged file of examples, a dbt seed) into "
+        "this directory instead of printing it",
     )
     export.set_defaults(handler=cmd_export)
 
@@ -109,15 +122,30 @@ def _check_deploy_parser(commands: argparse._SubParsersAction, default_db: str) 
 
 def cmd_export(args: argparse.Namespace) -> int:
     champion = api.export(
-        args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task
-    )
+        args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task,
+        champion=args.champion,
+    )  # fmt: skip
+    text = champion.code.rstrip() + "\n"
     if args.form != "dbt":  # a dbt model starts with its config block
-        what = "champion" if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
-        print(
+        what = "best program" if args.champion == "best" else "champion"
+        what = what if args.max_cost is None else f"best program within {args.max_cost} per 1,000 rows:"
+        text = (
             f"-- coco-sql {what} {champion.program_id} of run {champion.run_id} "
-            f"(validation score {champion.val_score:.4f})"
+            f"(validation score {champion.val_score:.4f})\n" + text
         )
-    print(champion.code.rstrip())
+    if args.out is not None:
+        with DuckDBStore(args.db, read_only=True) as store:
+            main = f"coco_{store.get_run(champion.run_id).task}_champion.sql"  # the name the export creates
+        written = {f"models/{main}" if args.form == "dbt" else main: text, **champion.files}
+        for name, content in written.items():
+            (args.out / name).parent.mkdir(parents=True, exist_ok=True)
+            (args.out / name).write_text(content, encoding="utf-8")
+        print(f"wrote {', '.join(sorted(written))} to {args.out}", file=sys.stderr)
+    else:
+        print(text, end="")
+        if champion.files:
+            print(f"coco-sql: the export ships {len(champion.files)} file(s) ({', '.join(sorted(champion.files))}): "
+                  "--out DIR writes them", file=sys.stderr)  # fmt: skip
     for finding in api.export_findings(champion, args.form, db=args.db):  # warned, never refused
         print(f"coco-sql: warning: would not run in Snowflake: {finding.line()}", file=sys.stderr)
     return 0

@@ -11,8 +11,8 @@ parameter (BIGINT), and a value past what those hold failed late, with a traceba
 (issue 25). Each bound is generous for real use and far below what breaks: checked here, a value out of range is a
 one-line error naming the option, what it takes and what it got, before anything is written.
 
-`OptionTable.rows()` gives a table as plain rows (name, type, range, default, doc) for printing (`coco_help`, the
-README). This module imports nothing of coco-sql but its errors, so that every layer may read it; the choices of
+`OptionTable.rows()` gives a table as plain rows (name, type, range, default, example, doc) for printing
+(`CALL coco_help('coco_task')`, the README's tables, which a test compares with these rows). This module imports nothing of coco-sql but its errors, so that every layer may read it; the choices of
 registries (parent policies, mutators) are checked by their owners (`engine.RunConfig`).
 """
 
@@ -51,6 +51,7 @@ class Option:
     open_high: bool = False
     choices: tuple[str, ...] = ()
     nullable: bool = False
+    example: str = ""  # a value as a user writes it in SQL, for `coco_help` and the README
 
     @property
     def type(self) -> str:
@@ -163,11 +164,12 @@ class OptionTable:
         return {name: self[name].check(value, error=error, prefix=prefix) for name, value in given.items()}
 
     def rows(self) -> list[dict[str, str]]:
-        """The table as plain rows: name, type, range, default, doc (all text)."""
+        """The table as plain rows: name, type, range, default, example, doc (all text)."""
         return [
-            {"name": o.name, "type": o.type, "range": o.range, "default": _default(o.default), "doc": o.doc}
+            {"name": o.name, "type": o.type, "range": o.range, "default": _default(o.default),
+             "example": o.example, "doc": o.doc}
             for o in self.options
-        ]
+        ]  # fmt: skip
 
 
 def as_object(value: Any, what: str, *, error: type[CocoError] = ConfigError) -> Mapping[str, Any]:
@@ -236,67 +238,80 @@ CONTRACT_TYPES = ("INTEGER", "DOUBLE", "VARCHAR", "BOOLEAN", "VARCHAR[]")
 MAX_TIMEOUT_S = 3600.0  # one evaluation's deadline; a thread's timer overflows near 1e8 s
 
 TIMEOUT_SECONDS = Option(
-    "timeout_seconds", "number", 10.0, "a program's deadline on one split, seconds (task.toml: "
-    "program.timeout_seconds)", low=0, high=MAX_TIMEOUT_S, open_low=True,
+    "timeout_seconds", "number", 10.0, "a program's deadline on one split, seconds, once its AI calls are cached "
+    "(task.toml: program.timeout_seconds)", low=0, high=MAX_TIMEOUT_S, open_low=True, example="30",
 )  # fmt: skip
 SPLIT_SEED = Option(
     "split_seed", "integer", 0, "the seed of the train/val/test assignment (task.toml: splits.seed)",
-    low=0, high=MAX_SEED,
+    low=0, high=MAX_SEED, example="7",
 )  # fmt: skip
 
 TASK_OPTIONS = OptionTable(
     "coco_task(name, source, options)",
     (
-        Option("label", "string", None, "required: the label column", nullable=True),
-        Option("seed_program", "string", None, "required: the SQL program to start from, over `input`",
-               nullable=True),
+        Option("label", "string", None, "required: the label column", nullable=True, example="'label'"),
+        Option("seed_program", "string", None, "required: the SQL program to start from, over `input`; the AI "
+               "functions it calls are enabled", nullable=True,
+               example="'SELECT id, AI_CLASSIFY(question, [''bridge'', ''comparison'']):labels[0]::string AS "
+                       "label FROM input'"),
         Option("input_columns", "strings", None, "the input columns (default: every column but the id and "
-               "the label)", nullable=True),
-        Option("id_column", "string", "id", "the id column (ids are read as text and must be unique)"),
+               "the label)", nullable=True, example="['question']"),
+        Option("id_column", "string", "id", "the id column (ids are read as text and must be unique)",
+               example="'question_id'"),
         Option("output", "string", None, "the program's output column (default: the label's name)",
-               nullable=True),
+               nullable=True, example="'label'"),
         Option("output_type", "choice", None, "the output's type (default: from the label column's type)",
-               choices=CONTRACT_TYPES, nullable=True),
+               choices=CONTRACT_TYPES, nullable=True, example="'VARCHAR'"),
         Option("scorer", "choice", "exact", "how an output is scored against its label",
-               choices=("exact", "numeric", "multilabel_f1", "token_match", "bound_ratio")),
-        Option("allowed_functions", "strings", [], "functions allowed on top of the base list, e.g. "
-               "['AI_CLASSIFY']", nullable=True),
+               choices=("exact", "numeric", "multilabel_f1", "token_match", "bound_ratio"),
+               example="'multilabel_f1'"),
+        Option("allowed_functions", "strings", [], "functions the search may use on top of the base list and the "
+               "seed's AI functions", nullable=True, example="['AI_EMBED', 'AI_SIMILARITY']"),
         Option("dialect", "choice", "snowflake", "the dialect programs are written in",
-               choices=("snowflake", "duckdb")),
+               choices=("snowflake", "duckdb"), example="'duckdb'"),
+        Option("test_source", "string", None, "the held-out test rows: a table name or one SELECT query with "
+               "the source's id, input and label columns (default: test_fraction of the source)",
+               nullable=True, example="'questions_test'"),
         Option("train_fraction", "number", 0.5, "the share of rows in train", low=0, high=1, open_low=True,
-               open_high=True),
-        Option("test_fraction", "number", 0.2, "the share of rows held out for test (the rest is val)", low=0,
-               high=1, open_high=True),
+               open_high=True, example="0.6"),
+        Option("test_fraction", "number", 0.2, "the share of the source held out for test, taken first "
+               "(with test_source: 0, the default)", low=0, high=1, open_high=True,
+               example="0.25"),
         SPLIT_SEED,
         TIMEOUT_SECONDS,
-        Option("description", "string", None, "one line (default: 'rows of <source>')", nullable=True),
+        Option("description", "string", None, "one line (default: 'rows of <source>')", nullable=True,
+               example="'HotpotQA question types'"),
     ),
 )  # fmt: skip
 
 RUN_OPTIONS = OptionTable(
     "coco_evolve(task, budget, options) and coco-sql evolve",
     (
-        Option("seed", "integer", 0, "the run's seed: same seed, same run", low=0, high=MAX_SEED),
-        Option("budget", "integer", 60, "mutation iterations", low=0, high=100_000),
-        Option("islands", "integer", 2, "MAP-Elites islands, each its own archive", low=1, high=64),
+        Option("seed", "integer", 0, "the run's seed: same seed, same run", low=0, high=MAX_SEED, example="1"),
+        Option("budget", "integer", 60, "mutation iterations", low=0, high=100_000, example="30"),
+        Option("islands", "integer", 2, "MAP-Elites islands, each its own archive", low=1, high=64, example="4"),
         Option("migration_interval", "integer", 10, "iterations between ring migrations of the islands",
                low=1, high=100_000),
         Option("policy", "string", "lp_roster", "the parent policy: lp_roster | map_elites | "
                "rare_capability | pareto | best"),
         Option("mutator", "string", "offline", "the mutator: offline | agent | gepa_like | openevolve_like"),
-        Option("mutator_settings", "object", {}, "the mutator's own settings (the offline and agent tables)"),
+        Option("mutator_settings", "object", {}, "the mutator's own settings (the offline and agent tables)",
+               example="{'max_drafts': 8}"),
         Option("targeting", "choice", "infogain", "how the curator picks target rows",
                choices=("infogain", "uniform")),
         Option("admission", "choice", "map_elites", "archive admission: beat the cell's occupant, or raise "
                "the population's J_p", choices=("map_elites", "jp")),
-        Option("history", "boolean", True, "the mutator may read the search history (false: parent-local)"),
-        Option("target", "number", None, "stop once the champion's validation score reaches this", low=0,
-               high=1, nullable=True),
+        Option("history", "boolean", True, "the mutator may read the search history (false: parent-local)", example="false"),
+        Option("target", "number", None, "stop once the best validation score reaches this", low=0,
+               high=1, nullable=True, example="1.0"),
         Option("max_spend", "amount", None, "pause the run once its models spent this: '200000 tokens' or '$5'",
-               nullable=True),
+               nullable=True, example="'50000 tokens'"),
         Option("prices", "object", {}, "model -> [USD per 1M input tokens, per 1M output tokens]"),
         Option("max_cost", "amount", None, "a child over this deploy cost per 1,000 rows is never admitted: "
                "'500 calls', '20000 tokens' or '$0.05'", nullable=True),
+        Option("champion", "choice", "cheapest_within_se", "the champion: the cheapest program to deploy "
+               "within one standard error of the best validation score, or the best whatever it costs",
+               choices=("cheapest_within_se", "best")),
         Option("minibatch", "integer", 0, "rows the mutator works on, and a child must gain on first (0: all)",
                low=0, high=1_000_000),
         Option("primitives", "boolean", False, "PACE: a library of primitives credited by Thompson sampling"),
@@ -310,7 +325,8 @@ RUN_OPTIONS = OptionTable(
 AI_OPTIONS = OptionTable(
     "coco_evolve's model choices (not stored with the run)",
     (
-        Option("classify_model", "string", None, "the model of AI_CLASSIFY / AI_FILTER", nullable=True),
+        Option("classify_model", "string", None, "the model of AI_CLASSIFY / AI_FILTER", nullable=True,
+               example="'openai/gpt-4o-mini'"),
         Option("completion_model", "string", None, "the model of AI_COMPLETE / AI_EXTRACT / AI_AGG",
                nullable=True),
     ),

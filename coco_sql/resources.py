@@ -1,4 +1,5 @@
-"""Where the files that ship beside the package live: the schema DDL (`sql/`) and the task packs (`tasks/`).
+"""Where the files that ship beside the package live: the schema DDL (`sql/`), the task packs (`tasks/`) and the
+deploy kit (`stored_procs/`: generated from the package, so nothing here needs it).
 
 Three layouts, found through `importlib.resources` so that none of them needs a real directory:
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 
 def resource_dir(name: str) -> Traversable:
-    """The shipped directory `name` ('sql' or 'tasks'), preferring the source checkout."""
+    """The shipped directory `name` ('sql', 'tasks' or 'stored_procs'), preferring the source checkout."""
     for candidate in _candidates(name):
         if candidate.is_dir():
             return candidate

@@ -95,8 +95,12 @@ CREATE TABLE IF NOT EXISTS events (
     kind       VARCHAR NOT NULL,          -- run_started | run_resumed | parent_selected | curated | mutation | admitted | migrated | spend_limit_reached | run_finished
     program_id VARCHAR,
     payload    JSON,
-    created_at TIMESTAMP NOT NULL
+    created_at TIMESTAMP NOT NULL,
+    seq        BIGINT                     -- position in its batch: events are read ORDER BY created_at, seq
 );
+
+-- Databases written before events had seq get it (NULL in their rows).
+ALTER TABLE events ADD COLUMN IF NOT EXISTS seq BIGINT;
 
 -- The AI response cache, content-addressed and shared by every run of this store (aifuncs/cache.py).
 CREATE TABLE IF NOT EXISTS ai_cache (
@@ -210,4 +214,18 @@ CREATE TABLE IF NOT EXISTS task_rows (  -- a registered task's rows as they were
     task     VARCHAR NOT NULL,
     position BIGINT NOT NULL,
     row_data JSON NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS coco_progress (  -- what a run started from SQL is doing now: one row per run, rewritten as it goes
+    run_id     BIGINT NOT NULL,      -- the run; a start that fails keeps its row (phase failed) and writes no run
+    task       VARCHAR NOT NULL,
+    phase      VARCHAR NOT NULL,     -- warming | evolving | finished | stopped | failed
+    iteration  BIGINT,               -- the last committed iteration (0: the seed)
+    budget     BIGINT,
+    best_val   DOUBLE,               -- the best validation score so far
+    done       BIGINT,               -- warming: texts embedded so far (of `total`)
+    total      BIGINT,
+    message    VARCHAR,              -- the last progress line, or why the run stopped or failed
+    started_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL
 );

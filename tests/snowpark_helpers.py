@@ -1,5 +1,5 @@
 """Local-testing Snowpark sessions for the tests: coco-sql's procedures registered with `session.sproc.register`
-(the real handlers), run under the strict emulation of a stored procedure's limits (`store.snowpark_strict`).
+(the real handlers, by `stored_procs.local_deploy`), run under the strict emulation of a stored procedure's limits (`store.snowpark_strict`).
 Imported only by tests that have skipped themselves when Snowpark is not installed."""
 
 from __future__ import annotations
@@ -10,14 +10,9 @@ from typing import Any
 
 import pandas as pd
 from snowflake.snowpark import Session
-from snowflake.snowpark.types import LongType, StringType, VariantType
 
-from coco_sql.store.snowpark_store import snowpark_schema
 from coco_sql.store.snowpark_strict import StrictLimits, strict_procedures
-from coco_sql.stored_procs import handlers
-from coco_sql.stored_procs.signatures import PROCEDURES
-
-_TYPES = {"VARCHAR": StringType(), "NUMBER": LongType(), "VARIANT": VariantType()}
+from coco_sql.stored_procs.local_deploy import deploy_local
 
 
 def procedure_session(tables: dict[str, pd.DataFrame] | None = None) -> Session:
@@ -28,14 +23,7 @@ def procedure_session(tables: dict[str, pd.DataFrame] | None = None) -> Session:
         upper = frame.copy()
         upper.columns = [str(c).upper() for c in upper.columns]
         session.create_dataframe(upper).write.save_as_table(name)
-    for name, procedure in PROCEDURES.items():
-        session.sproc.register(
-            getattr(handlers, name),
-            name=name,
-            input_types=[_TYPES[kind] for _, kind, _ in procedure.arguments],
-            return_type=snowpark_schema(procedure.columns),
-            replace=True,
-        )
+    deploy_local(session)  # the tables (created once, as `coco-sql deploy` does) and the procedures
     return session
 
 

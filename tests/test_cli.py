@@ -23,6 +23,9 @@ SUMMARY_KEYS = {
     "champion_val_score",
     "seed_test_score",
     "champion_test_score",
+    "best_id",
+    "best_val_score",
+    "stopped",
 }
 TOML = (SEED_SQL.parent / "task.toml").read_text()
 
@@ -282,3 +285,25 @@ def test_an_integer_past_bigint_or_a_huge_timeout_is_one_line(
     for name, message in expected.items():
         assert_user_error(results[name], message, case=name)
     assert table_counts(db) == before
+
+
+def test_a_run_with_nothing_left_to_try_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_loop import tiny_pack
+
+    from coco_sql.cli import _print_progress
+    from coco_sql.engine import IterationReport
+
+    done = run_cli("evolve", tiny_pack(tmp_path / "tiny"), "--budget", "12", "--seed", "1", "--db",
+                   tmp_path / "t.duckdb", "--json", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["iterations"] == 3 and summary["stopped"].startswith("nothing left to try: ")
+    assert f"run 1 stopped: {summary['stopped']}" in done.stderr.splitlines()
+    assert [line[:8] for line in done.stderr.splitlines() if line.startswith("[")] == [
+        "[  0/12]", "[  1/12]", "[  2/12]", "[  3/12]"
+    ]  # fmt: skip
+    # an iteration that went to another parent says which it left
+    _print_progress(
+        IterationReport(4, 8, "1-4", "1-1", 0.1, 0.08, False, "change_leaf: x", 0.14, {}, ("1-3",))
+    )
+    assert capsys.readouterr().err.endswith("change_leaf: x  (nothing left to try for 1-3)\n")

@@ -57,9 +57,9 @@ DUCKDB_DDL = [
 TABLES = {
     e.this.this.name: [c.name for c in e.this.expressions if isinstance(c, exp.ColumnDef)]
     for e in DUCKDB_DDL
-    if e.kind == "TABLE"
+    if isinstance(e, exp.Create) and e.kind == "TABLE"
 }
-VIEWS = [e.this.name for e in DUCKDB_DDL if e.kind == "VIEW"]
+VIEWS = [e.this.name for e in DUCKDB_DDL if isinstance(e, exp.Create) and e.kind == "VIEW"]
 
 
 def snowflake_type(spelling: str) -> exp.DataType:
@@ -119,8 +119,13 @@ def test_sqlglots_snowflake_mistranslations_are_fixed() -> None:
 def test_the_snowflake_ddl_parses_and_keeps_every_table_and_view() -> None:
     statements = schema_statements("snowflake")
     parsed = [sqlglot.parse_one(s, read="snowflake") for s in statements]
-    assert [p.this.this.name for p in parsed if p.kind == "TABLE"] == list(TABLES)
-    assert [p.this.name for p in parsed if p.kind == "VIEW"] == VIEWS
+    created = [p for p in parsed if isinstance(p, exp.Create)]
+    assert [p.this.this.name for p in created if p.kind == "TABLE"] == list(TABLES)
+    assert [p.this.name for p in created if p.kind == "VIEW"] == VIEWS
+    altered = [p for p in parsed if not isinstance(p, exp.Create)]  # columns added to older schemas
+    assert [(a.this.name, a.sql("snowflake")) for a in altered] == [
+        ("events", "ALTER TABLE events ADD IF NOT EXISTS seq BIGINT")
+    ]
     assert all(not s.startswith("/*") for s in statements)  # the files' leading comments are dropped
     for created in parsed:
         types = {t.this for t in created.find_all(exp.DataType)}
@@ -180,7 +185,8 @@ def test_the_script_creates_every_table_with_its_columns_and_every_view(
     }
     assert tables == TABLES
     assert [c.this.name for c in created if c.kind == "VIEW"] == VIEWS
-    assert created == [sqlglot.parse_one(s, read="snowflake") for s in schema_statements("snowflake")]
+    parsed = [sqlglot.parse_one(s, read="snowflake") for s in schema_statements("snowflake")]
+    assert created == [p for p in parsed if isinstance(p, exp.Create)]
 
 
 def test_the_script_creates_every_procedure_as_declared(script: list[exp.Expression | str]) -> None:
@@ -230,14 +236,61 @@ def test_the_script_ends_with_the_task_run(script: list[exp.Expression | str]) -
         "prices": {"it's": [0.1, 0.2]},
     }
     assert execute == "EXECUTE TASK coco_evolve_reviews"
-    assert len(script) == 2 + len(TABLES) + len(VIEWS) + len(PROCEDURES) + 2
+    assert len(script) == 2 + len(DUCKDB_DDL) + len(PROCEDURES) + 2
 
 
 def test_deploy_without_a_schema_or_task_run() -> None:
     statements = split_statements(deploy.deploy_script())
     assert statements[0].endswith("CREATE STAGE IF NOT EXISTS coco_sql_stage")
     assert "IMPORTS = ('@coco_sql_stage/coco_sql.zip')" in statements[-1]
-    assert len(statements) == 1 + len(TABLES) + len(VIEWS) + len(PROCEDURES)
+    assert len(statements) == 1 + len(DUCKDB_DDL) + len(
+        PROCEDURES
+    )  # the stage, the DDL (tables, views, an ALTER)
+
+
+def test_the_repository_stored_procs_are_what_deploy_prints(tmp_path: Path) -> None:
+    """stored_procs/ is generated (`make stored-procs`): one SQL file per procedure after 00_setup.sql, and the
+    handlers; concatenated in order, the SQL files are `coco-sql deploy --print`."""
+    folder = REPO / deploy.REPOSITORY_FOLDER
+    on_disk = {f.name: f.read_text(encoding="utf-8") for f in sorted(folder.iterdir()) if f.is_file()}
+    assert on_disk == deploy.repository_files(), "stored_procs/ is stale: run `make stored-procs`"
+    printed = run_cli("deploy", "--print", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    sql = [name for name in on_disk if name.endswith(".sql")]
+    assert sql == ["00_setup.sql", *(f"{k:02d}_{name}.sql" for k, name in enumerate(PROCEDURES, 1))]
+    assert printed.stdout == "\n".join(on_disk[name] for name in sql)
+    assert on_disk["handlers.py"].endswith((REPO / "coco_sql" / "stored_procs" / "handlers.py").read_text())
+    from coco_sql.resources import resource_dir
+
+    assert resource_dir("stored_procs") == folder
+
+
+def test_every_package_is_pinned_within_coco_sqls_own_requirements() -> None:
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [
+        Requirement(r) for r in [*project["dependencies"], *project["optional-dependencies"]["snowflake"]]
+    ]
+    ranges = {r.name: r.specifier for r in wanted}
+    assert tuple(f"{name}=={version}" for name, version in deploy.PINS.items()) == deploy.PACKAGES
+    for name, version in deploy.PINS.items():
+        assert re.fullmatch(r"\d+(\.\d+)+", version), name
+        assert ranges[name].contains(version), f"{name}=={version} is outside coco-sql's {ranges[name]}"
+
+
+def test_the_channel_check_names_each_missing_pin_with_what_the_channel_has() -> None:
+    everything = [(name, version) for name, version in deploy.PINS.items()]
+    assert deploy.missing_packages(everything) == []
+    older = [r for r in everything if r[0] != "duckdb"] + [("duckdb", "1.1.3"), ("duckdb", "1.2.0")]
+    assert deploy.missing_packages(older) == [
+        f"duckdb=={deploy.PINS['duckdb']} (the channel has 1.1.3, 1.2.0)"
+    ]
+    assert deploy.missing_packages([r for r in everything if r[0] != "jinja2"]) == [
+        f"jinja2=={deploy.PINS['jinja2']} (the channel has none)"
+    ]
+    query = sqlglot.parse_one(deploy.channel_query(), read="snowflake")
+    assert query.find(exp.In) is not None and set(deploy.PINS) <= set(deploy.channel_query().split("'"))
 
 
 @pytest.mark.parametrize(
@@ -375,12 +428,10 @@ def test_the_handlers_import_from_the_zip_alone(package_zip: Path, tmp_path: Pat
     assert (found["version"], found["compiled"], found["elsewhere"]) == ("30.30.0", False, [])
     assert found["statements"] == schema_statements("snowflake")
     assert found["handlers"] == sorted(PROCEDURES) and found["tasks"] == []
-    # what the procedure path imports when it is imported needs only PACKAGES (and the vendored sqlglot)
+    # what the procedure path imports when it is imported is exactly PACKAGES (and the vendored sqlglot): a
+    # package nothing imports at module level any more (duckdb, once no procedure runs it) leaves PACKAGES
     needed = set().union(*(eager_imports(module) for module in found["modules"]))
-    assert needed and needed <= {*deploy.PACKAGES, deploy.VENDORED}, needed - {
-        *deploy.PACKAGES,
-        deploy.VENDORED,
-    }
+    assert needed - {deploy.VENDORED} == set(deploy.PINS), (needed, set(deploy.PINS))
 
 
 def eager_imports(module: str) -> set[str]:

@@ -19,6 +19,7 @@ import pytest
 
 import coco_sql
 from coco_sql import api
+from coco_sql.engine.champion import champion_of
 from coco_sql.engine.deploy_cost import CALLS, TOKENS, USD, CostLimit, DeployCost, parse_max_cost, show_cost
 from coco_sql.errors import ConfigError
 from coco_sql.llm.usage import ProviderCall, Usage
@@ -104,9 +105,9 @@ def beats(q: dict[str, Any], p: dict[str, Any], key: str) -> bool:
 
 def champion_id(db: Path) -> str:
     with DuckDBStore(db, read_only=True) as store:
-        found = store.champion(1)
+        found = champion_of(store, 1)
     assert found is not None
-    return found[0].program_id
+    return found.champion.program_id
 
 
 # ----------------------------------------------------------------------------------------------- deploy cost

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -298,3 +299,105 @@ def test_a_seed_that_fails_writes_no_run_and_the_latest_run_resumes(
         assert con.execute("SELECT count(*) FROM events WHERE run_id <> ?", [first.run_id]).fetchone() == (0,)
     assert snapshot(db) == before and [r["run_id"] for r in api.status(db=db)] == [first.run_id]
     assert api.resume(db=db, budget=2).run_id == first.run_id
+
+
+# -- a mutator with nothing left for a parent (issue 26) ---------------------------------------------------------
+def tiny_pack(root: Path) -> Path:
+    """A task the seed already solves: after three leaf changes the offline mutator has nothing left to try."""
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "pool.csv").write_text(
+        "id,x,label\n" + "".join(f"r{i},{i % 4},{int(i % 4 == 3)}\n" for i in range(40))
+    )
+    (root / "seed.sql").write_text("SELECT id, CASE WHEN x = 3 THEN 1 ELSE 0 END AS label FROM input\n")
+    (root / "task.toml").write_text(
+        'name = "tiny"\ndescription = "x is 3"\ndialect = "duckdb"\n[data]\npool = "data/pool.csv"\n'
+        'expected_column = "label"\n[data.input_columns]\nx = "INTEGER"\n[splits]\nseed = 1\n'
+        'train_fraction = 0.5\ntest_fraction = 0.25\n[contract]\noutput = "label"\ntype = "INTEGER"\n'
+        '[scorer]\nkind = "exact"\n[program]\nseed = "seed.sql"\n'
+    )
+    return root
+
+
+def test_the_loop_never_resubmits_a_parent_and_stops_when_none_is_left(tmp_path: Path) -> None:
+    task = load_task(tiny_pack(tmp_path / "tiny"))
+    db = tmp_path / "t.duckdb"
+    with DuckDBStore(db) as store:
+        summary = EvolutionLoop(store, task).start(RunConfig(seed=1, budget=12))
+        programs = {p.program_id: p for p in store.programs(1)}
+        exhausted = store.events(1, "parent_exhausted")
+        finished = store.events(1, "run_finished")
+        run = store.get_run(1)
+    # the offline mutator used to hand the seed back unchanged from iteration 4 on, nine times
+    assert all(p.parent_id is None or p.code != programs[p.parent_id].code for p in programs.values())
+    assert summary.iterations == 3 and len(programs) == 4 and run.status == "finished"
+    assert summary.stopped == (
+        "nothing left to try: the mutator has no untried edit for any of the 1 program in the archive "
+        "(1 exhausted parent in all)"
+    )
+    assert [(e.iteration, e.program_id, e.payload["reason"]) for e in exhausted] == [
+        (3, "1-0", "no applicable edit")
+    ]
+    assert finished[0].payload["ended"] == summary.stopped
+    with DuckDBStore(db) as store:  # a resume to a larger budget stops at once, adding nothing
+        again = EvolutionLoop(store, task).resume(1, budget=20)
+        assert len(store.programs(1)) == 4 and len(store.events(1, "parent_exhausted")) == 1
+    assert again.stopped == summary.stopped and again.iterations == 3
+
+
+class TiredOf:
+    """The offline mutator, except that it has nothing left for one program (a mutator written for the test, so
+    that which parent runs out is fixed)."""
+
+    name = "offline"
+
+    def __init__(self, program_id: str) -> None:
+        self.inner = OfflineMutator(max_drafts=6)
+        self.program_id = program_id
+
+    def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
+        if request.parent.program_id == self.program_id:
+            return Proposal(
+                request.parent.code, "nothing", notes={"asked": request.iteration}, exhausted="tired"
+            )
+        return self.inner.propose(request, rng)
+
+
+def events_of(db: Path) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(
+            "SELECT iteration, kind, program_id, payload FROM events WHERE kind IN ('parent_exhausted', "
+            "'parent_selected', 'mutation') ORDER BY ALL"
+        ).fetchall()
+
+
+def test_an_exhausted_parent_is_never_drawn_again_and_resume_stays_exact(tmp_path: Path, lockpicking) -> None:
+    # the roster climbs 1-0, 1-1, 1-2 and draws 1-3 at iteration 4: the mutator has nothing for it, so 1-1 gets
+    # the iteration; 1-3 stays the best, and from then on the loop draws another parent without asking again
+    config = RunConfig(seed=5, budget=8, mutator_settings={"max_drafts": 6})
+    reports: list = []
+    with DuckDBStore(tmp_path / "whole.duckdb") as store:
+        EvolutionLoop(store, lockpicking, mutator=TiredOf("1-3"), progress=reports.append).start(config)
+        programs = {p.program_id: p for p in store.programs(1)}
+        (event,) = store.events(1, "parent_exhausted")
+        selected = [e.program_id for e in store.events(1, "parent_selected")]
+    assert (event.iteration, event.program_id) == (4, "1-3")
+    assert event.payload == {"reason": "tired", "mutator": "offline", "asked": 4}
+    assert [(r.iteration, r.parent_id, r.exhausted) for r in reports if r.exhausted] == [(4, "1-1", ("1-3",))]
+    assert selected[:3] == ["1-0", "1-1", "1-2"] and "1-3" not in selected and len(selected) == 8
+    assert all(p.parent_id is None or p.code != programs[p.parent_id].code for p in programs.values())
+    # the same run in two halves: the second reads the exhausted parent back from the events
+    split = tmp_path / "split.duckdb"
+    with DuckDBStore(split) as store:
+        EvolutionLoop(store, lockpicking, mutator=TiredOf("1-3")).start(replace(config, budget=4))
+    with DuckDBStore(split) as store:
+        EvolutionLoop(store, lockpicking, mutator=TiredOf("1-3")).resume(1, budget=8)
+    assert searched(split) == searched(tmp_path / "whole.duckdb")
+    assert events_of(split) == events_of(tmp_path / "whole.duckdb")
+
+
+def searched(db: Path) -> dict[str, list[tuple]]:
+    """`snapshot` without the test split: a run finished at budget 4 scored its champion of then on test too."""
+    return {
+        table: [row for row in rows if table not in ("evaluations", "program_scores") or row[1] != "test"]
+        for table, rows in snapshot(db).items()
+    }

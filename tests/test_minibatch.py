@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from coco_sql import api
+from coco_sql.engine.champion import champion_of
 from coco_sql.engine.minibatch import Minibatch
 from coco_sql.engine.registry import build_mutator
 from coco_sql.errors import ConfigError
@@ -134,7 +135,9 @@ def test_a_child_scored_on_a_validation_sample_is_never_champion(tmp_path: Path)
     db = tmp_path / "mb.duckdb"
     api.evolve("lockpicking6", db=db, budget=6, options=OPTIONS, mutator=Alternating())
     with DuckDBStore(db, read_only=True) as store:
-        champion, _ = store.champion(1)
+        found = champion_of(store, 1)
+        assert found is not None
+        champion = store.program(found.champion.program_id)
         full = rows(db, "SELECT max(n_rows) FROM program_scores WHERE split = 'val'")[0][0]
         (n,) = rows(db, f"SELECT n_rows FROM program_scores WHERE split = 'val' AND program_id = '{champion.program_id}'")[0]  # fmt: skip
     assert n == full

@@ -28,16 +28,18 @@ from coco_sql.tasks import CONTRACT_TYPES, DIALECTS, SCORER_KINDS
 def test_every_table_prints_as_rows_of_text() -> None:
     for title, table in TABLES.items():
         rows = table.rows()
-        assert rows and all(list(row) == ["name", "type", "range", "default", "doc"] for row in rows), title
+        columns = ["name", "type", "range", "default", "example", "doc"]
+        assert rows and all(list(row) == columns for row in rows), title
         assert all(isinstance(v, str) for row in rows for v in row.values()), title
         assert all(row["doc"] and "\n" not in row["doc"] for row in rows), title
         assert len({row["name"] for row in rows}) == len(rows), title
     islands = RUN_OPTIONS.rows()[RUN_OPTIONS.names.index("islands")]
     assert islands == {
-        "name": "islands", "type": "integer", "range": "[1, 64]", "default": "2",
+        "name": "islands", "type": "integer", "range": "[1, 64]", "default": "2", "example": "4",
         "doc": "MAP-Elites islands, each its own archive",
     }  # fmt: skip
     assert TASK_OPTIONS["timeout_seconds"].range == "(0, 3600]"
+    assert all(row["example"] for row in TASK_OPTIONS.rows())  # every coco_task option has an example
     assert TASK_OPTIONS["scorer"].range == "exact | numeric | multilabel_f1 | token_match | bound_ratio"
 
 

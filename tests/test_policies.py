@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
+from coco_sql.engine.parents import draw_parent, nothing_left, redraw
 from coco_sql.search import (
     DEFAULT_POLICY,
     POLICIES,
@@ -315,3 +316,39 @@ def test_population_validation() -> None:
     assert not pop.scores.flags.writeable
     with pytest.raises(ValueError, match="empty"):
         LpRosterPolicy().select(Population.from_archive(IslandArchive(1), 0, {}), np.random.default_rng(0))
+
+
+# -- a parent the mutator still has something for (engine.parents, issue 26) -------------------------------------
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_the_first_draw_is_the_policys_own_and_redraws_skip_exhausted_parents(name: str) -> None:
+    policy, population = POLICIES[name](), population_of(SCORES)
+    # nothing exhausted: exactly the policy's draw, so a run that never exhausts a parent is the run it was
+    for seed in range(20):
+        alone = policy.select(population, np.random.default_rng(seed))
+        assert draw_parent(policy, population, np.random.default_rng(seed), set()) == alone
+    # the policy's favourite exhausted: pi'(e) = pi(e) [e open] / sum, or uniform over the open ones
+    p = policy.probabilities(population)
+    favourite = population.program_ids[int(np.argmax(p))]
+    open_ = np.array([pid != favourite for pid in population.program_ids], dtype=float)
+    expected = p * open_ / (p * open_).sum() if (p * open_).sum() > 0 else open_ / open_.sum()
+    rng = np.random.default_rng(7)
+    drawn = [draw_parent(policy, population, rng, {favourite}) for _ in range(2000)]
+    assert favourite not in drawn
+    frequencies = [drawn.count(pid) / len(drawn) for pid in population.program_ids]
+    assert_allclose(frequencies, expected, atol=0.035)
+
+
+def test_no_open_parent_is_none_and_the_reason_is_one_line() -> None:
+    population = population_of(SCORES)
+    everything = set(population.program_ids)
+    assert draw_parent(BestPolicy(), population, np.random.default_rng(0), everything) is None
+    assert redraw(BestPolicy(), population, np.random.default_rng(0), everything) is None
+    reason = nothing_left(population, everything)
+    assert reason == (
+        "nothing left to try: the mutator has no untried edit for any of the 4 programs in the archive "
+        "(4 exhausted parents in all)"
+    )
+    # select-best puts all its mass on A: with A exhausted the others are drawn uniformly
+    rng = np.random.default_rng(3)
+    drawn = [redraw(BestPolicy(), population, rng, {"p0"}) for _ in range(900)]
+    assert set(drawn) == {"p1", "p2", "p3"} and min(drawn.count(p) for p in ("p1", "p2", "p3")) > 250

@@ -93,10 +93,11 @@ snowpark = pytest.importorskip(
 def snowpark_store() -> Iterator[Any]:
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.store.snowpark_store import SnowparkStore, create_tables
 
     session = Session.builder.config("local_testing", True).create()
     try:
+        create_tables(session)
         opened = SnowparkStore(session)
         opened.create_run(run_record())
         yield opened

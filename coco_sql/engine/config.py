@@ -32,12 +32,14 @@ class RunConfig:
     source of truth is `runs.budget` (a resume with `--budget` changes only that column).
 
     `mutator_settings` are the chosen mutator's own (`engine.registry`); `target` ends the run early once the
-    champion's validation score reaches it. `max_spend` stops the run, resumable, once its model spending
-    reaches a limit in tokens or US dollars at `prices` (`engine.spend`). `max_cost` limits each child's deploy
-    cost per 1,000 rows, in calls, tokens or dollars: a child over it is recorded but never admitted or champion
-    (`engine.deploy_cost`). `model_aliases` map model names the SQL writes (Cortex's) to the models that answer
-    them here (`llm.routing`): a run records the aliases in effect, built-in ones included, so that a resume, and
-    anyone reading `runs.config` with SQL, sees which model produced its scores.
+    best validation score reaches it. `max_spend` stops the run, resumable, once its model spending reaches a
+    limit in tokens or US dollars at `prices` (`engine.spend`). `max_cost` limits each child's deploy cost per
+    1,000 rows, in calls, tokens or dollars: a child over it is recorded but never admitted or champion
+    (`engine.deploy_cost`). `champion` is the rule that names the champion (`engine.champion`): the cheapest
+    program to deploy within one standard error of the best validation score (default), or the best.
+    `model_aliases` map model names the SQL writes (Cortex's) to the models that answer them here
+    (`llm.routing`): a run records the aliases in effect, built-in ones included, so that a resume, and anyone
+    reading `runs.config` with SQL, sees which model produced its scores.
 
     A value a key does not take (an unknown policy, a negative budget, a `max_spend` that is neither tokens nor
     dollars, ...) is a one-line ConfigError naming the key and what it takes, raised when the config is built:
@@ -54,7 +56,7 @@ class RunConfig:
     targeting: str = _D("targeting")  # infogain | uniform
     admission: str = _D("admission")  # map_elites: beat the cell's occupant | jp: raise the population's J_p
     history: bool = _D("history")  # off: parent-local mutation (no ledger, elites, donors)
-    target: float | None = _D("target")  # stop once the champion's validation score reaches this
+    target: float | None = _D("target")  # stop once the best validation score reaches this
     max_spend: int | str | None = _D(
         "max_spend"
     )  # '200000 tokens' | 200000 | '$5' | '5 usd' (`engine.spend`)
@@ -62,6 +64,7 @@ class RunConfig:
     max_cost: int | float | str | None = _D(
         "max_cost"
     )  # per 1,000 rows: '500 calls' | '20000 tokens' | '$0.05'
+    champion: str = _D("champion")  # cheapest_within_se | best (`engine.champion`)
     # Algorithm 1's T_t: the mutator works on this many sampled training rows, and the child is evaluated in full
     # only when it gains on them and loses nothing on as many sampled validation rows (0: always in full).
     minibatch: int = _D("minibatch")
@@ -159,6 +162,18 @@ class IterationReport:
     approach: str
     best_score: float
     timings_ms: dict[str, float] = field(default_factory=dict)
+    exhausted: tuple[str, ...] = ()  # parents the mutator had nothing left for, before it got this one
+
+    def line(self) -> str:
+        """The progress line `coco-sql evolve` prints and `coco_progress.message` holds."""
+        score = "invalid" if self.val_score is None else f"{self.val_score:.3f}"
+        mark = "+" if self.admitted else " "
+        parent = f"{self.parent_id} -> " if self.parent_id else ""
+        skipped = f"  (nothing left to try for {', '.join(self.exhausted)})" if self.exhausted else ""
+        return (
+            f"[{self.iteration:>3}/{self.budget}] {parent}{self.program_id} val {score} {mark} "
+            f"best {self.best_score:.3f}  {self.approach[:90]}{skipped}"
+        )
 
 
 @dataclass(frozen=True)
@@ -171,7 +186,13 @@ class RunSummary:
     champion_val_score: float
     seed_test_score: float | None
     champion_test_score: float | None
-    stopped: str | None = None  # why the run stopped before its end, in one line (it is still 'running')
+    # the best validation score and its program: the champion unless a cheaper program is within one standard
+    # error of it (`engine.champion`; option `champion`)
+    best_id: str = ""
+    best_val_score: float = 0.0
+    # why the run stopped before its budget, in one line: its spend limit (still 'running': resume it with a
+    # larger one) or no parent left to mutate (finished)
+    stopped: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,7 +24,7 @@ A limit is per 1,000 rows, in one of three units:
 
 Under a limit, every child gets a `deploy_cost` event (its cost, the limit, `within`). A child over the limit,
 or one whose dollar cost cannot be priced, is evaluated and recorded, but never admitted to the archive and never
-champion (the stores' `champion` and `RunState` skip it); the seed always stands. A dollar limit needs a price
+champion (`engine.champion` skips it); the seed always stands. A dollar limit needs a price
 for each model the task's AI functions are configured to call: a one-line ConfigError before anything is written.
 """
 
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.errors import ConfigError
-from coco_sql.store import Event
-from coco_sql.store.records import DEPLOY_COST_EVENT
+from coco_sql.store import Event, Warehouse
+from coco_sql.store.records import DEPLOY_COST_EVENT, DeployUsage
 
 if TYPE_CHECKING:
     from coco_sql.evaluate import Outcome
@@ -121,6 +121,11 @@ class DeployCost:
         )
 
     @classmethod
+    def of(cls, used: DeployUsage) -> DeployCost:
+        """From a program's stored validation totals (`Warehouse.deploy_usage`)."""
+        return cls.per_1000(used.rows, used.calls, {m: (i, o) for m, i, o in used.models})
+
+    @classmethod
     def from_usage(cls, usage: Usage | None, rows: int) -> DeployCost:
         """From one evaluation's `Usage` over `rows` rows (None: the program made no AI call)."""
         calls, models = 0, {}
@@ -169,6 +174,45 @@ class DeployCost:
             "output_tokens_per_1000": self.output_tokens,
             "usd_per_1000": self.usd(prices),
         }
+
+
+def program_costs(store: Warehouse, run_id: int) -> list[dict[str, Any]]:
+    """The valid programs of run `run_id` evaluated on every validation row, by iteration: program_id,
+    iteration, val_score, n_rows and `deploy_cost`, their `DeployCost` per 1,000 rows (cache hits counted) from
+    `Warehouse.deploy_usage`, as the view `deploy_costs` computes it. A child a minibatch gate stopped (fewer
+    validation rows than the others) is left out, as it is from admission and the champion."""
+    scores = store.program_scores(run_id, "val")
+    usage = store.deploy_usage(run_id)
+    full = max((score.n_rows for score in scores.values()), default=0)
+    programs = []
+    for program in store.programs(run_id):
+        score = scores.get(program.program_id)
+        if not program.valid or score is None or score.n_rows != full or full == 0:
+            continue
+        cost = DeployCost.of(usage.get(program.program_id) or DeployUsage(program.program_id, score.n_rows))
+        programs.append(
+            {
+                "program_id": program.program_id,
+                "iteration": program.iteration,
+                "val_score": score.score,
+                "n_rows": score.n_rows,
+                "deploy_cost": cost,
+            }
+        )
+    return programs
+
+
+def cost_measure(costs: Iterable[DeployCost], prices: Prices, unit: str | None = None) -> str:
+    """The unit a run's programs are compared in (the score/cost frontier, the champion): the run's `max_cost`
+    `unit` if it has one (and, for dollars, can price every program); else usd when `prices` cover every model
+    that spent tokens (and some did), else tokens when any were spent, else calls."""
+    costs = list(costs)
+    priced = all(not c.unpriced(prices) for c in costs)
+    if unit is not None and (unit != USD or priced):
+        return unit
+    if any(c.tokens > 0 for c in costs):
+        return USD if priced else TOKENS
+    return CALLS
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@
         evaluate p_t on T_t -> S_t, O_t           evaluator (train and val splits)
         H_t <- H_{t-1} + (p_t, T_t, S_t, O_t)     one store transaction
         A_t <- update(A_{t-1}, p_t)               MAP-Elites admission (search.archive)
-    return argmax_{p in A_T} Phi(p)               champion by validation score
+    return the champion                         the cheapest within one SE of the best (engine.champion)
 
 Reproducibility: iteration t draws from its own RNG streams, seeded by (run seed, t, stream), and all other
 state is rebuilt from the tables. A run killed at any moment loses at most the iteration in flight (whose
@@ -24,9 +24,6 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from coco_sql.engine.config import (
-    CURATOR_STREAM,
-    MINIBATCH_STREAM,
-    MUTATOR_STREAM,
     POLICY_STREAM,
     PRIMITIVE_STREAM,
     IterationReport,
@@ -36,18 +33,19 @@ from coco_sql.engine.config import (
 )
 from coco_sql.engine.cross_fit import with_honest_train
 from coco_sql.engine.deploy_cost import check_cost_prices, judge_child
-from coco_sql.engine.minibatch import Minibatch, evaluate_child
+from coco_sql.engine.minibatch import evaluate_child
+from coco_sql.engine.parents import Proposer, nothing_left, propose_from_a_parent
 from coco_sql.engine.registry import build_mutator
 from coco_sql.engine.run_state import RunState
 from coco_sql.engine.spend import Spend, check_prices
-from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
+from coco_sql.engine.start import keep_ai_cache, score_seed
+from coco_sql.errors import ConfigError, StoreError
 from coco_sql.evaluate import REPORT_SPLITS, SEARCH_SPLITS, Evaluator
 from coco_sql.languages import Language
-from coco_sql.llm.cache import AiCache
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
-from coco_sql.mutate import MutationRequest, Mutator, Proposal
+from coco_sql.mutate import Mutator
 from coco_sql.mutate.pace import PrimitiveAwareMutator
 from coco_sql.primitives.discovery import PrimitiveState
 from coco_sql.reflect.context import ContextBundle
@@ -66,6 +64,7 @@ from coco_sql.store import (
     program_id_for,
 )
 from coco_sql.store.committer import Committer
+from coco_sql.store.shared_cache import load_cache
 from coco_sql.tasks import TaskPack
 
 
@@ -193,8 +192,12 @@ class EvolutionLoop:
             state = RunState.load(self.store, run.run_id, config, self.task)
             pace = self._primitive_state(run, config) if config.primitives else None
             if state.last_iteration < 0:
-                self._commit_seed(run, config, evaluator, state, pace, new_run=not resumed)
-                self._committer.flush()  # the run's row is in: the history tools read it
+                try:
+                    self._commit_seed(run, config, evaluator, state, pace, new_run=not resumed)
+                    self._committer.flush()  # the run's row is in: the history tools read it
+                except BaseException:
+                    keep_ai_cache(self.store, evaluator)
+                    raise
             elif resumed:
                 self._committer.submit(
                     IterationBatch(
@@ -210,12 +213,15 @@ class EvolutionLoop:
                     )
                 )
             self._history = HistoryTools(self.store, run.run_id)
+            ended = None  # why the run ends before its budget: no parent left to mutate
             for t in range(state.last_iteration + 1, config.budget + 1):
                 if config.target is not None and state.best_score() >= config.target:
                     break  # reached the target: the run ends here, and a resume does not go on
                 if (stopped := self._spend_stop(run, config, state)) is not None:
                     return stopped
-                self._iterate(run, config, t, state, policy, curator, mutator, evaluator, env, pace)
+                ended = self._iterate(run, config, t, state, policy, curator, mutator, evaluator, env, pace)
+                if ended is not None:
+                    break  # nothing left to try: the run ends here, and a resume stops at once too
             self._committer.flush()
             if (
                 config.spend_limit is not None
@@ -223,7 +229,7 @@ class EvolutionLoop:
                 and (stopped := self._spend_stop(run, config, state)) is not None
             ):
                 return stopped  # the finish's test scores would spend too
-            return self._finish(run, config, state, ai)
+            return self._finish(run, config, state, ai, ended)
         except BaseException:
             with contextlib.suppress(Exception):  # let the batch in flight land; the first error wins
                 self._committer.flush()
@@ -241,9 +247,7 @@ class EvolutionLoop:
     def _chat_runtime(self, config: RunConfig) -> AiRuntime:
         """The mutator's model runtime: its response cache is the store's (shared, content-addressed), so a
         resumed run replays the turns it has already had answered."""
-        cache = AiCache()
-        cache.load(*self.store.ai_cache_entries())
-        return AiRuntime(self._run_ai_config(config), cache)
+        return AiRuntime(self._run_ai_config(config), load_cache(self.store))
 
     def _run_ai_config(self, config: RunConfig) -> AiConfig:
         """What the run's AI calls use: the given AiConfig (else the environment's) with the run's seed and the
@@ -312,9 +316,7 @@ class EvolutionLoop:
         """The run's AI runtime, its cache warmed from the store's tables; None when the task uses no AI."""
         if not self.task.uses_ai:
             return None
-        cache = AiCache()
-        cache.load(*self.store.ai_cache_entries())
-        return AiRuntime(self._run_ai_config(config), cache)
+        return AiRuntime(self._run_ai_config(config), load_cache(self.store))
 
     @staticmethod
     def _ai_rows(evaluator: Evaluator, program_id: str | None, drafts: Usage | None = None) -> dict[str, Any]:
@@ -346,19 +348,8 @@ class EvolutionLoop:
         """Score the seed program and commit it as iteration 0; with `new_run`, the run's row goes in the same
         batch, so a seed that is rejected or fails writes nothing at all."""
         code = self.task.seed_program
-        try:
-            evaluator.check(code)
-        except CandidateRejected as rejection:
-            raise TaskError(
-                f"{self.task.root / 'task.toml'}: the seed program is rejected: {rejection}"
-            ) from None
         pid = program_id_for(run.run_id, 0)
-        outcomes = {split: evaluator.evaluate(code, split) for split in SEARCH_SPLITS}
-        outcomes, _ = with_honest_train(DraftEnvironment(evaluator), evaluator.ai, code, outcomes)
-        if not outcomes["val"].ok:
-            raise TaskError(
-                f"{self.task.name}: the seed program fails on the validation split: {outcomes['val'].error}"
-            )
+        outcomes = score_seed(self.task, evaluator)
         cell = evaluator.language.cell(evaluator.check(code))
         record = ProgramRecord(
             pid,
@@ -422,41 +413,26 @@ class EvolutionLoop:
         evaluator: Evaluator,
         env: DraftEnvironment,
         pace: PrimitiveState | None = None,
-    ) -> None:
+    ) -> str | None:
+        """One iteration, committed behind the next; the reason the run stops when no parent is left, else
+        None."""
         clock = time.perf_counter()
         island = (t - 1) % config.islands
         population = Population.from_archive(state.archive, island, state.val_rows)
-        parent_id = policy.select(population, iteration_rng(run.seed, t, POLICY_STREAM))
-        parent = state.elite(parent_id)
+        draws = iteration_rng(run.seed, t, POLICY_STREAM)  # a redraw takes the stream's next number
         select_ms = _ms_since(clock)
-
-        clock = time.perf_counter()
-        context = curator.bundle(state, parent_id, env, iteration_rng(run.seed, t, CURATOR_STREAM))
-        curate_ms = _ms_since(clock)
-
-        clock = time.perf_counter()
-        sample = None
-        if config.minibatch:  # T_t: the mutator works on these training rows only
-            rng = iteration_rng(run.seed, t, MINIBATCH_STREAM)
-            sample = Minibatch.draw(config.minibatch, state.train_ids, state.val_ids, context.targets, rng)
-        env_t = env.on_rows(sample.train) if sample is not None else env
-        try:
-            proposal: Proposal = mutator.propose(
-                MutationRequest(
-                    t,
-                    state.view(parent_id),
-                    env_t,
-                    context,
-                    history=self._history,
-                    models=self._chat,
-                    primitives=pace.context() if pace is not None else None,
-                ),
-                iteration_rng(run.seed, t, MUTATOR_STREAM),
-            )
-        finally:
-            if env_t is not env:
-                env_t.close()
-        mutate_ms = _ms_since(clock)
+        proposer = Proposer(run.seed, t, state, curator, mutator, env, config.minibatch, self._history,
+                            self._chat, pace)  # fmt: skip
+        drawn = propose_from_a_parent(proposer, policy, population, draws, state.exhausted)
+        exhausted = drawn.events(t, getattr(mutator, "name", "?"))
+        # No parent left: the events are recorded at the last committed iteration, which a resume keeps.
+        if drawn.parent_id is None:
+            at = tuple(replace(e, iteration=state.last_iteration) for e in exhausted)
+            self._committer.submit(IterationBatch(run.run_id, state.last_iteration, events=at))
+            return nothing_left(population, state.exhausted)
+        parent_id, context, sample, proposal = drawn.parent_id, drawn.context, drawn.sample, drawn.proposal
+        parent = state.elite(parent_id)
+        curate_ms, mutate_ms = proposer.phases["curate"], proposer.phases["mutate"]
         spent = evaluator.ai.take_spent() if evaluator.ai is not None else None
         drafts_usage = _without(spent, proposal.usage) if spent is not None else None
 
@@ -570,6 +546,7 @@ class EvolutionLoop:
             Event(t, "curated", pid, _bundle_summary(context)),
             Event(t, "mutation", pid, {"mutator": getattr(mutator, "name", "?"), **proposal.notes}),
             *cost.events,
+            *exhausted,
         ]
         if gate is not None:
             events.append(Event(t, "minibatch", pid, gate.as_payload()))
@@ -602,10 +579,12 @@ class EvolutionLoop:
             proposal.approach if val.ok else f"invalid: {val.error}",
             state.best_score(),
             timings,
+            drawn.skipped_ids,
         )
         self._committer.submit(batch, lambda: self._progress(report))
         # Loop overhead: selection, bookkeeping, and any wait for the previous iteration's commit.
         timings["overhead"] = select_ms + _ms_since(clock)
+        return None
 
     def _primitive_state(self, run: RunRecord, config: RunConfig) -> PrimitiveState:
         task = self.task
@@ -614,8 +593,16 @@ class EvolutionLoop:
             k=config.primitive_k, generation_every=config.primitive_generation,
         )  # fmt: skip
 
-    def _finish(self, run: RunRecord, config: RunConfig, state: RunState, ai: AiRuntime | None) -> RunSummary:
-        """Score the seed and the champion on the test split (reports only) and mark the run finished.
+    def _finish(
+        self,
+        run: RunRecord,
+        config: RunConfig,
+        state: RunState,
+        ai: AiRuntime | None,
+        ended: str | None = None,
+    ) -> RunSummary:
+        """Score the seed and the champion on the test split (reports only) and mark the run finished; `ended`
+        says why it ended before its budget (no parent left), in the `run_finished` event and the summary.
 
         The report evaluator is a separate one (the search's cannot reach the test split), sharing the run's AI
         runtime and so its warm cache."""
@@ -627,7 +614,7 @@ class EvolutionLoop:
             reporter = Evaluator(self.task, REPORT_SPLITS, ai=ai, language=self._language)
             try:
                 evaluations = tuple(
-                    reporter.evaluate(state.programs[pid].code, "test").as_split_evaluation(pid)
+                    reporter.evaluate(state.programs[pid].code, "test", warm=True).as_split_evaluation(pid)
                     for pid in pending
                 )
                 ai_rows = self._ai_rows(reporter, None)
@@ -643,19 +630,21 @@ class EvolutionLoop:
                             state.last_iteration,
                             "run_finished",
                             champion_id,
-                            {"champion_val_score": state.val_scores[champion_id]},
+                            {"champion_val_score": state.val_scores[champion_id], "ended": ended},
                         ),
                     ),
                     finish_run=True,
                     **ai_rows,
                 )
             )
-        return self._summary(run, state)
+        return self._summary(run, state, ended)
 
     def _summary(self, run: RunRecord, state: RunState, stopped: str | None = None) -> RunSummary:
         """The run as its tables hold it now: the champion, and the test scores once they are reported."""
         seed_id = program_id_for(run.run_id, 0)
-        champion_id = state.champion_id()
+        choice = state.choice()
+        assert choice is not None, "the seed is valid: there is always a champion"
+        champion_id, best_id = choice.champion.program_id, choice.best.program_id
         test_scores = self.store.program_scores(run.run_id, "test")
         return RunSummary(
             run_id=run.run_id,
@@ -666,6 +655,8 @@ class EvolutionLoop:
             champion_val_score=state.val_scores[champion_id],
             seed_test_score=test_scores[seed_id].score if seed_id in test_scores else None,
             champion_test_score=test_scores[champion_id].score if champion_id in test_scores else None,
+            best_id=best_id,
+            best_val_score=state.val_scores[best_id],
             stopped=stopped,
         )
 

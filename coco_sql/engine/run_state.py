@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from coco_sql.engine.champion import Candidate, Choice, amount, choose
+from coco_sql.engine.deploy_cost import DeployCost, cost_measure
 from coco_sql.evaluate import Outcome
 from coco_sql.reflect.context import ProgramView, StrategyNote
 from coco_sql.search import Elite, IslandArchive
 from coco_sql.search.infogain import SOLVED
 from coco_sql.search.roster import build_roster, jp_score
 from coco_sql.store import ArchiveEntry, LedgerEntry, ProgramRecord, Warehouse
-from coco_sql.store.records import DEPLOY_COST_EVENT
+from coco_sql.store.records import DEPLOY_COST_EVENT, EXHAUSTED_EVENT
 from coco_sql.tasks import TaskPack
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ class RunState:
     """
 
     def __init__(self, config: RunConfig, task: TaskPack) -> None:
+        self.config = config
         self.programs: dict[str, ProgramRecord] = {}
         self.val_scores: dict[str, float] = {}
         self.train_ids: tuple[str, ...] = tuple(task.split("train").expected)
@@ -48,6 +51,8 @@ class RunState:
         self.sampled: set[str] = (
             set()
         )  # children a minibatch gate stopped (validation sample only): never champion
+        self.costs: dict[str, DeployCost] = {}  # deploy cost of each valid program validated on every row
+        self.exhausted: set[str] = set()  # parents the mutator had nothing left for: never drawn again
         self.last_iteration = -1
         self._positions: dict[str, dict[str, int]] = {}  # split -> id -> position, built when first needed
 
@@ -78,6 +83,11 @@ class RunState:
         for event in store.events(run_id, DEPLOY_COST_EVENT):
             if event.program_id is not None and event.payload.get("within") is False:
                 state.over_cost.add(event.program_id)
+        state.exhausted = {e.program_id for e in store.events(run_id, EXHAUSTED_EVENT) if e.program_id}
+        usage = store.deploy_usage(run_id)
+        for pid in state.val_scores:
+            if pid not in state.sampled and pid in usage:
+                state.costs[pid] = DeployCost.of(usage[pid])
         elites = {pid: Elite(pid, state.programs[pid].iteration, s) for pid, s in state.val_scores.items()}
         state.archive = IslandArchive.from_entries(config.islands, store.archive_entries(run_id), elites)
         return state
@@ -91,10 +101,12 @@ class RunState:
             self.over_cost.add(pid)
         if record.parent_id is not None and record.approach is not None:
             self.children_approaches.setdefault(record.parent_id, set()).add(record.approach)
-        if record.valid:
-            self.val_scores[pid] = outcomes["val"].score
         if len(outcomes["val"].ids) < len(self.val_ids):
             self.sampled.add(pid)
+        if record.valid:
+            self.val_scores[pid] = outcomes["val"].score
+            if pid not in self.sampled:
+                self.costs[pid] = DeployCost.from_usage(outcomes["val"].usage, len(outcomes["val"].ids))
         for split, rows in (("train", self.train_rows), ("val", self.val_rows)):
             rows[pid] = self._row_scores(outcomes[split], split)
         self.last_iteration = max(self.last_iteration, record.iteration)
@@ -194,12 +206,33 @@ class RunState:
         return Elite(program_id, self.programs[program_id].iteration, self.val_scores[program_id])
 
     def champion_id(self) -> str:
-        """argmax of validation score over valid programs; ties go to the earliest (Algorithm 1, line 11). A child
-        over the run's deploy-cost limit is never champion (`engine.deploy_cost`)."""
-        return min(self._eligible(), key=lambda pid: (-self.val_scores[pid], self.programs[pid].iteration))
+        """The champion by the run's rule (`engine.champion`, the same rule `status` and exports apply to the
+        tables). A child over the run's deploy-cost limit is never champion (`engine.deploy_cost`)."""
+        choice = self.choice()
+        assert choice is not None, "the seed is valid: there is always a champion"
+        return choice.champion.program_id
+
+    def choice(self) -> Choice | None:
+        """The champion rule (`engine.champion.choose`) over the eligible programs, their deploy costs in the
+        unit the tables would compare them in (`deploy_cost.cost_measure`, over every valid program validated on
+        every row, as `champion_of` reads them)."""
+        prices = self.config.prices
+        limit = self.config.cost_limit
+        measure = cost_measure(self.costs.values(), prices, None if limit is None else limit.unit)
+        candidates = [
+            Candidate(
+                pid,
+                self.programs[pid].iteration,
+                self.val_scores[pid],
+                amount(self.costs[pid], measure, prices),
+            )
+            for pid in self._eligible()
+        ]
+        return choose(candidates, self.val_rows.__getitem__, self.config.champion, measure)
 
     def best_score(self) -> float:
-        """The champion's validation score (0 with no valid program)."""
+        """The best validation score of the programs that may be champion (0 with no valid program): what
+        `--target` compares."""
         if not self.over_cost and not self.sampled:
             return max(self.val_scores.values(), default=0.0)
         return max((self.val_scores[pid] for pid in self._eligible()), default=0.0)

@@ -14,14 +14,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
-from operator import itemgetter
+from functools import cached_property, partial
 from typing import Any, TypeVar
 
 import numpy as np
 
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, EvaluationTimeout
+from coco_sql.evaluate.matching import match_rows
+from coco_sql.evaluate.warm import run_warm
 from coco_sql.languages import Language, Program, Runner, language_for
 from coco_sql.languages.base import QueryEngine, ScoresRows
 from coco_sql.llm.providers.base import Deadline
@@ -44,8 +45,6 @@ T = TypeVar("T")
 
 SEARCH_SPLITS: tuple[str, ...] = ("train", "val")
 REPORT_SPLITS: tuple[str, ...] = ("test",)
-
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -187,9 +186,12 @@ class Evaluator:
         """Validate without running (raises CandidateRejected)."""
         return self.language.validate(code)
 
-    def evaluate(self, code: str, split: str, ids: Sequence[str] | None = None) -> Outcome:
+    def evaluate(
+        self, code: str, split: str, ids: Sequence[str] | None = None, *, warm: bool = False
+    ) -> Outcome:
         """Score `code` on every row of `split`, or only on its rows `ids` (a minibatch, run over just those rows).
-        Never raises for a bad candidate: failures become row errors."""
+        Never raises for a bad candidate: failures become row errors. `warm`: the task's deadline holds for a
+        warm evaluation (`evaluate.warm`): the seed's and a report's first run fills the AI cache first."""
         data = self._split(split, ids)
         try:
             program = self.check(code)
@@ -200,7 +202,7 @@ class Evaluator:
             self._memo.move_to_end(key)
             memo = self._memo[key]
             return memo if memo.usage is None else replace(memo, usage=memo.usage.replayed())
-        outcome = replace(self._run(program, split, None if ids is None else data), program=program)
+        outcome = replace(self._run(program, split, None if ids is None else data, warm), program=program)
         self._memo[key] = outcome
         self._memo_rows += len(outcome.ids)
         while len(self._memo) > 1 and (
@@ -335,25 +337,39 @@ class Evaluator:
         """The dialect `split`'s query engine runs probes in (a warehouse translates their DuckDB text)."""
         return self._probe_sandbox(split).dialect
 
-    def _run(self, program: Program, split: str, sample: Split | None = None) -> Outcome:
-        """Run on the split's own runner, or on a runner over just the rows of `sample` (closed afterwards)."""
+    def _run(self, program: Program, split: str, sample: Split | None = None, warm: bool = False) -> Outcome:
+        """Run on the split's own runner, or on a runner over just the rows of `sample` (closed afterwards);
+        `warm`: as `evaluate.warm.run_warm` says."""
         runner = self._runner(split) if sample is None else self.language.runner(sample, self._functions)
         data = sample if sample is not None else self._whole(split)
-        deadline_s = self.task.timeout_seconds
+        try:
+            attempt = partial(self._attempt, runner, program, split, data)
+            if warm and self.ai is not None:
+                return run_warm(attempt, self.task.timeout_seconds)
+            return attempt(self.task.timeout_seconds)[0]
+        finally:
+            if sample is not None:
+                runner.close()
+
+    def _attempt(
+        self, runner: Runner, program: Program, split: str, data: Split, deadline_s: float
+    ) -> tuple[Outcome, bool]:
+        """One run under `deadline_s`, scored (a failure is every row's error), and whether it passed its
+        deadline while it called a model (a cold AI cache: `evaluate.warm`)."""
         try:
             result, usage = self._execute(
                 lambda on_timeout: runner.run(program, deadline_s, on_timeout), deadline_s
             )
         except EvaluationError as error:
-            failed = self._failed(split, str(error), 0.0, data)
-            return replace(failed, usage=self.ai.usage if self.ai else None)
-        finally:
-            if sample is not None:
-                runner.close()
-        scored = self._score(split, result.outputs, result.elapsed_ms, result.errors, data)
+            failed = replace(
+                self._failed(split, str(error), 0.0, data), usage=self.ai.usage if self.ai else None
+            )
+            called = failed.usage is not None and failed.usage.provider_call_count > 0
+            return failed, isinstance(error, EvaluationTimeout) and called
+        outcome = self._score(split, result.outputs, result.elapsed_ms, result.errors, data)
         if result.observations:
-            scored = replace(scored, rows=_observed(scored.rows, result.observations))
-        return replace(scored, usage=usage)
+            outcome = replace(outcome, rows=_observed(outcome.rows, result.observations))
+        return replace(outcome, usage=usage), False
 
     def score_rows(
         self, split: str, result_rows: list[tuple[object, ...]], elapsed_ms: float = 0.0
@@ -380,7 +396,7 @@ class Evaluator:
         scorer. The observation of every row says ok or row_error, with `extra_ids` when the program returned
         ids that are not in the split."""
         ids, expected_json, expected = self._rows_of(split, data)
-        values, errors, extra = _match(ids, result_rows, row_errors or {})
+        values, errors, extra = match_rows(ids, result_rows, row_errors or {})
         contract = self.task.contract.type
         outputs, failures = coerce_outputs(values, contract)
         for k, message in failures.items():
@@ -475,43 +491,3 @@ def _observed(
         else row
         for row in rows
     )
-
-
-def _match(
-    ids: Sequence[str], result_rows: list[tuple[object, ...]], row_errors: Mapping[str, str]
-) -> tuple[list[object], list[str | None], int]:
-    """Each row's one output (None where it has none or several), its error so far, and how many ids the result
-    holds that are not rows of `ids` (`extra_ids`).
-
-    Two shortcuts give exactly what the general rule gives, for the results programs almost always have: every
-    id once, in split order (one comparison of tuples), or in another order (one dict, then a lookup per
-    row); the general rule then only runs for a result with a missing, repeated, foreign or non-text id."""
-    result_ids = tuple(map(_FIRST, result_rows))
-    if result_ids == tuple(ids):
-        return list(map(_SECOND, result_rows)), [None] * len(ids), 0
-    if len(result_rows) == len(ids):
-        try:
-            by_id = dict(zip(result_ids, map(_SECOND, result_rows), strict=True))
-            reordered = list(map(by_id.__getitem__, ids)) if len(by_id) == len(ids) else None
-        except (KeyError, TypeError):  # an id not returned; an unhashable id (the general rule reads str(id))
-            reordered = None
-        if reordered is not None:
-            return reordered, [None] * len(ids), 0
-    produced: dict[str, list[object]] = {}
-    for instance_id, value in result_rows:
-        produced.setdefault(str(instance_id), []).append(value)
-    values: list[object] = []
-    errors: list[str | None] = []
-    for instance_id in ids:
-        found = produced.get(instance_id, [])
-        if len(found) == 1:
-            values.append(found[0])
-            errors.append(None)
-        else:
-            values.append(None)
-            errors.append(
-                f"{len(found)} output rows for this id (expected one)"
-                if found
-                else row_errors.get(instance_id, "no output row for this id")
-            )
-    return values, errors, len(set(produced) - set(ids))

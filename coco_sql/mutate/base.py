@@ -59,6 +59,10 @@ class Proposal:
     donor_id: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # recorded in the 'mutation' event
     discarded: str | None = None  # why the mutator produced no child: recorded as an invalid child, not run
+    # The mutator has nothing left to try for this parent (every edit it can make was tried): why. No child is
+    # made and `code` is ignored; the loop never draws this parent again and spends the iteration on another
+    # (`engine.parents`), or ends the run when no parent is left.
+    exhausted: str | None = None
     # The mutator's own model spending for this proposal: one line per (agent role, model), e.g. ('agent',
     # 'openai/gpt-4o-mini'). The loop stores it in ai_usage / ai_calls with split 'mutator'.
     usage: Usage | None = None

@@ -140,8 +140,9 @@ class OfflineMutator:
         if parent_query is None:
             return Proposal(
                 code=request.parent.code,
-                approach="parent does not parse; resubmitted unchanged",
+                approach="parent does not parse",
                 notes={"error": "unparseable parent"},
+                exhausted="the parent does not parse",
             )
         context = request.context
         strategy, shares = (
@@ -231,9 +232,10 @@ class OfflineMutator:
         if not tested:
             return Proposal(
                 code=request.parent.code,
-                approach="no applicable edit; resubmitted unchanged",
+                approach="no applicable edit",
                 strategy=strategy,
                 notes={"targets": tried, **notes_extra},
+                exhausted="no applicable edit",
             )
         # By net gain, then training score, then the order drafts were drawn in; one of the near-best is drawn.
         codes = sorted(tested, key=lambda c: (-tested[c][2], -tested[c][1]))
@@ -295,7 +297,7 @@ class OfflineMutator:
                 donor_id=edit.donor_id,
                 notes={"probe": False, "hypotheses": {name: len(pool) for name, pool in pools.items()}},
             )
-        return Proposal(code=request.parent.code, approach="no applicable edit; resubmitted unchanged")
+        return Proposal(request.parent.code, "no applicable edit", exhausted="no applicable edit (untested)")
 
     def _screen(
         self,

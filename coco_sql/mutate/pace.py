@@ -207,7 +207,7 @@ class PrimitiveAwareMutator:
             return moved
         draft = replace(request.parent, code=moved.code)
         refined = self._refine(replace(request, parent=draft), library, dialect, rng)
-        if refined.discarded is not None or refined.code == moved.code:
+        if refined.discarded is not None or refined.exhausted is not None or refined.code == moved.code:
             return moved
         if _verify(plan, request.parent.code, refined.code, self.language, library, dialect) is not None:
             return replace(

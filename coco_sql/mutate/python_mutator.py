@@ -96,7 +96,7 @@ class PythonOfflineMutator:
         total = sum(len(edits) for edits in by_operator.values())
         if not ordered:
             return Proposal(
-                parent.code, f"no untried edit left (iteration {request.iteration})", notes={"candidates": 0}
+                parent.code, "no untried edit left", notes={"candidates": 0}, exhausted="no untried edit left"
             )
         notes: dict[str, Any] = {"candidates": total, "stagnant": stagnant}
         if not self.probe:

@@ -5,6 +5,7 @@
     CALL coco_resume(1, 60);   CALL coco_status();   CALL coco_export(1);
     CALL coco_eval('lockpicking6', 'SELECT id, 0 AS label FROM input', 'val');
     CALL coco_report(1);   -- the run's HTML report, one row (run_id, html)
+    CALL coco_help();   CALL coco_help('coco_task');   -- the procedures; one procedure's arguments and options
 
 work, as do `FROM coco_status()` and prepared parameters. DuckDB 2.0 has no Python table functions and `CALL`
 needs a table function, so each procedure is a table macro (one overload per number of arguments, since macro
@@ -25,6 +26,8 @@ from typing import Any
 import duckdb
 
 from coco_sql.procedures import handlers
+from coco_sql.procedures.ai_functions import install_ai_functions
+from coco_sql.procedures.help import coco_help
 from coco_sql.store import DuckDBStore
 
 # name -> (the handler, its parameters with DuckDB types, how many of them a call must give)
@@ -43,7 +46,7 @@ _SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], .
     "coco_status": (handlers.coco_status, (("run_id", "BIGINT"),), 0),
     "coco_export": (
         handlers.coco_export,
-        (("run_id", "BIGINT"), ("form", "VARCHAR"), ("max_cost", "VARCHAR")),
+        (("run_id", "BIGINT"), ("form", "VARCHAR"), ("max_cost", "VARCHAR"), ("source", "VARCHAR")),
         0,
     ),
     "coco_eval": (
@@ -52,6 +55,7 @@ _SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], .
         2,
     ),
     "coco_report": (handlers.coco_report, (("run_id", "BIGINT"),), 0),
+    "coco_help": (coco_help, (("topic", "VARCHAR"),), 0),
 }
 
 
@@ -65,7 +69,8 @@ def connect(path: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
 
 
 def install(con: duckdb.DuckDBPyConnection) -> None:
-    """Create coco-sql's tables (if missing) and its procedures (as temporary macros of this connection).
+    """Create coco-sql's tables (if missing), its procedures (as temporary macros of this connection) and the AI
+    functions an exported AI view calls (`procedures.ai_functions`).
 
     DuckDB keeps a Python UDF in the database's catalog, which every connection to the same file in this process
     shares, while a temporary macro belongs to its connection. So each connection gets UDFs of its own names
@@ -85,6 +90,7 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
             null_handling="special",
         )
         con.execute(_macro(name, params, required, suffix))
+    install_ai_functions(con, suffix)  # an exported AI view runs on this connection
 
 
 def _free_suffix(con: duckdb.DuckDBPyConnection) -> str:
@@ -142,5 +148,6 @@ def _udf(
         1: lambda a: call(a),
         2: lambda a, b: call(a, b),
         3: lambda a, b, c: call(a, b, c),
+        4: lambda a, b, c, d: call(a, b, c, d),
     }
     return fixed[len(types)]

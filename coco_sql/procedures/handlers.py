@@ -6,22 +6,29 @@ dicts, with the columns `COLUMNS` declares. Thin over `coco_sql.api`; errors are
                                          (`coco_sql.options`: RUN_OPTIONS and AI_OPTIONS, their types and ranges)
     coco_resume(run_id, budget)          continue a run (to a larger budget)
     coco_status(run_id)                  one row per run (or the one run)
-    coco_export(run_id, form, max_cost)  the champion (or the best program within a deploy cost per 1,000 rows):
-                                         sql (as written), duckdb_view, snowflake_view or dbt; a form
-                                         that runs in Snowflake also lists why it would not (`findings`)
+    coco_export(run_id, form, max_cost, source)  the champion (or the best program within a deploy cost per
+                                         1,000 rows): sql (as written), duckdb_view, snowflake_view or dbt,
+                                         reading `source`; a form that runs in Snowflake also lists why it
+                                         would not (`findings`)
     coco_eval(task, program, split)      score one program on one split
     coco_report(run_id)                  the run's report (the latest run's by default): one HTML document
+    coco_help(topic)                     the procedures; one procedure's arguments and options (`help`)
+
+`coco_evolve` and `coco_resume` report their progress in the table `coco_progress` (`procedures.progress`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from coco_sql import api
 from coco_sql.llm import AiConfig
 from coco_sql.options import AI_OPTIONS, as_object
+from coco_sql.procedures.help import COLUMNS as HELP_COLUMNS
+from coco_sql.procedures.progress import ProgressBoard
 from coco_sql.store import Warehouse
 
 SUMMARY = (
@@ -33,7 +40,10 @@ SUMMARY = (
     ("champion_val_score", "DOUBLE"),
     ("seed_test_score", "DOUBLE"),
     ("champion_test_score", "DOUBLE"),
+    ("best_id", "VARCHAR"),  # the best validation score's program: the champion is the cheapest within one SE
+    ("best_val_score", "DOUBLE"),
     ("stopped", "VARCHAR"),  # why the run paused before its end (its max_spend), else NULL
+    ("warnings", "VARCHAR"),  # api.champion_warnings, one per line, else NULL
 )
 COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "coco_task": (
@@ -53,6 +63,9 @@ COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("status", "VARCHAR"),
         ("iterations", "BIGINT"),
         ("best_val", "DOUBLE"),
+        ("best_id", "VARCHAR"),
+        ("champion_id", "VARCHAR"),  # the cheapest program within one SE of the best (option `champion`)
+        ("champion_val", "DOUBLE"),
     ),
     "coco_export": (
         ("run_id", "BIGINT"),
@@ -77,6 +90,7 @@ COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("run_id", "BIGINT"),
         ("html", "VARCHAR"),
     ),
+    "coco_help": HELP_COLUMNS,
 }
 
 
@@ -93,10 +107,12 @@ def coco_evolve(
     *,
     ai: AiConfig | None = None,
 ) -> list[dict]:
-    """`ai` is the engine's base model configuration (Snowflake: Cortex through the procedure's session)."""
+    """`ai` is the engine's base model configuration (Snowflake: Cortex through the procedure's session). The
+    run reports its progress in `coco_progress` and on stderr (`procedures.progress`)."""
     run_options, ai = split_options(options, ai)
-    summary = api.evolve(task, db=store, budget=60 if budget is None else budget, options=run_options, ai=ai)
-    return [summary.as_dict()]
+    budget = 60 if budget is None else budget
+    board = ProgressBoard(store, store.next_run_id(), str(task), budget)
+    return _reported(board, partial(api.evolve, task, db=store, budget=budget, options=run_options), ai)
 
 
 def coco_resume(
@@ -107,8 +123,26 @@ def coco_resume(
     *,
     ai: AiConfig | None = None,
 ) -> list[dict]:
-    """Continue run `run_id`, to a larger `budget` and under a new spend limit ('200000 tokens', '$5') if given."""
-    return [api.resume(run_id, db=store, budget=budget, max_spend=max_spend, ai=ai).as_dict()]
+    """Continue run `run_id`, to a larger `budget` and under a new spend limit ('200000 tokens', '$5') if given;
+    its progress as `coco_evolve`'s."""
+    run = store.get_run(api.resolve_run(store, run_id))
+    board = ProgressBoard(store, run.run_id, run.task, budget if budget is not None else run.budget)
+    return _reported(board, partial(api.resume, run.run_id, db=store, budget=budget, max_spend=max_spend), ai)
+
+
+def _reported(board: ProgressBoard, run: Callable[..., Any], ai: AiConfig | None) -> list[dict]:
+    """`run(ai=..., progress=...)` (api.evolve or api.resume) with its progress on `board`: each iteration, each
+    step of a cold embedding, and how it ended; its summary row, with the champion's warnings (a cheaper program
+    as good, a champion over 8 KB: `api.champion_warnings`, what `coco-sql evolve` prints after a run)."""
+    ai = replace(ai or AiConfig.from_environment(), progress=board.long_operation)
+    try:
+        summary = run(ai=ai, progress=board.iteration)
+    except BaseException as error:
+        board.failed(error)
+        raise
+    board.finished(summary)
+    warnings = api.champion_warnings(summary.run_id, db=board.store)
+    return [{**summary.as_dict(), "warnings": "\n".join(warnings) or None}]
 
 
 def coco_status(store: Warehouse, run_id: int | None) -> list[dict]:
@@ -120,12 +154,17 @@ def coco_status(store: Warehouse, run_id: int | None) -> list[dict]:
 
 
 def coco_export(
-    store: Warehouse, run_id: int | None, form: str | None, max_cost: str | None = None
+    store: Warehouse,
+    run_id: int | None,
+    form: str | None,
+    max_cost: str | None = None,
+    source: str | None = None,
 ) -> list[dict]:
-    """The champion in `form`; with `max_cost` ('500 calls', '20000 tokens', '$0.05'), the best program whose
-    deploy cost per 1,000 rows is within it."""
+    """The champion in `form`, reading the table `source` (default: the table the task was registered from);
+    with `max_cost` ('500 calls', '20000 tokens', '$0.05'), the best program whose deploy cost per 1,000 rows is
+    within it. Its `findings` are check-deploy's, on the program as the run holds it."""
     form = form or "sql"
-    champion = api.export(run_id, db=store, form=form, max_cost=max_cost)
+    champion = api.export(run_id, db=store, form=form, max_cost=max_cost, source=source)
     findings = api.export_findings(champion, form, db=store)
     return [
         {
@@ -135,6 +174,7 @@ def coco_export(
             "form": form,
             "code": champion.code,
             "findings": "\n".join(f.line() for f in findings) or None,
+            "files": dict(champion.files),  # not a column: what ships with the code (Snowflake stages it)
         }
     ]
 

@@ -92,7 +92,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(score=_score, delta=_delta, count=_count, percent=_percent)
+    environment.filters.update(score=_score, delta=_delta, count=_count, percent=_percent, compact=_compact)
     return environment
 
 
@@ -108,6 +108,17 @@ def _delta(value: float | None) -> str:
 
 def _count(value: float | int | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
+
+
+def _compact(value: float | None) -> str:
+    """A large count in three significant digits: 21.8M, 34.1k, 950."""
+    if value is None:
+        return "–"
+    rounded = float(f"{value:.3g}")  # 999,999 is 1M, not 1e+03k
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(rounded) >= size:
+            return f"{rounded / size:g}{suffix}"
+    return f"{rounded:g}"
 
 
 def _percent(value: float | None) -> str:

@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from coco_sql.engine.champion import RULE_TEXT, Choice
+from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import StoreError
 from coco_sql.languages.sql_deploy_check import check_program
 from coco_sql.report import analysis, read_models
@@ -38,6 +40,8 @@ class Page:
     confusion: dict[str, Any] | None = None
     code: dict[str, Any] | None = None
     frontier: dict[str, Any] | None = None
+    rule: dict[str, Any] | None = None  # the champion rule and what it chose (`_rule`)
+    warnings: list[str] = field(default_factory=list)  # about the champion (`read_models.champion_warnings`)
 
 
 def build(store: Warehouse, run_id: int) -> Page:
@@ -58,7 +62,10 @@ def build(store: Warehouse, run_id: int) -> Page:
     by_id = {p["program_id"]: p for p in programs}
     seed = next((p for p in programs if not p["parent_id"]), programs[0])
     try:
-        champion = by_id[read_models.champion(store, run_id).program_id]
+        choice = read_models.choice(store, run_id)
+        champion = by_id[choice.champion.program_id]
+        page.rule = _rule(choice, by_id)
+        page.warnings = read_models.champion_warnings(store, run_id)
     except StoreError:  # no valid program
         champion = None
         page.notes.append(
@@ -92,10 +99,27 @@ def build(store: Warehouse, run_id: int) -> Page:
     page.cost = _cost(store, run_id)
     if page.cost["iterations"]:
         page.data["cost"] = page.cost["iterations"]
-    page.frontier = _frontier(store, run_id)
+    page.frontier = _frontier(store, run_id, None if champion is None else champion["program_id"])
     if page.frontier is not None:
         page.data["frontier"] = page.frontier["chart"]
     return page
+
+
+def _rule(choice: Choice, by_id: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The champion rule in words, and what it chose: the best program and the champion, each with its
+    validation score and deploy cost (`engine.champion`)."""
+    return {
+        "name": choice.rule,
+        "text": RULE_TEXT[choice.rule],
+        "standard_error": choice.standard_error,
+        "floor": choice.best.val_score - choice.standard_error,
+        "measure": choice.measure,
+        "differs": choice.differs,
+        "best": {**vars(choice.best), "cost_text": show_cost(choice.best.cost, choice.measure)},
+        "champion": {**vars(choice.champion), "cost_text": show_cost(choice.champion.cost, choice.measure)},
+        "share": choice.champion.cost / choice.best.cost if choice.best.cost > 0 else None,
+        "best_test": by_id[choice.best.program_id]["test_score"],
+    }
 
 
 def _unfinished(store: Warehouse, run: dict[str, Any]) -> str:
@@ -193,10 +217,11 @@ def _lineage(programs: list[dict[str, Any]], champion: dict[str, Any]) -> list[d
     for program in analysis.ancestry(programs, champion["program_id"]):
         parent = by_id.get(program["parent_id"]) if program["parent_id"] else None
         change = (
-            diff(parent["code"], program["code"], program["language"], dialect=program["dialect"])
+            diff(parent["code"], program["code"], program["language"], dialect=program["dialect"],
+                 old_as_written=not parent["parent_id"])  # the seed as the analyst wrote it
             if parent
             else None
-        )
+        )  # fmt: skip
         delta = (
             program["val_score"] - parent["val_score"]
             if parent and program["val_score"] is not None and parent["val_score"] is not None
@@ -221,7 +246,14 @@ def _code(seed: dict[str, Any], champion: dict[str, Any]) -> dict[str, Any]:
         "dialect": champion["dialect"],
         "champion": highlight(champion["code"].strip("\n"), language),
         "seed": highlight(seed["code"].strip("\n"), language),
-        "diff": diff(seed["code"], champion["code"], language, context=3, dialect=champion["dialect"]),
+        "diff": diff(
+            seed["code"],
+            champion["code"],
+            language,
+            context=3,
+            dialect=champion["dialect"],
+            old_as_written=True,
+        ),
         "same": seed["program_id"] == champion["program_id"],
     }
 
@@ -253,7 +285,7 @@ def _cost(store: Warehouse, run_id: int) -> dict[str, Any]:
     }
 
 
-def _frontier(store: Warehouse, run_id: int) -> dict[str, Any] | None:
+def _frontier(store: Warehouse, run_id: int, champion: str | None) -> dict[str, Any] | None:
     """The score/cost frontier (`read_models.cost_frontier`) and its scatter: every fully validated program by
     deploy cost per 1,000 rows (`x`, in the frontier's measure) with its validation score (`val`), the frontier's
     scores (`frontier`, None off it), ids, and the champion's index. None when no program costs anything (no AI
@@ -272,8 +304,6 @@ def _frontier(store: Warehouse, run_id: int) -> dict[str, Any] | None:
         return None
     programs.sort(key=lambda item: item[:2])
     on = {p["program_id"] for p in frontier.points}
-    found = store.champion(run_id)
-    champion = None if found is None else found[0].program_id
     ids = [p["program_id"] for _, _, p in programs]
     return {
         "measure": frontier.measure,

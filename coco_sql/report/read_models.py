@@ -7,10 +7,12 @@ Each function takes a `Warehouse` and returns plain data (dataclasses, or lists 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coco_sql.engine.deploy_cost import CALLS, TOKENS, USD, DeployCost, parse_max_cost, show_cost
+from coco_sql.engine.champion import Choice, champion_of
+from coco_sql.engine.deploy_cost import USD, cost_measure, parse_max_cost, program_costs, show_cost
 from coco_sql.engine.spend import normalise_prices
 from coco_sql.errors import ConfigError, StoreError
 from coco_sql.store import Warehouse
@@ -18,12 +20,17 @@ from coco_sql.store import Warehouse
 
 @dataclass(frozen=True)
 class Champion:
+    """A program a user exports: the run's champion, its best, or the best within a deploy cost."""
+
     run_id: int
     program_id: str
     language: str
     dialect: str
     code: str
     val_score: float
+    files: Mapping[str, str] = field(
+        default_factory=dict
+    )  # an export's files that ship with `code` (path -> text)
 
 
 @dataclass(frozen=True)
@@ -34,9 +41,10 @@ class CostFrontier:
     q dominates p iff cost(q) <= cost(p) and q ranks above p by score, where the ranking is the champion's:
     higher validation score, then the earlier iteration. So a program is on the frontier iff every program that
     ranks above it costs more; scanning by rank, keep each program cheaper than all kept before it. So two
-    points may share a score: the later one is cheaper. The champion is on it (unless it is a seed over the
-    run's `max_cost`, beaten by a child as cheap that the limit turned away), and the best program within a
-    limit L is the last point whose cost is at most L.
+    points may share a score: the later one is cheaper. The champion is on it (it is the cheapest program within
+    one standard error of the best, `engine.champion`, so every program that ranks above it costs more; unless
+    it is a seed over the run's `max_cost`, beaten by a child as cheap that the limit turned away), and the best
+    program within a limit L is the last point whose cost is at most L.
 
     `measure` is the cost's unit: `usd` when the run's prices cover every model its programs spent tokens on,
     else `tokens` (input + output) when they spent any, else `calls`. The candidates are the valid programs
@@ -85,17 +93,40 @@ class CostReport:
 
 
 def status(store: Warehouse) -> list[dict[str, Any]]:
-    """One row per run: run_id, task, seed, budget, status, iterations committed, best validation score."""
-    return store.report("run_overview", {})
+    """One row per run: run_id, task, seed, budget, status, iterations committed, best validation score
+    (best_val) and its program (best_id), the champion (`engine.champion`: champion_id, champion_val) and the
+    rule that chose it (champion_rule); the champion and best columns are None before a program is scored."""
+    rows = store.report("run_overview", {})
+    for row in rows:
+        choice = champion_of(store, row["run_id"])
+        row.update(
+            {
+                "champion_id": None if choice is None else choice.champion.program_id,
+                "champion_val": None if choice is None else choice.champion.val_score,
+                "best_id": None if choice is None else choice.best.program_id,
+                "champion_rule": None if choice is None else choice.rule,
+            }
+        )
+    return rows
 
 
-def champion(store: Warehouse, run_id: int) -> Champion:
-    """The valid program with the best validation score (ties: earliest). StoreError when there is none."""
-    found = store.champion(run_id)
+def choice(store: Warehouse, run_id: int, rule: str | None = None) -> Choice:
+    """The champion rule's choice for run `run_id` (`engine.champion.champion_of`; `rule` overrides the run's).
+    StoreError when the run has no valid program."""
+    found = champion_of(store, run_id, rule)
     if found is None:
         raise StoreError(f"run {run_id} has no valid program")
-    program, score = found
-    return Champion(run_id, program.program_id, program.language, program.dialect, program.code, score)
+    return found
+
+
+def champion(store: Warehouse, run_id: int, rule: str | None = None) -> Champion:
+    """The run's champion by its rule (`engine.champion`; `rule` 'best' gives the unconstrained best). StoreError
+    when there is none."""
+    chosen = choice(store, run_id, rule).champion
+    program = store.program(chosen.program_id)
+    return Champion(
+        run_id, program.program_id, program.language, program.dialect, program.code, chosen.val_score
+    )
 
 
 def leaderboard(store: Warehouse, run_id: int, n: int = 10) -> list[dict[str, Any]]:
@@ -127,8 +158,8 @@ def cost(store: Warehouse, run_id: int) -> CostReport:
         for row in store.report("cost_agents", {"run_id": run_id})
     ]
     programs = program_costs(store, run_id)
-    found = store.champion(run_id)
-    champion_id = None if found is None else found[0].program_id
+    found = champion_of(store, run_id)
+    champion_id = None if found is None else found.champion.program_id
     deploy = None
     for program in programs:
         cost = program["deploy_cost"]
@@ -142,29 +173,6 @@ def cost(store: Warehouse, run_id: int) -> CostReport:
             }
     frontier = cost_frontier(store, run_id, programs=programs) if programs else None
     return CostReport(run_id, phases, deploy, agents, frontier)
-
-
-def program_costs(store: Warehouse, run_id: int) -> list[dict[str, Any]]:
-    """The valid programs evaluated on every validation row, by iteration: program_id, iteration, val_score,
-    n_rows and `deploy_cost`, their `DeployCost` per 1,000 rows: the view `deploy_costs` (cache hits counted,
-    over the validation rows), with the tokens per model that price it."""
-    models: dict[str, dict[str, tuple[int, int]]] = {}
-    for row in store.report("deploy_cost_models", {"run_id": run_id}):
-        spent = (int(row["input_tokens"] or 0), int(row["output_tokens"] or 0))
-        models.setdefault(row["program_id"], {})[row["model"]] = spent
-    programs = []
-    for row in store.report("deploy_costs", {"run_id": run_id}):
-        rows = int(row["n_rows"])
-        by_model = models.get(row["program_id"], {})
-        cost = DeployCost(
-            rows,
-            float(row["calls_per_1000"]),
-            float(row["input_tokens_per_1000"]),
-            float(row["output_tokens_per_1000"]),
-            tuple((m, i * 1000 / rows, o * 1000 / rows) for m, (i, o) in sorted(by_model.items())),
-        )
-        programs.append({**row, "deploy_cost": cost})
-    return programs
 
 
 def run_prices(store: Warehouse, run_id: int) -> dict[str, tuple[float, float]]:
@@ -187,7 +195,7 @@ def cost_frontier(
     costs = [p["deploy_cost"] for p in programs]
     if measure is None:
         limit = store.get_run(run_id).config.get("max_cost")
-        measure = _measure(costs, prices, None if limit is None else parse_max_cost(limit).unit)
+        measure = cost_measure(costs, prices, None if limit is None else parse_max_cost(limit).unit)
     elif measure == USD:
         unpriced = sorted({m for c in costs for m in c.unpriced(prices)})
         if unpriced:
@@ -195,8 +203,8 @@ def cost_frontier(
                 f"run {run_id}'s programs spent tokens on {', '.join(map(repr, unpriced))}, which the run has no "
                 "price for: give the cost in calls or tokens"
             )
-    found = store.champion(run_id)
-    champion_id = None if found is None else found[0].program_id
+    found = champion_of(store, run_id)
+    champion_id = None if found is None else found.champion.program_id
     kept: list[dict[str, Any]] = []
     cheapest = math.inf
     for program in sorted(programs, key=lambda p: (-p["val_score"], p["iteration"])):
@@ -241,16 +249,51 @@ def best_within(store: Warehouse, run_id: int, max_cost: object) -> Champion:
     )
 
 
-def _measure(costs: list[DeployCost], prices: dict[str, tuple[float, float]], unit: str | None) -> str:
-    """The run's `max_cost` unit if it has one (and, for dollars, can price every program); else usd when the
-    run's prices cover every model that spent tokens (and some did), else tokens when any were spent, else
-    calls."""
-    priced = all(not c.unpriced(prices) for c in costs)
-    if unit is not None and (unit != USD or priced):
-        return unit
-    if any(c.tokens > 0 for c in costs):
-        return USD if priced else TOKENS
-    return CALLS
+#: A champion's SQL past this many bytes gets a warning (issue 15: a program stays readable; examples belong in a
+#: small subset or a table, never hundreds inline).
+CHAMPION_SQL_WARN_BYTES = 8 * 1024
+
+
+def champion_warnings(store: Warehouse, run_id: int) -> list[str]:
+    """One-line warnings about run `run_id`'s champion, the program a user would deploy; empty when none: a
+    program as good on validation that costs less (possible under the rule 'best', never under the default:
+    `engine.champion`), and SQL over `CHAMPION_SQL_WARN_BYTES`. The CLI prints them after a run, the report
+    shows them at the top."""
+    program = champion(store, run_id)
+    warnings = _cheaper_twin(store, program)
+    size = len(program.code.encode("utf-8"))
+    if size > CHAMPION_SQL_WARN_BYTES:
+        warnings.append(
+            f"champion {program.program_id} of run {run_id} is {size / 1024:.1f} KB of SQL (over "
+            f"{CHAMPION_SQL_WARN_BYTES // 1024} KB): hard to review and, on a real model, costly per row; check "
+            "for inline few-shot examples"
+        )
+    return warnings
+
+
+def _cheaper_twin(store: Warehouse, program: Champion) -> list[str]:
+    """A warning when a program scores as well as the champion on validation and costs less to deploy: the user
+    would ship that one instead."""
+    try:
+        frontier = cost_frontier(store, program.run_id)
+    except (ConfigError, StoreError):
+        return []
+    best = next((p for p in frontier.points if p["champion"]), None)
+    twins = [
+        p
+        for p in frontier.points
+        if best and p["val_score"] >= best["val_score"] and p["cost"] < best["cost"]
+    ]
+    if best is None or not twins:
+        return []
+    twin = twins[0]  # cheapest first
+    places = 6 if frontier.measure == USD else 1  # as `show_cost` writes it, rounded up: the limit holds it
+    limit = show_cost(math.ceil(twin["cost"] * 10**places) / 10**places, frontier.measure)
+    return [
+        f"program {twin['program_id']} scores as well as champion {program.program_id} on validation "
+        f"({twin['val_score']:.4f}) at {twin['cost'] / best['cost']:.0%} of its deploy cost ({limit} against "
+        f"{show_cost(best['cost'], frontier.measure)} per 1,000 rows): export it with --max-cost '{limit}'"
+    ]
 
 
 # -- the HTML report's read models (`coco_sql.report.html`) --------------------------------------------------

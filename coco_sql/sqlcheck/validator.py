@@ -318,6 +318,24 @@ def iter_calls(tree: exp.Expression) -> Iterator[tuple[exp.Expression, str | Non
             yield node, None
 
 
+def ai_functions_called(source: str, dialect: str) -> list[str]:
+    """The AI functions `source` calls (catalogue names, PROMPT included), in the order first met; [] when it
+    does not parse (validation then says why). A task registered from rows enables its seed's own AI functions
+    with this (issue 26): a seed that calls AI_CLASSIFY means the task is an AI_CLASSIFY task."""
+    try:
+        statements = [s for s in sqlglot.parse(source, read=dialect) if s is not None]
+    except SqlglotError:
+        return []
+    found: list[str] = []
+    for statement in statements:
+        for node, dotted in iter_calls(statement):
+            names = [dotted] if dotted is not None else _candidate_names(node)  # type: ignore[arg-type]
+            name = next((n for n in names if n in AI_SIGNATURES or n == "PROMPT"), None)
+            if name is not None and name not in found:
+                found.append(name)
+    return found
+
+
 def check_functions(
     tree: exp.Expression,
     spec: ValidationSpec,

@@ -15,6 +15,7 @@ import pandas as pd
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.records import (
     ArchiveEntry,
+    DeployUsage,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -24,6 +25,7 @@ from coco_sql.store.records import (
     ProgramScore,
     RunRecord,
 )
+from coco_sql.store.registered import RegisteredTask
 
 PYTHON_HANDLER = "handle"  # the function a Python UDF's code defines: handle(instance JSON) -> answer JSON
 
@@ -121,8 +123,16 @@ class Warehouse(Protocol):
         """Every archive landing of a run, in landing order."""
         ...
 
-    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
-        """program_id -> {instance_id: score} over the run's evaluations on `split` (loaded on resume)."""
+    def row_scores(
+        self, run_id: int, split: str, program_id: str | None = None
+    ) -> dict[str, dict[str, float]]:
+        """program_id -> {instance_id: score} over the run's evaluations on `split` (loaded on resume); only
+        `program_id`'s when given."""
+        ...
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        """program_id -> what its validation evaluation used (`DeployUsage`), for every program of the run with a
+        validation score; a program without AI calls has calls 0 and no models."""
         ...
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
@@ -139,10 +149,6 @@ class Warehouse(Protocol):
 
     def primitive_trials(self, run_id: int) -> list[PrimitiveTrial]:
         """The run's primitive operator trials, by iteration (loaded on resume to rebuild the posteriors)."""
-        ...
-
-    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The run's best valid program by validation score (ties: earliest) and that score."""
         ...
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
@@ -164,13 +170,25 @@ class Warehouse(Protocol):
         ...
 
     def register_task(
-        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+        self,
+        name: str,
+        source: str,
+        options: Mapping[str, Any],
+        types: Mapping[str, str],
+        rows: pd.DataFrame,
+        test_rows: pd.DataFrame | None = None,
     ) -> None:
-        """Store a task's options and its rows as they are now (`tasks`, `task_rows`)."""
+        """Store a task's options and its rows as they are now (`tasks`, `task_rows`), the rows of its option
+        `test_source` after them (`store.registered`); StoreError when a run has used the name."""
         ...
 
-    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
-        """(source, options, column types, rows) of a task registered in this store, or None."""
+    def registered_task(self, name: str) -> RegisteredTask | None:
+        """What `coco_task` stored in this store under `name`, or None."""
+        ...
+
+    def set_progress(self, row: Mapping[str, Any]) -> None:
+        """Replace run `row['run_id']`'s row of `coco_progress` (the columns of `sql/schema.sql`), committed at
+        once: another connection polls it while the run goes on (`procedures.progress`)."""
         ...
 
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -18,12 +18,13 @@ from sqlglot import exp
 
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
+from coco_sql.store.history_sql import LIST_COLUMNS
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source
-from coco_sql.store.named import named_query
+from coco_sql.store.named import decode_lists, named_query
 from coco_sql.store.records import (
-    DEPLOY_COST_EVENT,
     ArchiveEntry,
+    DeployUsage,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -32,8 +33,10 @@ from coco_sql.store.records import (
     ProgramRecord,
     ProgramScore,
     RunRecord,
+    deploy_usage_of,
     to_json,
 )
+from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import WRITE_ORDER, evaluation_chunks, table_rows
 from coco_sql.store.schema import schema_expressions, schema_statements
@@ -401,12 +404,15 @@ class DuckDBStore:
         )
         return [ArchiveEntry(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows]
 
-    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
-        """program_id -> {instance_id: score} for every evaluation of the run on `split`."""
+    def row_scores(
+        self, run_id: int, split: str, program_id: str | None = None
+    ) -> dict[str, dict[str, float]]:
+        """program_id -> {instance_id: score} for every evaluation of the run on `split` (`program_id`'s only)."""
+        one = "" if program_id is None else " AND program_id = ?"
         with self._lock:
             columns = self._con.execute(
-                "SELECT program_id, instance_id, score FROM evaluations WHERE run_id = ? AND split = ?",
-                [run_id, split],
+                "SELECT program_id, instance_id, score FROM evaluations WHERE run_id = ? AND split = ?" + one,
+                [run_id, split] + ([] if program_id is None else [program_id]),
             ).fetchnumpy()
         result: dict[str, dict[str, float]] = {}
         for program_id, instance_id, score in zip(
@@ -414,6 +420,18 @@ class DuckDBStore:
         ):
             result.setdefault(str(program_id), {})[str(instance_id)] = float(score)
         return result
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        rows = self._fetchall(
+            "SELECT s.program_id, s.n_rows, u.model, u.calls, u.input_tokens, u.output_tokens "
+            "FROM program_scores s LEFT JOIN (SELECT program_id, model, SUM(calls) AS calls, "
+            "SUM(input_tokens + cached_input_tokens) AS input_tokens, "
+            "SUM(output_tokens + cached_output_tokens) AS output_tokens FROM ai_usage "
+            "WHERE run_id = ? AND split = 'val' GROUP BY program_id, model) u USING (program_id) "
+            "WHERE s.run_id = ? AND s.split = 'val' ORDER BY s.program_id, u.model",
+            [run_id, run_id],
+        )
+        return deploy_usage_of(rows)
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
         rows = self._fetchall(
@@ -450,21 +468,6 @@ class DuckDBStore:
             for r in rows
         ]
 
-    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The valid program with the best validation score (ties: earliest), with that score; a child over its
-        run's deploy-cost limit (a `deploy_cost` event with `within` false), or one a minibatch gate stopped
-        (scored on fewer validation rows than the seed), is never the champion."""
-        rows = self._fetchall(
-            "SELECT l.program_id, l.val_score FROM leaderboard l JOIN programs p USING (program_id) "
-            "JOIN program_scores s ON s.program_id = l.program_id AND s.split = 'val' "
-            "WHERE l.run_id = ? AND p.valid AND l.program_id NOT IN (SELECT program_id FROM events "
-            "WHERE run_id = ? AND kind = ? AND program_id IS NOT NULL AND payload->>'within' = 'false') "
-            "AND s.n_rows = (SELECT max(n_rows) FROM program_scores WHERE run_id = ? AND split = 'val') "
-            "ORDER BY l.val_score DESC, p.iteration LIMIT 1",
-            [run_id, run_id, DEPLOY_COST_EVENT, run_id],
-        )
-        return (self.program(rows[0][0]), float(rows[0][1])) if rows else None
-
     # -- tasks from warehouse rows ----------------------------------------------------------------------------
     def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
         """The rows of a user's table or query (`coco_task`'s source) and its columns' DuckDB types. The source
@@ -482,13 +485,19 @@ class DuckDBStore:
         return rows, types
 
     def register_task(
-        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+        self,
+        name: str,
+        source: str,
+        options: Mapping[str, Any],
+        types: Mapping[str, str],
+        rows: pd.DataFrame,
+        test_rows: pd.DataFrame | None = None,
     ) -> None:
-        """Store a task's options and rows (replacing an earlier registration no run has used)."""
+        """Store a task's options and rows, its test rows after them (`store.registered`), replacing an earlier
+        registration no run has used."""
         with self._lock:
-            used = self._con.execute("SELECT count(*) FROM runs WHERE task = ?", [name]).fetchone()
-            if used and used[0]:
-                raise StoreError(f"task {name!r} already has runs; register the new rows under another name")
+            used = self._con.execute("SELECT run_id FROM runs WHERE task = ?", [name]).fetchall()
+            refuse_reuse(name, [r[0] for r in used])
             self._con.execute("BEGIN TRANSACTION")
             try:
                 self._con.execute("DELETE FROM tasks WHERE name = ?", [name])
@@ -497,7 +506,7 @@ class DuckDBStore:
                     "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, now())",
                     [name, source, to_json(options), to_json(dict(types)), len(rows)],
                 )
-                self._con.register("_coco_task_rows", rows)
+                self._con.register("_coco_task_rows", stored_rows(rows, test_rows))
                 self._con.execute(
                     "INSERT INTO task_rows SELECT ?, row_number() OVER () - 1, to_json(r) FROM _coco_task_rows r",
                     [name],
@@ -508,20 +517,35 @@ class DuckDBStore:
                 self._con.execute("ROLLBACK")
                 raise
 
-    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
-        """(source, options, column types, rows) of a registered task, or None."""
+    def registered_task(self, name: str) -> RegisteredTask | None:
+        """What `coco_task` stored under `name`, or None."""
         with self._lock:
             found = self._con.execute(
-                "SELECT source, options, column_types FROM tasks WHERE name = ?", [name]
+                "SELECT source, options, column_types, n_rows FROM tasks WHERE name = ?", [name]
             ).fetchone()
             if found is None:
                 return None
             data = self._con.execute(
                 "SELECT row_data FROM task_rows WHERE task = ? ORDER BY position", [name]
             ).fetchall()
-        types = json.loads(found[2])
-        rows = pd.DataFrame([json.loads(r[0]) for r in data], columns=list(types))
-        return found[0], json.loads(found[1]), types, rows
+        return RegisteredTask.from_stored(
+            found[0], json.loads(found[1]), json.loads(found[2]), int(found[3]), (r[0] for r in data)
+        )
+
+    def set_progress(self, row: Mapping[str, Any]) -> None:
+        columns = list(row)
+        with self._lock:
+            self._con.execute("BEGIN TRANSACTION")
+            try:
+                self._con.execute("DELETE FROM coco_progress WHERE run_id = ?", [row["run_id"]])
+                self._con.execute(
+                    f"INSERT INTO coco_progress ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                    [row[c] for c in columns],
+                )
+                self._con.execute("COMMIT")
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
 
     def append_frames(self, frames: Mapping[str, pd.DataFrame]) -> None:
         """Append each frame's rows to its table, matching columns by name, in one transaction (`mirror`)."""
@@ -543,7 +567,7 @@ class DuckDBStore:
             return self._con.execute(sql, list(params)).df()
 
     def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return self._named("history", HISTORY_QUERIES, name, params)
+        return decode_lists(self._named("history", HISTORY_QUERIES, name, params), LIST_COLUMNS.get(name, ()))
 
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         return self._named("report", REPORT_QUERIES, name, params)

@@ -13,6 +13,11 @@ Rules every query here keeps, because the results go to the search (the mutator)
   training row carries the same message (so it cannot quote a validation row), and replaced by a fixed text
   otherwise.
 
+Every query means the same in DuckDB and in Snowflake (`store.portable`: no structured comparison, no
+function whose meaning differs; `tests/test_named_queries.py` checks both texts and compares every query's rows
+with a pandas computation on both engines). A list comes back as comma-separated text (`LIST_COLUMNS`), decoded
+by the store.
+
 Speed (a store of 10,000 programs and 1,000,000 evaluation rows, see bench/bench_history.py): no query runs a
 window over a whole table; windows run over one run's programs or one instance's rows after filtering.
 """
@@ -28,6 +33,9 @@ _SCORES = """
 LEFT JOIN program_scores AS v ON v.run_id = $run_id AND v.program_id = p.program_id AND v.split = 'val'
 LEFT JOIN program_scores AS t ON t.run_id = $run_id AND t.program_id = p.program_id AND t.split = 'train'
 """
+
+#: query -> the columns that hold a comma-separated list of integers (`named.decode_lists`).
+LIST_COLUMNS: dict[str, tuple[str, ...]] = {"diverse_programs": ("islands",)}
 
 QUERIES: dict[str, str] = {
     # -- checks --------------------------------------------------------------------------------------------
@@ -81,7 +89,7 @@ ORDER BY p.iteration
 WITH RECURSIVE run_programs AS (
     SELECT program_id, parent_id FROM programs WHERE run_id = $run_id
 ), up (ancestor_id, depth) AS (
-    SELECT parent_id, 1 FROM run_programs WHERE program_id = $program_id AND parent_id IS NOT NULL
+    SELECT parent_id, CAST(1 AS BIGINT) FROM run_programs WHERE program_id = $program_id AND parent_id IS NOT NULL
     UNION ALL
     SELECT r.parent_id, up.depth + 1
     FROM up JOIN run_programs AS r ON r.program_id = up.ancestor_id
@@ -104,19 +112,28 @@ ORDER BY v.score DESC, p.iteration
 LIMIT $n
 """,
     "diverse_programs": f"""
-WITH occupants AS (  -- the `archive` view for this run, without a window: the latest landing per (island, cell)
-    SELECT island, cell, ARG_MAX(program_id, iteration * 1000000 + seq) AS program_id
-    FROM archive_entries
-    WHERE run_id = $run_id
-    GROUP BY island, cell
-), best AS (  -- per cell: the best occupant (val score, then the earliest)
-    SELECT o.cell,
-           ARG_MAX(o.program_id, {{'score': COALESCE(v.score, -1.0), 'early': -p.iteration}}) AS program_id,
-           LIST(DISTINCT o.island ORDER BY o.island) AS islands
+WITH occupants AS (  -- the `archive` view for this run: the latest landing per (island, cell)
+    SELECT island, cell, program_id
+    FROM (
+        SELECT island, cell, program_id,
+               ROW_NUMBER() OVER (PARTITION BY island, cell ORDER BY iteration DESC, seq DESC) AS landing
+        FROM archive_entries
+        WHERE run_id = $run_id
+    ) AS landings
+    WHERE landing = 1
+), ranked AS (  -- per cell: its occupants, the best first (val score, then the earliest)
+    SELECT o.cell, o.island, o.program_id,
+           ROW_NUMBER() OVER (
+               PARTITION BY o.cell ORDER BY COALESCE(v.score, -1.0) DESC, p.iteration, o.island
+           ) AS place
     FROM occupants AS o
     JOIN programs AS p ON p.run_id = $run_id AND p.program_id = o.program_id
     LEFT JOIN program_scores AS v ON v.run_id = $run_id AND v.program_id = o.program_id AND v.split = 'val'
-    GROUP BY o.cell
+), best AS (  -- an (island, cell) has one occupant, so a cell's islands are distinct
+    SELECT cell, MIN(CASE WHEN place = 1 THEN program_id END) AS program_id,
+           STRING_AGG(CAST(island AS VARCHAR), ',' ORDER BY island) AS islands
+    FROM ranked
+    GROUP BY cell
 )
 SELECT b.cell, p.program_id, p.iteration, v.score AS val_score, t.score AS train_score, p.approach, b.islands
 FROM best AS b
@@ -151,12 +168,16 @@ WITH scored AS (
 ), earlier AS (  -- best val score before the window, so the running max runs over n rows only
     SELECT MAX(val_score) AS best FROM scored WHERE iteration <= (SELECT before FROM cut)
 ), recent AS (
-    SELECT * FROM scored WHERE iteration > (SELECT before FROM cut)
+    SELECT iteration, program_id, parent_id, valid, val_score,
+           MAX(val_score) OVER (ORDER BY iteration ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running
+    FROM scored
+    WHERE iteration > (SELECT before FROM cut)
 )
 SELECT r.iteration, r.program_id, r.parent_id, r.valid, r.val_score,
-       GREATEST(MAX(r.val_score) OVER (ORDER BY r.iteration), (SELECT best FROM earlier)) AS best_so_far,
+       CASE WHEN e.best IS NULL OR r.running >= e.best THEN r.running ELSE e.best END AS best_so_far,
        l.status, l.score_delta
 FROM recent AS r
+CROSS JOIN earlier AS e
 LEFT JOIN ledger AS l ON l.run_id = $run_id AND l.iteration = r.iteration
 ORDER BY r.iteration
 """,
@@ -164,7 +185,7 @@ ORDER BY r.iteration
 SELECT iteration, kind, program_id, payload
 FROM events
 WHERE run_id = $run_id AND iteration = $iteration
-ORDER BY rowid
+ORDER BY created_at, seq  -- the order they were written in: by batch, then within it
 """,
     "thinking_turns": """
 SELECT agent, turn, role, content, tool_calls, tool_call_id, tool_name, input_tokens, output_tokens, template, model
@@ -240,7 +261,7 @@ LIMIT $n
     # -- primitives (PACE) ---------------------------------------------------------------------------------
     "primitives": """
 SELECT p.name, p.language, p.signature, p.how, p.origin_program, p.created_iteration,
-       (1 + COUNT(t.program_id) FILTER (WHERE t.verified AND t.improved))
+       CAST(1 + COUNT(t.program_id) FILTER (WHERE t.verified AND t.improved) AS DOUBLE)
            / (2 + COUNT(t.program_id) FILTER (WHERE t.verified)) AS posterior_mean,
        COUNT(t.program_id) FILTER (WHERE t.verified) AS trials,
        COUNT(t.program_id) FILTER (WHERE t.verified AND t.improved) AS improved,
@@ -257,7 +278,7 @@ LIMIT $n
 SELECT focus AS name, iteration, program_id, operator, parent_score, child_score
 FROM primitive_trials
 WHERE run_id = $run_id AND verified AND improved AND focus IS NOT NULL
-ORDER BY iteration
+ORDER BY iteration, program_id, operator, focus
 """,
     "hard_questions": """
 SELECT instance_id, MAX(score) AS population_best, AVG(score) AS mean_score,

@@ -4,7 +4,7 @@ looking one up and binding its `$name` parameters, for every store."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coco_sql.errors import StoreError
@@ -25,3 +25,15 @@ def named_query(
     if missing:
         raise StoreError(f"{kind} query {name!r} needs parameter(s) {', '.join(missing)}")
     return sql, {key: params[key] for key in wanted}
+
+
+def decode_lists(rows: list[dict[str, Any]], columns: Sequence[str]) -> list[dict[str, Any]]:
+    """`rows` with each of `columns` (comma-separated integers, how a query returns a list in both engines:
+    `store.portable`) as a list of ints; NULL or '' is the empty list."""
+    if not columns:
+        return rows
+    for row in rows:
+        for column in columns:
+            text = row.get(column)
+            row[column] = [int(part) for part in str(text).split(",")] if text not in (None, "") else []
+    return rows

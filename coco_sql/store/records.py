@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 
 # The event a run under a deploy-cost limit (`engine.deploy_cost`) writes for each child; a child whose payload says
-# `"within": false` was over the limit, and no store's `champion` returns it.
+# `"within": false` was over the limit, and is never champion (`engine.champion`).
 DEPLOY_COST_EVENT = "deploy_cost"
+# The event of a parent the mutator had nothing left to try for (`Proposal.exhausted`): the loop never draws it again.
+EXHAUSTED_EVENT = "parent_exhausted"
 
 
 def program_id_for(run_id: int, iteration: int) -> str:
@@ -161,6 +163,33 @@ class SplitEvaluation:
     summary: ProgramScore
     rows: Sequence[EvaluationRow]
     usage: Usage | None = None  # its AI calls, for the cost ledger (ai_usage, ai_calls)
+
+
+@dataclass(frozen=True)
+class DeployUsage:
+    """What one program's validation evaluation used, cache hits included: the raw totals behind its deploy cost
+    (`engine.deploy_cost.DeployCost.per_1000`). `rows`: the validation rows it ran on; `calls`: AI calls (rows
+    answered, by a provider or the cache); `models`: (model, input tokens, output tokens), cached ones included,
+    by model name."""
+
+    program_id: str
+    rows: int
+    calls: int = 0
+    models: tuple[tuple[str, int, int], ...] = ()
+
+
+def deploy_usage_of(rows: Sequence[Sequence[Any]]) -> dict[str, DeployUsage]:
+    """`DeployUsage` by program from rows of (program_id, validation rows, model, calls, input tokens, output
+    tokens), one per program and model; a program without AI usage has one row with model None."""
+    totals: dict[str, tuple[int, int, list[tuple[str, int, int]]]] = {}
+    for program_id, n_rows, model, calls, tokens_in, tokens_out in rows:
+        _, spent, models = totals.setdefault(str(program_id), (int(n_rows), 0, []))
+        if model is not None:
+            models.append((str(model), int(tokens_in or 0), int(tokens_out or 0)))
+            totals[str(program_id)] = (int(n_rows), spent + int(calls or 0), models)
+    return {
+        pid: DeployUsage(pid, n, calls, tuple(sorted(models))) for pid, (n, calls, models) in totals.items()
+    }
 
 
 @dataclass(frozen=True)

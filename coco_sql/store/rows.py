@@ -73,7 +73,8 @@ def table_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]:
             for e in batch.ledger
         ],
         "events": [
-            (run_id, e.iteration, e.kind, e.program_id, to_json(e.payload), now) for e in batch.events
+            (run_id, e.iteration, e.kind, e.program_id, to_json(e.payload), now, seq)
+            for seq, e in enumerate(batch.events)
         ],
         "programs": [
             (p.program_id, p.run_id, p.iteration, p.parent_id, p.donor_id, p.code, p.language, p.dialect, p.island,

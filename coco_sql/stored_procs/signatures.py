@@ -40,9 +40,11 @@ PROCEDURES: dict[str, Procedure] = {
         Procedure("coco_status", (("run_id", "NUMBER", "NULL"),)),
         Procedure(
             "coco_export",
-            (("run_id", "NUMBER", "NULL"), ("form", "VARCHAR", "'sql'"), ("max_cost", "VARCHAR", "NULL")),
+            (("run_id", "NUMBER", "NULL"), ("form", "VARCHAR", "'sql'"), ("max_cost", "VARCHAR", "NULL"),
+             ("source", "VARCHAR", "NULL")),
         ),
         Procedure("coco_eval", (("task", "VARCHAR", None), ("program", "VARCHAR", None), ("split", "VARCHAR", "'val'"))),
         Procedure("coco_report", (("run_id", "NUMBER", "NULL"),)),
+        Procedure("coco_help", (("topic", "VARCHAR", "NULL"),)),
     )
 }  # fmt: skip

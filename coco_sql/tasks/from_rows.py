@@ -15,10 +15,22 @@ object; unknown keys are errors) are `options.TASK_OPTIONS`, each checked for ty
     output             the program's output column (default: the label column's name)
     output_type        INTEGER | DOUBLE | VARCHAR | BOOLEAN | VARCHAR[] (default: from the label column's type)
     scorer             exact (default) | numeric | multilabel_f1 | token_match | bound_ratio
-    allowed_functions  extra functions, e.g. ["AI_CLASSIFY"]
+    allowed_functions  extra functions, e.g. ["AI_EMBED"]; the AI functions the seed calls are always enabled
     dialect            snowflake (default) | duckdb: the dialect programs are written in
-    train_fraction     0.5 in (0, 1);  test_fraction 0.2 in [0, 1);  split_seed 0 in [0, 2147483647]
-    timeout_seconds    10.0 in (0, 3600]; description "rows of <source>"
+    test_source        the held-out test rows: a table or one SELECT query (checked like the source)
+    train_fraction     0.5 in (0, 1);  test_fraction 0.2 in [0, 1) (0 with test_source);  split_seed 0
+    timeout_seconds    10.0 in (0, 3600], against a warm evaluation; description "rows of <source>"
+
+`CALL coco_help('coco_task')` prints that table (types, ranges, defaults, examples), and so does the README.
+
+Why the seed's AI functions are enabled by the seed itself (issue 26): a seed that calls AI_CLASSIFY was rejected
+with "this task does not enable this AI function" until the user found `allowed_functions`; the seed is the
+user's own statement of what the task may call. What the search may add on top (AI_EMBED for the learned proxy,
+AI_SIMILARITY for cascades) stays the user's choice, in `allowed_functions`.
+
+Why `test_source`: a warehouse user holds a test set as a table of its own; without it the only held-out rows
+were `test_fraction` of the source, and `test_fraction = 0` failed with a message about a data.test file.
+The test rows are stored with the task's rows (positions after the source's) and never reach the search.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ import pandas as pd
 
 from coco_sql.errors import TaskError
 from coco_sql.options import TASK_OPTIONS, as_object, check_task_name
+from coco_sql.sqlcheck.validator import ai_functions_called
 from coco_sql.tasks.loader import TaskPack, load_task
 
 _CONTRACT_OF = {"BOOLEAN": "BOOLEAN", "VARCHAR": "VARCHAR", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE"}
@@ -55,6 +68,7 @@ _OPTION_OF = {
     "program.allowed_functions": "allowed_functions", "program.seed": "seed_program", "dialect": "dialect",
     "splits.train_fraction": "train_fraction", "splits.test_fraction": "test_fraction",
     "splits.seed": "split_seed", "program.timeout_seconds": "timeout_seconds", "data.pool": "source",
+    "data.test": "test_source",
 }  # fmt: skip
 
 
@@ -71,14 +85,31 @@ def check_options(name: object, options: object, *, stored: bool = False) -> dic
     description = checked.get("description")
     if description is not None and (not description.strip() or "\n" in description.strip()):
         raise TaskError(f"task {name!r}: option 'description' must be a single non-empty line")
+    test_fraction = checked.get("test_fraction")
+    if checked.get("test_source") is not None and test_fraction:
+        raise TaskError(
+            f"task {name!r}: option 'test_fraction' must be 0 when option 'test_source' gives the test rows "
+            f"(got {test_fraction!r})"
+        )
+    if checked.get("test_source") is None and test_fraction == 0:
+        raise TaskError(
+            f"task {name!r}: option 'test_fraction' is 0, which leaves no test rows: name a table or query of "
+            "held-out rows as option 'test_source', or keep test_fraction above 0"
+        )
     return checked
 
 
 def task_from_rows(
-    name: str, source: str, options: Mapping[str, Any], rows: pd.DataFrame, types: Mapping[str, str]
+    name: str,
+    source: str,
+    options: Mapping[str, Any],
+    rows: pd.DataFrame,
+    types: Mapping[str, str],
+    test_rows: pd.DataFrame | None = None,
 ) -> TaskPack:
-    """The task `name` over `rows` (the source's columns, with their DuckDB `types`), checked like a pack. A new
-    task's name was checked strictly first (`api.register_task`); a stored one may have an older name."""
+    """The task `name` over `rows` (the source's columns, with their DuckDB `types`), checked like a pack; with
+    `test_rows` (the rows of option `test_source`) as its test split. A new task's name was checked strictly
+    first (`api.register_task`); a stored one may have an older name."""
     options = check_options(name, options, stored=True)
     id_column = str(options.get("id_column", "id"))
     label = str(options["label"])
@@ -97,14 +128,19 @@ def task_from_rows(
             f"task {name!r}: option 'input_columns' names {missing[0]!r}, which {source!r} does not have"
         )
     output_type = str(options.get("output_type") or _contract_type(name, label, types[label]))
+    if test_rows is not None:
+        _check_test_rows(name, options, test_rows, [id_column, *inputs, label])
     with tempfile.TemporaryDirectory(prefix="coco-task-") as folder:
         root = Path(folder) / name
         (root / "data").mkdir(parents=True)
-        table = rows[[id_column, *inputs, label]].copy()
-        table[label] = [_cell(v, output_type) for v in table[label]]
-        for column in inputs:
-            table[column] = [_cell(v, types[column]) for v in table[column]]
-        table.to_csv(root / "data" / "pool.csv", index=False)
+        for file, frame in (("pool.csv", rows), ("test.csv", test_rows)):
+            if frame is None:
+                continue
+            table = frame[[id_column, *inputs, label]].copy()
+            table[label] = [_cell(v, output_type) for v in table[label]]
+            for column in inputs:
+                table[column] = [_cell(v, types[column]) for v in table[column]]
+            table.to_csv(root / "data" / file, index=False)
         (root / "seed.sql").write_text(str(options["seed_program"]))
         (root / "task.toml").write_text(
             _toml(name, source, options, id_column, label, {c: types[c] for c in inputs}, output_type)
@@ -113,6 +149,24 @@ def task_from_rows(
             return load_task(root, registered=True)
         except TaskError as error:
             raise TaskError(_in_options(name, str(error))) from None
+
+
+def _check_test_rows(name: str, options: Mapping[str, Any], rows: pd.DataFrame, columns: list[str]) -> None:
+    """The rows of option `test_source` hold the columns the task reads, and some rows."""
+    where = f"task {name!r}: option 'test_source' ({options.get('test_source')!r})"
+    missing = [c for c in columns if c not in rows.columns]
+    if missing:
+        raise TaskError(f"{where} has no column {missing[0]!r} (it needs {', '.join(columns)})")
+    if rows.empty:
+        raise TaskError(f"{where} has no rows")
+
+
+def enabled_functions(options: Mapping[str, Any]) -> list[str]:
+    """`allowed_functions` plus the AI functions the seed program calls (module docstring), each once."""
+    given = [str(f) for f in options.get("allowed_functions") or []]
+    dialect = str(options.get("dialect", "snowflake"))
+    called = ai_functions_called(str(options.get("seed_program") or ""), dialect)
+    return given + [f for f in called if f not in {g.upper() for g in given}]
 
 
 def _contract_type(name: str, label: str, duckdb_type: str) -> str:
@@ -158,6 +212,7 @@ def _toml(
         f"dialect = {q(str(options.get('dialect', 'snowflake')))}",
         "[data]",
         'pool = "data/pool.csv"',
+        *(['test = "data/test.csv"'] if options.get("test_source") is not None else []),
         f"id_column = {q(id_column)}",
         f"expected_column = {q(label)}",
         "[data.input_columns]",
@@ -166,7 +221,7 @@ def _toml(
         f"seed = {int(options.get('split_seed', 0))}",
         'mode = "partition"',
         f"train_fraction = {float(options.get('train_fraction', 0.5))}",
-        f"test_fraction = {float(options.get('test_fraction', 0.2))}",
+        f"test_fraction = {_test_fraction(options)}",
         "[contract]",
         f"output = {q(str(options.get('output') or label))}",
         f"type = {q(output_type)}",
@@ -174,7 +229,7 @@ def _toml(
         f"kind = {q(str(options.get('scorer', 'exact')))}",
         "[program]",
         'seed = "seed.sql"',
-        f"allowed_functions = {q([str(f) for f in options.get('allowed_functions') or []])}",
+        f"allowed_functions = {q(enabled_functions(options))}",
         f"timeout_seconds = {float(options.get('timeout_seconds', 10.0))}",
         "[source]",
         f"name = {q(source)}",
@@ -182,10 +237,20 @@ def _toml(
     return "\n".join(lines) + "\n"
 
 
+def _test_fraction(options: Mapping[str, Any]) -> float:
+    """The option, else its default: 0.2 of the source, or 0 when `test_source` gives the test rows."""
+    if options.get("test_fraction") is not None:
+        return float(options["test_fraction"])
+    return 0.0 if options.get("test_source") is not None else float(TASK_OPTIONS.default("test_fraction"))
+
+
 def _in_options(name: str, message: str) -> str:
     """A loader message about the generated task.toml, as a message about the user's options."""
     message = re.sub(r"^\S*task\.toml: ", "", message)
     message = re.sub(r"^\S*seed\.sql", "option 'seed_program'", message)
+    message = re.sub(r"^\S*data/test\.csv", "the rows of option 'test_source'", message)
+    message = re.sub(r"^\S*data/pool\.csv", "the rows of the source", message)
+    message = message.replace("also appears in the pool", "also appears in the source")
     message = re.sub(
         r"key '([\w.]+)'", lambda m: f"option {_OPTION_OF.get(m.group(1), m.group(1))!r}", message
     )

@@ -33,6 +33,7 @@
     opts.width = widthOf(el);
     var u = new uPlot(opts, data, el);
     charts.push([u, el]);
+    el.uplot = u;  // each chart reachable from its element (the browser tests, a reader's console)
     return u;
   }
   function clip(u, draw) {
@@ -192,24 +193,36 @@
   }
 
   // -- validation score against deploy cost per 1,000 rows, the frontier as a staircase ----------------------
+  // The cost axis is logarithmic: costs span orders of magnitude (an all-examples program at 22M tokens, a
+  // proxy at 34k), and a linear axis piles every cheap program onto its left edge. A program without AI calls
+  // (cost 0) is drawn at a tenth of the cheapest cost, the axis' left end; its hover line says 0.
+  function compact(v) {
+    var a = Math.abs(v);
+    if (a >= 1e9) return +(v / 1e9).toPrecision(3) + "G";
+    if (a >= 1e6) return +(v / 1e6).toPrecision(3) + "M";
+    if (a >= 1e3) return +(v / 1e3).toPrecision(3) + "k";
+    return a >= 1 || a === 0 ? String(+v.toPrecision(3)) : String(+v.toPrecision(2));
+  }
   function frontierChart() {
     var F = D.frontier;
     if (!F) return;
+    var positive = F.x.filter(function (v) { return v > 0; });
+    var floor = Math.min.apply(null, positive) / 10;
+    var xs = F.x.map(function (v) { return v > 0 ? v : floor; });
     var champion = F.x.map(function () { return null; });
     if (F.champion != null) champion[F.champion] = F.val[F.champion];
     var hover = function (u, v, i) { return v == null ? "–" : fmt(v) + " · " + F.ids[i]; };
-    var padded = function (u, min, max) { var pad = (max - min) * 0.04 || Math.abs(max) * 0.1 || 1; return [min - pad, max + pad]; };
     make("chart-frontier", {
       height: 280,
-      scales: { x: { time: false, range: padded }, y: { range: scoreRange } },
-      axes: [{ label: "deploy cost per 1,000 rows (" + F.measure + ")" }, { label: "validation score" }],
+      scales: { x: { time: false, distr: 3, log: 10, range: function (u, min, max) { return uPlot.rangeLog(min, max, 10, true); } }, y: { range: scoreRange } },
+      axes: [{ label: "deploy cost per 1,000 rows (" + F.measure + ", log scale)", values: function (u, splits) { return splits.map(function (v) { return v == null ? "" : compact(v); }); } }, { label: "validation score" }],
       series: [
-        { label: F.measure, value: function (u, v) { return v == null ? "–" : v.toLocaleString(undefined, { maximumFractionDigits: 6 }); } },
+        { label: F.measure, value: function (u, v, s, i) { return i == null ? "–" : F.x[i].toLocaleString(undefined, { maximumFractionDigits: 6 }); } },
         { label: "program", stroke: COLOR.seed, paths: noPath, points: points("#64748b", 7), value: function (u, v, s, i) { return hover(u, v, i); } },
         { label: "frontier", stroke: COLOR.lineage, width: 2, spanGaps: true, paths: uPlot.paths.stepped({ align: 1 }), points: points(COLOR.lineage, 8), value: function (u, v, s, i) { return hover(u, v, i); } },
         { label: "champion", stroke: COLOR.best, paths: noPath, points: points(COLOR.best, 12, "#fff"), value: function (u, v) { return fmt(v); } }
       ]
-    }, [F.x, F.val, F.frontier, champion]);
+    }, [xs, F.val, F.frontier, champion]);
   }
 
   // -- the solve matrix: programs x training rows, one cell per (program, row) on a canvas ------------------
