@@ -51,6 +51,7 @@ def env_for(endpoint: FakeEndpoint) -> dict[str, str]:
     }
 
 
+# The completion model is not recorded with the run (as for every AI task): a resume names it again.
 EVOLVE = ("--budget", "3", "--seed", "1", "--completion-model", "openai/data-agent", "--json")
 
 
@@ -67,6 +68,7 @@ def train_scores(db: Path) -> dict[str, float]:
     return dict(rows)
 
 
+@pytest.mark.slow
 def test_the_cli_evolves_the_seed_spec_resumes_exactly_after_a_kill_and_exports_a_create_agent(
     tmp_path: Path,
 ) -> None:
@@ -92,7 +94,7 @@ def test_the_cli_evolves_the_seed_spec_resumes_exactly_after_a_kill_and_exports_
                 break
         process.wait(timeout=60)
         assert process.returncode == -signal.SIGKILL
-        resumed = subprocess.run(cli(endpoint, "evolve", str(PACK), "--db", str(killed), "--resume", "--json"),
+        resumed = subprocess.run(cli(endpoint, "evolve", str(PACK), "--db", str(killed), "--resume", *EVOLVE[-3:]),
                                  env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
         assert resumed.returncode == 0, resumed.stderr
     assert snapshot(killed) == snapshot(whole)  # programs, every row with its trace, archive, ledger
