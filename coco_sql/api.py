@@ -25,8 +25,7 @@ import pandas as pd
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages import Language, language_for
-from coco_sql.languages.base import Exports
+from coco_sql.languages import Language, exporter, language_for
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
 from coco_sql.languages.sql_ai_export import DUCKDB_FORMS, bound_program
@@ -265,8 +264,7 @@ def export(
     champion: str | None = None,
 ) -> Champion:
     """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
-    sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt; a kind's own forms, such as an agent
-    spec's cortex_agent, `languages.base.Exports`). The other forms read `source`
+    sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
     instead of `input`: by default the table a registered task came from, else `input`. A Snowflake function's
     output column gets the task's contract type when the task is still there. With `max_cost` ('500 calls',
     '20000 tokens', '$0.05' per 1,000 rows), the best program within that deploy cost instead: one lookup on
@@ -288,10 +286,6 @@ def export(
         )
         run = store.get_run(run_id)
         name = run.task
-        if form != "sql" and chosen.language != "sql":  # a kind with export forms of its own
-            language = language_for(_task(task or name, store))
-            if isinstance(language, Exports) and form in language.export_forms:
-                return replace(chosen, code=language.export(chosen.code, form, name=f"coco_{name}_champion"))
         registered = store.registered_task(name) if form != "sql" else None
         if form != "sql" and source is None:
             source = (
@@ -314,6 +308,9 @@ def export(
                 bound = bound_program(chosen.code, chosen.dialect, form, _task(task or name, store))
     if form == "sql":
         return chosen
+    kind = exporter(chosen.language)
+    if kind is not None:  # a kind with export forms of its own
+        return replace(chosen, code=kind.export_text(chosen.code, form, _task(task or name)))
     if chosen.language != "sql":
         raise ConfigError(f"form {form!r} exports SQL programs; run {run_id} evolved {chosen.language}")
     code, dialect, header = bound or (chosen.code, chosen.dialect, "")

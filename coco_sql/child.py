@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,9 +56,17 @@ class ChildProcess:
     peak_rss_bytes: int | None = None  # the child's peak resident memory, known once it is reaped by stop()
 
     @classmethod
-    def start(cls, module: str, *args: str, receives: Protocol, threads: int = 1) -> ChildProcess:
+    def start(
+        cls,
+        module: str,
+        *args: str,
+        receives: Protocol,
+        threads: int = 1,
+        settings: Mapping[str, str] | None = None,
+    ) -> ChildProcess:
         """Start `python -m module args...`; `receives` is what the child may send (its messages are parsed
-        with it)."""
+        with it); `settings`: environment variables the child needs beside the fixed ones (settings of its libraries only: the
+        child's environment carries no credentials)."""
         parent_in, child_out = os.pipe()
         child_in, parent_out = os.pipe()
         for fd in (parent_in, parent_out):
@@ -72,6 +81,7 @@ class ChildProcess:
             "PYTHONHASHSEED": "0",  # set and str iteration order is the same in every worker: runs reproduce
             "OPENBLAS_NUM_THREADS": str(threads),
             "OMP_NUM_THREADS": str(threads),
+            **(settings or {}),
         }
         try:
             process = subprocess.Popen(

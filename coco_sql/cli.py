@@ -13,19 +13,22 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from coco_sql import api, cli_warehouse
+from coco_sql import cli_warehouse
 from coco_sql.cli_common import progress_line, read_program
-from coco_sql.engine import IterationReport, RunConfig, RunSummary
 from coco_sql.engine.spend import price_option
 from coco_sql.errors import CocoError, ConfigError
-from coco_sql.evaluate import Evaluator
-from coco_sql.llm import AiConfig
-from coco_sql.options import TOOL_ARGUMENTS
-from coco_sql.reflect import DraftEnvironment
+from coco_sql.options import RUN_OPTIONS, TOOL_ARGUMENTS
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
-from coco_sql.store import DuckDBStore
-from coco_sql.tasks import list_tasks, load_task
+
+if TYPE_CHECKING:
+    from coco_sql.engine import IterationReport, RunSummary
+    from coco_sql.llm import AiConfig
+    from coco_sql.store import DuckDBStore
+
+# The heavy parts (the loop, the stores, sqlglot, pandas) are imported by the commands that use them, so that
+# `coco-sql --help` stays under 0.5 s of CPU (issue 28): `python -X importtime -m coco_sql.cli --help` shows it.
 
 DEFAULT_DB = "coco.duckdb"
 
@@ -81,15 +84,19 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument(
         "--target", type=float, default=None, help="stop once the best validation score reaches this"
     )
-    evolve.add_argument("--islands", type=int, default=RunConfig.islands)
+    evolve.add_argument("--islands", type=int, default=RUN_OPTIONS["islands"].default)
     evolve.add_argument(
-        "--policy", default=RunConfig.policy, help="lp_roster | map_elites | rare_capability | pareto | best"
+        "--policy",
+        default=RUN_OPTIONS["policy"].default,
+        help="lp_roster | map_elites | rare_capability | pareto | best",
     )
-    evolve.add_argument("--targeting", choices=("infogain", "uniform"), default=RunConfig.targeting)
+    evolve.add_argument(
+        "--targeting", choices=("infogain", "uniform"), default=RUN_OPTIONS["targeting"].default
+    )
     evolve.add_argument(
         "--minibatch",
         type=int,
-        default=RunConfig.minibatch,
+        default=RUN_OPTIONS["minibatch"].default,
         metavar="ROWS",
         help="the mutator works on this many sampled training rows, and each child is evaluated in full only "
         "if it gains on them and is no worse on as many sampled validation rows (Algorithm 1's T_t; 0: off)",
@@ -97,21 +104,21 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument(
         "--primitives",
         choices=("on", "off"),
-        default="on" if RunConfig.primitives else "off",
+        default="on" if RUN_OPTIONS["primitives"].default else "off",
         help="PACE: keep a library of primitives (SQL macros, Python functions) credited by Thompson sampling, "
         "and vary programs with the P1-P4 operators",
     )
     evolve.add_argument(
         "--primitive-k",
         type=int,
-        default=RunConfig.primitive_k,
+        default=RUN_OPTIONS["primitive_k"].default,
         metavar="K",
         help="with --primitives on: at most this many primitives per program",
     )
     evolve.add_argument(
         "--admission",
         choices=("map_elites", "jp"),
-        default=RunConfig.admission,
+        default=RUN_OPTIONS["admission"].default,
         help="archive admission: beat the cell's occupant, or raise the population's J_p (Appendix C.5)",
     )
     evolve.add_argument(
@@ -126,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     evolve.add_argument(
         "--mutator",
-        default=RunConfig.mutator,
+        default=RUN_OPTIONS["mutator"].default,
         help="offline | agent | gepa_like | openevolve_like (default offline)",
     )
     evolve.add_argument("--model", default=None, help="the mutator's chat model, e.g. openai/gpt-4o-mini")
@@ -147,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument(
         "--champion",
         choices=("cheapest_within_se", "best"),
-        default=RunConfig.champion,
+        default=RUN_OPTIONS["champion"].default,
         help="the champion: the cheapest program to deploy within one standard error of the best validation "
         "score (default), or the best whatever it costs",
     )
@@ -234,6 +241,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    from coco_sql.tasks import list_tasks
+
     for task in list_tasks():
         print(f"{task.name:<16} {task.description}")
     return 0
@@ -255,6 +264,8 @@ def _spend_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_evolve(args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     if args.resume:
         return cmd_resume(args)
     if args.run is not None:
@@ -314,6 +325,8 @@ def setting_option(text: str) -> tuple[str, object]:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     summary = api.resume(
         args.run,
         db=args.db,
@@ -328,6 +341,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: RunSummary, args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     print(
         f"run {summary.run_id}: champion {summary.champion_id}  "
         f"val {summary.seed_val_score:.3f} -> {summary.champion_val_score:.3f}  "
@@ -352,6 +367,8 @@ def _print_summary(summary: RunSummary, args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     result = api.evaluate(args.task, read_program(args.program), args.split, ai=_ai_config(args), db=args.db)
     if args.json:
         print(json.dumps(result.as_dict()))
@@ -367,6 +384,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
+    from coco_sql.evaluate import Evaluator
+    from coco_sql.reflect import DraftEnvironment
+    from coco_sql.tasks import load_task
+
     TOOL_ARGUMENTS["n"].check(args.n, label="-n")  # before the sandbox starts
     task = load_task(args.task)
     evaluator = Evaluator(task, ("train",))
@@ -415,6 +436,7 @@ def _ai_options(parser: argparse.ArgumentParser) -> None:
 
 def _ai_config(args: argparse.Namespace) -> AiConfig:
     """The environment's AI configuration with the command line's model choices and aliases on top."""
+    from coco_sql.llm import AiConfig
     from coco_sql.llm.routing import alias_option, aliases_from_file
 
     overrides = {
@@ -431,6 +453,8 @@ def _ai_config(args: argparse.Namespace) -> AiConfig:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     runs = api.status(db=args.db)
     if not runs:
         print(f"no runs in {args.db}")
@@ -453,6 +477,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     report = api.cost(args.run, db=args.db).as_dict()
     if args.json:
         print(json.dumps(report, indent=2))
@@ -513,6 +539,8 @@ def _print_frontier(frontier: dict | None) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     report = api.report(args.run, db=args.db)
     try:
         args.out.write_text(report.html, encoding="utf-8")
@@ -530,6 +558,8 @@ HISTORY_ALIASES = {"primitives": "get_primitives"}  # `coco-sql history primitiv
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from coco_sql.store import DuckDBStore
+
     with DuckDBStore(args.db, read_only=True) as store:
         run_id = _run_id(store, args)
         options = {name: getattr(args, name) for name in CLI_FLAGS}
@@ -543,6 +573,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def _run_id(store: DuckDBStore, args: argparse.Namespace) -> int:
     """--run, or the newest run in the store; StoreError when there is none or it does not exist."""
+    from coco_sql import api
+
     return api.resolve_run(store, args.run, args.db)
 
 

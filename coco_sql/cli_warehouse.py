@@ -10,12 +10,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from coco_sql import api
 from coco_sql.cli_common import progress_line, read_program
 from coco_sql.errors import ConfigError, StoreError
-from coco_sql.store import DuckDBStore
-from coco_sql.stored_procs import deploy as snowflake  # light: Snowpark is imported when a deploy runs
+from coco_sql.stage import STAGE
+
+if TYPE_CHECKING:
+    from coco_sql.stored_procs.deploy import TaskRun
 
 
 def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
@@ -26,7 +28,8 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
     export.add_argument(
         "--form",
         default="sql",
-        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model)",
+        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model) "
+        "| dbt_project (a dbt program's whole project, with --out)",
     )
     export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
     export.add_argument(
@@ -52,7 +55,7 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
         type=Path,
         default=None,
         help="write the export and the files that ship with it (a staged file of examples, a dbt seed) into "
-        "this directory instead of printing it",
+        "this directory instead of printing it (dbt_project: the project folder; new or empty)",
     )
     export.set_defaults(handler=cmd_export)
 
@@ -86,9 +89,7 @@ def _deploy_parser(commands: argparse._SubParsersAction) -> None:
     how.add_argument("--print", dest="print_script", action="store_true", help="print the SQL script")
     how.add_argument("--connection", help="run it on this connection of connections.toml")
     deploy.add_argument("--zip", type=Path, help="write the package zip the procedures import to this file")
-    deploy.add_argument(
-        "--stage", default=snowflake.STAGE, help=f"stage for the zip (default {snowflake.STAGE})"
-    )
+    deploy.add_argument("--stage", default=STAGE, help=f"stage for the zip (default {STAGE})")
     deploy.add_argument("--schema", help="DB.SCHEMA to deploy into (default: the connection's)")
     deploy.add_argument("--quiet", action="store_true", help="no progress line")
     deploy.add_argument(
@@ -121,10 +122,24 @@ def _check_deploy_parser(commands: argparse._SubParsersAction, default_db: str) 
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from coco_sql import api
+    from coco_sql.languages import exporter
+    from coco_sql.store import DuckDBStore
+
     champion = api.export(
         args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task,
         champion=args.champion,
     )  # fmt: skip
+    kind = exporter(champion.language)
+    if kind is not None and args.form in kind.FORMS:  # a kind's own form: a folder of files
+        if args.out is None:
+            print(champion.code, end="")
+        else:
+            written = kind.write_export(champion.code, args.out)
+            print(
+                f"wrote {len(written)} files of {champion.program_id} (run {champion.run_id}) to {args.out}"
+            )
+        return 0
     text = champion.code.rstrip() + "\n"
     if args.form != "dbt":  # a dbt model starts with its config block
         what = "best program" if args.champion == "best" else "champion"
@@ -152,6 +167,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_check_deploy(args: argparse.Namespace) -> int:
+    from coco_sql import api
+
     if (args.program is None) != (args.task is None):
         raise ConfigError("check-deploy takes --program FILE and --task TASK together (or neither: a run)")
     if args.program is not None and args.run is not None:
@@ -168,6 +185,8 @@ def cmd_check_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    from coco_sql.stored_procs import deploy as snowflake
+
     if not (args.print_script or args.connection or args.zip):
         raise ConfigError("deploy needs --print (the script), --connection NAME (run it) or --zip FILE")
     options = {"stage": args.stage, "schema": args.schema, "task_run": _task_run(args)}
@@ -185,6 +204,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:
+    from coco_sql import api
+    from coco_sql.store import DuckDBStore
     from coco_sql.store.snowpark_store import SnowparkStore
     from coco_sql.stored_procs.connection import open_session, snowflake_errors
     from coco_sql.stored_procs.mirror import mirror_run
@@ -202,7 +223,9 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     return 0
 
 
-def _task_run(args: argparse.Namespace) -> snowflake.TaskRun | None:
+def _task_run(args: argparse.Namespace) -> TaskRun | None:
+    from coco_sql.stored_procs import deploy as snowflake
+
     if args.task_run is None:
         if args.warehouse or args.task_options:
             raise ConfigError("--warehouse and --task-options only make sense with --task-run TASK BUDGET")

@@ -7,7 +7,11 @@ way. A new kind of child (dbt projects, agent tool SQL) adds its protocols here.
 - the DuckDB sandbox (`sandbox.database` <-> `sandbox.worker`): `SQL_PARENT`, `SQL_WORKER`;
 - the Python sandbox (`sandbox.python_sandbox` <-> the zygote `sandbox.python_worker` <-> one forked process per
   candidate): `PYTHON_PARENT`, `PYTHON_ZYGOTE`, `PYTHON_CANDIDATE`;
+- the dbt sandbox (`languages.dbt.sandbox` <-> `languages.dbt.worker`): `DBT_PARENT`, `DBT_WORKER`;
 - the local model host (`llm.providers.local_llama`): `LLAMA_PARENT`, `LLAMA_HOST`.
+
+Both sandboxes that run SQL answer AI calls through their pipe with the same three messages (`AI_CHUNK`,
+`AI_RESULT`, `AI_ERROR`; `sandbox.ai_pipe`).
 
 Imports only the standard library and `wire`: the Python sandbox's worker loads it.
 """
@@ -28,6 +32,7 @@ from coco_sql.wire import (
     json_object,
     line,
     list_of,
+    nullable,
     number,
     pair,
     record,
@@ -79,6 +84,17 @@ def _chunk(value: Any, where: str) -> list[list[Any]]:
     return columns
 
 
+# the AI calls of a sandbox's SQL: a chunk for the parent's AI runtime, and its answer
+AI_CHUNK = MessageType("ai", {"udf": text(200), "columns": _chunk})
+AI_RESULT = MessageType("ai_result", {"values": list_of(anything, MAX_CHUNK_ROWS)})
+AI_ERROR = MessageType("ai_error", {"message": line(ERROR_CHARS)})
+# rows by column: `data[c]` holds column c's n_rows values (`result_rows` lines them up)
+TABLE = {
+    "columns": list_of(text(10_000), MAX_COLUMNS),
+    "n_rows": integer(0, MAX_ROWS),
+    "data": list_of(list_of(anything, MAX_ROWS), MAX_COLUMNS),
+}
+
 SQL_PARENT = Protocol.of(
     "coco-sql",
     TRUSTED_MAX_BYTES,
@@ -94,32 +110,24 @@ SQL_PARENT = Protocol.of(
     ),
     MessageType("run", {"sql": text(MAX_SQL_CHARS), "deadline_s": number}),
     MessageType("types", {"sql": text(MAX_SQL_CHARS)}),
-    MessageType("ai_result", {"values": list_of(anything, MAX_CHUNK_ROWS)}),
-    MessageType("ai_error", {"message": line(ERROR_CHARS)}),
+    AI_RESULT,
+    AI_ERROR,
 )
 
 SQL_WORKER = Protocol.of(
     "the sandbox process",
     SQL_RESULT_MAX_BYTES,
     READY,
-    # the result by column: `data[c]` holds column c's n_rows values
-    MessageType(
-        "result",
-        {
-            "columns": list_of(text(10_000), MAX_COLUMNS),
-            "n_rows": integer(0, MAX_ROWS),
-            "data": list_of(list_of(anything, MAX_ROWS), MAX_COLUMNS),
-            **TIMING,
-        },
-    ),
+    MessageType("result", {**TABLE, **TIMING}),
     MessageType("types", {"kinds": list_of(text(100), 100_000)}),
     MessageType("error", {"kind": choice("error", "timeout", "memory"), "message": line(ERROR_CHARS)}),
-    MessageType("ai", {"udf": text(200), "columns": _chunk}),  # one chunk for the parent's AI runtime
+    AI_CHUNK,
 )
 
 
 def result_rows(message: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """A checked `result` message's rows; WireError when its columns and values do not line up."""
+    """The rows of a checked `result` message (or of any checked `TABLE`); WireError when its columns and
+    values do not line up."""
     columns, data, n = message["columns"], message["data"], message["n_rows"]
     if len(data) != len(columns) or any(len(values) != n for values in data) or (n and not columns):
         raise WireError(
@@ -183,6 +191,85 @@ PYTHON_ZYGOTE = Protocol.of(
     _error("error", "timeout", "memory", "killed", "crashed", "crashed_memory", "malformed"),
 )
 
+# ------------------------------------------------------------------------------------------ the dbt sandbox
+
+MAX_PROJECT_CHARS = 4_000_000  # a project's text (its own limit is 1 MB of files: `languages.dbt.project`)
+_NAME = text(1000)
+_FILES = list_of(pair(_NAME, text(MAX_PROJECT_CHARS)), 10_000)  # (path, content)
+_DBT_LAYERS = record({"namespaces": flag, "jail": flag, "landlock": flag, "seccomp": flag})
+_DBT_SPEC = record(
+    {
+        "dialect": choice("duckdb", "snowflake"),
+        "allowed_functions": list_of(text(200), 1000),
+        "sources": nullable(
+            list_of(
+                record(
+                    {"source": _NAME, "table": _NAME, "columns": list_of(pair(_NAME, _NAME), MAX_COLUMNS)}
+                ),
+                1000,
+            )
+        ),
+        "targets": list_of(pair(_NAME, list_of(_NAME, MAX_COLUMNS)), 1000),
+        "render_deadline_s": number,
+    }
+)
+_TEST_OUTCOME = record(
+    {
+        "name": _NAME,
+        "attached_to": nullable(_NAME),
+        "column": nullable(_NAME),
+        "status": choice("pass", "fail", "warn", "error", "skipped"),
+        "failures": nullable(integer(0, 2**62)),
+        "message": line(ERROR_CHARS),
+    }
+)
+
+DBT_PARENT = Protocol.of(
+    "coco-sql",
+    TRUSTED_MAX_BYTES,
+    # followed by one frame per source table ('source.table', in this order): its rows as a pickled DataFrame
+    MessageType(
+        "init",
+        {
+            "tables": list_of(_NAME, 1000),
+            "memory_bytes": integer(1, 2**50),
+            "duckdb_memory_limit": text(100),
+            "work_bytes": integer(2**20, 2**40),
+            "max_file_bytes": integer(2**20, 2**40),
+            "max_open_files": integer(64, 2**20),
+            "with_ai": flag,
+            "layers": _DBT_LAYERS,  # the layers to apply (each is on unless a test turns it off)
+        },
+    ),
+    # render and check a project (`languages.dbt.validate`) under the deadline; answered by validated/rejected
+    MessageType("validate", {"project": text(MAX_PROJECT_CHARS), "spec": _DBT_SPEC, "deadline_s": number}),
+    # run a validated project's run form and read the targets back; answered by result/error
+    MessageType(
+        "run", {"files": _FILES, "targets": list_of(_NAME, 1000), "tests": flag, "deadline_s": number}
+    ),
+    AI_RESULT,
+    AI_ERROR,
+)
+
+DBT_WORKER = Protocol.of(
+    "the dbt sandbox process",
+    SQL_RESULT_MAX_BYTES,
+    MessageType("ready", {"layers": _DBT_LAYERS}),  # the layers it got
+    MessageType("validated", {"files": _FILES}),  # the run form
+    MessageType("rejected", {"message": line(ERROR_CHARS)}),
+    MessageType(
+        "result",
+        {
+            "models": list_of(pair(_NAME, record(TABLE)), 1000),  # each target that ran: its rows
+            "tests": list_of(_TEST_OUTCOME, 100_000),
+            "errors": list_of(pair(_NAME, line(ERROR_CHARS)), 10_000),  # (model, one line)
+            "timings": list_of(pair(text(100), number), 100),  # (step, seconds)
+        },
+    ),
+    _error("error", "timeout", "memory"),
+    AI_CHUNK,
+)
+
 # ---------------------------------------------------------------------------------------- the model host
 
 LLAMA_PARENT = Protocol.of("coco-sql", TRUSTED_MAX_BYTES, MessageType("complete", {"options": json_object}))
@@ -196,6 +283,11 @@ LLAMA_HOST = Protocol.of(
 )
 
 __all__ = [
+    "AI_CHUNK",
+    "AI_ERROR",
+    "AI_RESULT",
+    "DBT_PARENT",
+    "DBT_WORKER",
     "LLAMA_HOST",
     "LLAMA_PARENT",
     "PYTHON_CANDIDATE",

@@ -221,6 +221,15 @@ def list_of(item: Check, limit: int) -> Check:
     return check
 
 
+def nullable(check: Check) -> Check:
+    """None, or a value `check` accepts."""
+
+    def checked(value: Any, where: str) -> Any:
+        return None if value is None else check(value, where)
+
+    return checked
+
+
 def pair(first: Check, second: Check) -> Check:
     def check(value: Any, where: str) -> tuple[Any, Any]:
         if type(value) not in (list, tuple) or len(value) != 2:

@@ -75,7 +75,7 @@ def _export_staged(session: Session, store: Any, *arguments: Any) -> list[dict]:
     the returned COPY INTO reads them: the code runs as returned."""
     import io
 
-    from coco_sql.languages.sql_reference_export import EXPORTS, STAGE
+    from coco_sql.stage import EXPORTS, STAGE
 
     rows = neutral.coco_export(store, *arguments)
     for row in rows:

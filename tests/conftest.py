@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from coco_sql.child import ChildProcess
+
 REPO = Path(__file__).resolve().parents[1]
 LOCKPICKING6 = REPO / "tasks" / "lockpicking6"
 SEED_SQL = LOCKPICKING6 / "seed.sql"
@@ -81,3 +83,17 @@ def copy_pack(tmp_path: Path) -> PackCopier:
 def fast_pack(copy_pack: PackCopier) -> Path:
     """A lockpicking6 copy whose programs get a 1 s deadline."""
     return copy_pack(timeout=1.0)
+
+
+@pytest.fixture
+def hostile_child(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, Path], None]:
+    """`install(mode, marker)`: every child process started from then on runs tests/hostile_child.py instead."""
+    real_start = ChildProcess.start.__func__  # type: ignore[attr-defined]
+
+    def install(mode: str, marker: Path) -> None:
+        def start(cls, module, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return real_start(cls, "tests.hostile_child", mode, str(marker), **kwargs)
+
+        monkeypatch.setattr(ChildProcess, "start", classmethod(start))
+
+    return install

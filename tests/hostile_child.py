@@ -1,8 +1,8 @@
 """A child process that breaks its protocol on purpose, started in place of a sandbox worker or the model host
-(tests/test_sandbox.py): `python -m tests.hostile_child MODE MARKER`.
+(tests/test_sandbox.py, tests/test_dbt_sandbox.py): `python -m tests.hostile_child MODE MARKER`.
 
-It answers the parent's first message (or, for the `*-result` modes, its first `run` after a proper `ready`)
-with what MODE names: a crafted pickle whose loading would create the file MARKER, a frame whose length is
+It answers the parent's first message (or, for the `*-result` modes, its first `run` after a proper `ready`;
+the dbt sandbox's `ready` for `*-dbt-result`) with what MODE names: a crafted pickle whose loading would create the file MARKER, a frame whose length is
 2 GB, a JSON message of the wrong shape, or a message of a type that does not belong there. It speaks either
 pipe convention: pipes at descriptors named in its argv (how children were started before issue 25), or on
 stdin and stdout (now); and the matching framing (both are a 4-byte big-endian length and a payload).
@@ -55,9 +55,12 @@ def main(argv: list[str]) -> None:
         "oversized": (2**31 - 1).to_bytes(4, "big"),
         "malformed": frame(json.dumps({"type": "result", "columns": "id", "rows": 1}).encode()),
         "foreign": frame(json.dumps({"type": "ok", "completion": {}}).encode()),
-    }[mode.removesuffix("-result")]
+    }[mode.removesuffix("-result").removesuffix("-dbt")]
     if mode.endswith("-result"):
-        ready = pickle.dumps(("ready",)) if old_convention else json.dumps({"type": "ready"}).encode()
+        proper: dict[str, object] = {"type": "ready"}
+        if "-dbt" in mode:  # the dbt sandbox's ready names the kernel layers its worker got
+            proper["layers"] = dict.fromkeys(("namespaces", "jail", "landlock", "seccomp"), True)
+        ready = pickle.dumps(("ready",)) if old_convention else json.dumps(proper).encode()
         os.write(outbox, frame(ready))
         while True:  # the init (and its tables), then the first query
             payload = read_frame(inbox)

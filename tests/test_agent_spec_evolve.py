@@ -103,7 +103,7 @@ def test_the_cli_evolves_the_seed_spec_resumes_exactly_after_a_kill_and_exports_
     exported = subprocess.run(cli(endpoint, "export", "--db", str(whole), "--form", "cortex_agent"), env=env,
                               capture_output=True, text=True, timeout=120)  # fmt: skip
     assert exported.returncode == 0, exported.stderr
-    script = exported.stdout.split("\n", 1)[1]  # after the "-- coco-sql champion ..." line
+    script = exported.stdout
     statements = [s.strip() for s in script.split(";\n\n") if s.strip()]
     agent = statements[-1]
     assert agent.startswith("CREATE OR REPLACE AGENT COCO.AGENTS.coco_dabstep_champion")

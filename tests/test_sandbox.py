@@ -24,7 +24,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from coco_sql.child import ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout, ProviderUnavailable
 from coco_sql.llm.providers.base import CompletionRequest, Deadline, Message
 from coco_sql.llm.providers.local_llama import LocalLlamaProvider
@@ -144,20 +143,6 @@ def test_the_worker_has_no_credentials_and_may_write_no_file(monkeypatch: pytest
 
 
 # ------------------------------------------------------------------------------- children that break protocol
-
-
-@pytest.fixture
-def hostile_child(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, Path], None]:
-    """`install(mode, marker)`: every child process started from then on runs tests/hostile_child.py instead."""
-    real_start = ChildProcess.start.__func__  # type: ignore[attr-defined]
-
-    def install(mode: str, marker: Path) -> None:
-        def start(cls, module, *args, **kwargs):  # type: ignore[no-untyped-def]
-            return real_start(cls, "tests.hostile_child", mode, str(marker), **kwargs)
-
-        monkeypatch.setattr(ChildProcess, "start", classmethod(start))
-
-    return install
 
 
 BROKEN = ["pickle", "oversized", "malformed", "foreign"]

@@ -251,11 +251,18 @@ def test_lockpicking_pack_names_only_the_first_rule() -> None:
 
 def test_list_tasks_and_missing_task(tmp_path: Path) -> None:
     names = [info.name for info in list_tasks([TASKS])]
-    assert names == ["goemotions", "hotpotqa_type", "lockpicking6", "tsp_construct"]
+    assert names == [
+        "goemotions",
+        "goemotions_dbt",
+        "hotpotqa_type",
+        "jaffle_shop",
+        "lockpicking6",
+        "tsp_construct",
+    ]
     assert all(info.pack is not None and info.error is None for info in list_tasks([TASKS]))
     with pytest.raises(
         TaskError,
-        match=r"^no task named 'nope' \(known: goemotions, hotpotqa_type, lockpicking6, tsp_construct\)$",
+        match=r"^no task named 'nope' \(known: goemotions, goemotions_dbt, hotpotqa_type, jaffle_shop, lockpicking6, tsp_construct\)$",
     ):
         load_task("nope", [TASKS])
     with pytest.raises(TaskError, match="no task pack here"):

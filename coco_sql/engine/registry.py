@@ -30,9 +30,20 @@ def _agent_spec_offline(**settings: Any) -> Mutator:
     return AgentSpecOfflineMutator(Proposal, **settings)
 
 
+def _dbt_offline(**settings: Any) -> Mutator:
+    from coco_sql.languages.dbt.mutator import DbtOfflineMutator  # dbt's modules load only for a dbt task
+
+    return DbtOfflineMutator(**settings)
+
+
 #: The offline (no model) operators of each language, built from the offline mutator's settings.
 OFFLINE_MUTATORS: Mapping[str, Callable[..., Mutator]] = MappingProxyType(
-    {"sql": OfflineMutator, "python": PythonOfflineMutator, "agent_spec": _agent_spec_offline}
+    {
+        "sql": OfflineMutator,
+        "python": PythonOfflineMutator,
+        "dbt": _dbt_offline,
+        "agent_spec": _agent_spec_offline,
+    }
 )
 
 

@@ -1,41 +1,26 @@
-"""Program languages behind one seam (`languages.base.Language`): SQL, Python, and agent specs (data agents).
+"""Program languages behind one seam (`languages.base.Language`): SQL, Python, dbt projects, and agent specs
+(data agents).
 
-LANGUAGES maps a task's `language` (task.toml) to the factory of its implementation.
+LANGUAGES (`languages.kinds`) maps a task's `language` (task.toml) to the factory of its implementation. Exports
+load on first use (`coco_sql.lazy`): importing the protocol does not load SQL and Python.
 """
 
-from __future__ import annotations
+from coco_sql.lazy import lazy_exports
 
-from typing import TYPE_CHECKING
-
-from coco_sql.languages.base import Language, LanguageFactory, Program, Runner, RunResult, language_for
-from coco_sql.languages.python import PythonLanguage
-from coco_sql.languages.sql import SqlLanguage
-
-if TYPE_CHECKING:
-    from coco_sql.tasks import TaskPack
-
-
-def _agent_spec(task: TaskPack) -> Language:
-    """Data agents (`languages.agent_spec`), imported when a task asks for them."""
-    from coco_sql.languages.agent_spec.language import AgentSpecLanguage
-
-    return AgentSpecLanguage(task)
-
-
-LANGUAGES: dict[str, LanguageFactory] = {
-    "sql": SqlLanguage,
-    "python": PythonLanguage,
-    "agent_spec": _agent_spec,
+_WHERE = {
+    "EXPORTERS": ".kinds",
+    "LANGUAGES": ".kinds",
+    "PACK_LOADERS": ".kinds",
+    "exporter": ".kinds",
+    "pack_loader": ".kinds",
+    "Language": ".base",
+    "LanguageFactory": ".base",
+    "Program": ".base",
+    "PythonLanguage": ".python",
+    "RunResult": ".base",
+    "Runner": ".base",
+    "SqlLanguage": ".sql",
+    "language_for": ".base",
 }
-
-__all__ = [
-    "LANGUAGES",
-    "Language",
-    "LanguageFactory",
-    "Program",
-    "PythonLanguage",
-    "RunResult",
-    "Runner",
-    "SqlLanguage",
-    "language_for",
-]
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__ = sorted(_WHERE)

@@ -113,23 +113,13 @@ class ScoresRows(Protocol):
     ) -> list[float]: ...
 
 
-@runtime_checkable
-class Exports(Protocol):
-    """A kind with export forms of its own (an agent spec's `cortex_agent`): `coco_export(run, form)` asks it
-    for its forms, with the run's task pack bound."""
-
-    export_forms: tuple[str, ...]
-
-    def export(self, code: str, form: str, *, name: str) -> str: ...
-
-
 LanguageFactory = Callable[["TaskPack"], Language]
 
 
 def language_for(task: TaskPack) -> Language:
     """The language a task's programs are written in (`language` in task.toml; default sql)."""
     from coco_sql.errors import TaskError
-    from coco_sql.languages import LANGUAGES
+    from coco_sql.languages.kinds import LANGUAGES
 
     factory = LANGUAGES.get(task.language)
     if factory is None:

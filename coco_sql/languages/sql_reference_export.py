@@ -32,8 +32,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
-STAGE = "coco_sql_stage"  # coco-sql's stage (`stored_procs.deploy.STAGE` is this one)
-EXPORTS = "exports"  # the stage's folder for exported files
+from coco_sql.stage import EXPORTS, STAGE
+
 _SNOWFLAKE_CASTS = {"VARCHAR": "VARCHAR", "BIGINT": "NUMBER", "INTEGER": "NUMBER", "DOUBLE": "FLOAT"}
 _SNOWFLAKE_CASTS |= {"BOOLEAN": "BOOLEAN", "VARCHAR[]": "ARRAY", "JSON": "VARIANT"}
 

@@ -2,11 +2,12 @@
 the OpenAI and Anthropic wire formats) and embeddings through providers, the call pool (limits, retries,
 deadlines), the response and embedding cache, and usage records for the cost ledger.
 
-Importing this package connects to nothing and loads no model; providers are built on their first call.
+Importing this package connects to nothing and loads no model; providers are built on their first call, and
+the exports below load on first use (`coco_sql.lazy`).
 """
 
-from coco_sql.llm.cache import AiCache
-from coco_sql.llm.routing import AiConfig, EndpointConfig
-from coco_sql.llm.usage import Usage
+from coco_sql.lazy import lazy_exports
 
-__all__ = ["AiCache", "AiConfig", "EndpointConfig", "Usage"]
+_WHERE = {"AiCache": ".cache", "AiConfig": ".routing", "EndpointConfig": ".routing", "Usage": ".usage"}
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__ = sorted(_WHERE)

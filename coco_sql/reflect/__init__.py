@@ -1,5 +1,8 @@
-"""Reflection: the mutator's live environment (and, later, the ledger curator and history tools)."""
+"""Reflection: the mutator's live environment, the context bundle and its curator, the history tools. Exports
+load on first use (`coco_sql.lazy`)."""
 
-from coco_sql.reflect.environment import DraftEnvironment
+from coco_sql.lazy import lazy_exports
 
-__all__ = ["DraftEnvironment"]
+_WHERE = {"DraftEnvironment": ".environment"}
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__ = sorted(_WHERE)

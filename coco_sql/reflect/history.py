@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from coco_sql.errors import ConfigError
 from coco_sql.options import TOOL_ARGUMENTS
-from coco_sql.store.base import Warehouse
+
+if TYPE_CHECKING:  # the CLI's parser reads TOOLS and CLI_FLAGS without loading a store
+    from coco_sql.store.base import Warehouse
 
 #: The command-line flag of each tool parameter (`coco-sql history TOOL ...`), for error messages.
 CLI_FLAGS: dict[str, str] = {

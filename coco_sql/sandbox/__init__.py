@@ -3,7 +3,11 @@
 - `database`: the DuckDB sandbox (`Sandbox`) every SQL candidate, probe and draft test runs in;
 - `lockdown` and `worker`: the locked-down DuckDB inside its worker process;
 - `python_sandbox`, `python_worker` and `kernel_layers`: the Python sandbox, a zygote that forks one locked-down
-  process per program.
+  process per program;
+- `confine`: the mount-namespace jail and Landlock, for a worker that must keep opening files (the dbt sandbox,
+  `languages.dbt.sandbox`, which also uses `kernel_layers`' seccomp filter in its thread-allowing form);
+- `ai_pipe`: AI calls from a worker's SQL, answered by the parent's AI runtime over the worker's pipe;
+- `supervisor`: the lifecycle every sandbox shares (start, handshake, replace after a kill).
 
 All are built on `coco_sql.child` (a Python child process speaking checked JSON frames over pipes, `wire` and
 `messages`; the local model host uses it too). Imports only `coco_sql.errors`, `coco_sql.child`, `wire`,

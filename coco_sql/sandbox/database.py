@@ -30,13 +30,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from coco_sql.child import ChildDied, ChildMisbehaved, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 from coco_sql.messages import SQL_WORKER, result_rows
+from coco_sql.sandbox.ai_pipe import AiServer, receive_answer
 from coco_sql.sandbox.lockdown import QueryResult
 from coco_sql.sandbox.supervisor import START_TIMEOUT_S, SupervisedSandbox, Supervisor, handshake, over_time
 from coco_sql.wire import WireError
@@ -93,7 +94,7 @@ class Sandbox(SupervisedSandbox):
         }
         # pickled for the worker, once (parent -> worker only: nothing the worker sends is unpickled)
         self._tables = [pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL) for rows in named.values()]
-        self._answer_ai = _ai_answerer(ai) if ai is not None else None
+        self._ai = AiServer(ai)
         self._supervisor = Supervisor(self._start_worker)
 
     def run(self, sql: str, deadline_s: float, on_timeout: Callable[[], None] | None = None) -> QueryResult:
@@ -113,14 +114,10 @@ class Sandbox(SupervisedSandbox):
             timer.start()
             try:
                 worker.send({"type": "run", "sql": sql, "deadline_s": deadline_s})
-                while True:
-                    message = worker.receive(until=hard_stop)
-                    if message is None:  # no answer within the grace period: stop it for good
-                        self._supervisor.discard(kill=True)
-                        raise _over_time(deadline_s, "killed")
-                    if message["type"] != "ai":
-                        break
-                    worker.send(self._serve_ai(message["udf"], message["columns"]))
+                message = receive_answer(worker, hard_stop, self._ai)
+                if message is None:  # no answer within the grace period: stop it for good
+                    self._supervisor.discard(kill=True)
+                    raise _over_time(deadline_s, "killed")
                 if message["type"] == "result":
                     rows = result_rows(message)
                 elif message["type"] != "error":
@@ -173,18 +170,6 @@ class Sandbox(SupervisedSandbox):
             return list(message["kinds"])
 
     # -- internals -------------------------------------------------------------------------------------------
-    def _serve_ai(self, udf: str, columns: list[list[Any]]) -> dict[str, Any]:
-        """Answer one chunk of AI calls in this process; a failure goes back as the UDF's error. WireError for
-        a function the sandbox does not have (the worker only knows the real ones)."""
-        if self._answer_ai is None:
-            return {"type": "ai_error", "message": f"{udf[:100]}: no AI runtime in this sandbox"}
-        if udf not in self._answer_ai:
-            raise WireError(f"the sandbox process asked for the unknown AI function {udf[:100]!r}")
-        try:
-            return {"type": "ai_result", "values": self._answer_ai[udf](*columns)}
-        except Exception as error:  # the worker's UDF raises it; the evaluator reads run-level errors itself
-            return {"type": "ai_error", "message": f"{udf}: {' '.join(str(error).split())[:300]}"}
-
     def _misbehaved(self, error: Exception) -> EvaluationError:
         """A worker that broke the protocol is stopped; the query fails with what it sent (one line)."""
         self._supervisor.discard(kill=True)
@@ -198,9 +183,3 @@ class Sandbox(SupervisedSandbox):
 
 def _over_time(deadline_s: float, how: str) -> EvaluationTimeout:
     return over_time("query", deadline_s, how)
-
-
-def _ai_answerer(functions: AiFunctions) -> dict[str, Callable[..., list[Any]]]:
-    from coco_sql.aifuncs.duckdb_udfs import implementations
-
-    return implementations(functions)

@@ -106,22 +106,59 @@ ZYGOTE_ALLOWED: frozenset[int] = frozenset({56, 57, 435, 62, 160, 302})
 
 Jump = int | str  # a relative offset, or the label it is resolved to
 
+_CLONE, _CLONE3, _PRLIMIT64 = 56, 435, 302
+_CLONE_THREAD = 0x00010000
+# every CLONE_NEW* flag: a thread may not bring a namespace of its own (NEWTIME, NEWNS, NEWCGROUP ... NEWNET)
+_CLONE_NAMESPACES = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
+_CLONE_NAMESPACES |= 0x20000000 | 0x40000000
+_ENOSYS = 38
+_ARG0_LOW, _ARG2_LOW, _ARG2_HIGH = 16, 32, 36  # seccomp_data.args[i] at 16 + 8 i, little-endian halves
 
-def seccomp_program(allowed: frozenset[int] = frozenset()) -> bytes:
+
+def seccomp_program(allowed: frozenset[int] = frozenset(), *, threads: bool = False) -> bytes:
     """The filter as BPF: a foreign architecture is killed, the denied calls (but `allowed`) fail with EPERM,
-    everything else is allowed."""
+    everything else is allowed.
+
+    `threads` (a process that must start threads: dbt's thread pool, DuckDB's): clone is allowed only when it
+    makes a thread of this process (CLONE_THREAD set, no CLONE_NEW* flag), so fork stays refused; clone3 fails
+    with ENOSYS, since its flags sit in memory the filter cannot read, and glibc then falls back to clone; and
+    prlimit64 may read a limit (glibc and DuckDB do) but not set one."""
     denied = sorted({nr for group in X86_64_DENIED.values() for nr in group} - allowed)
-    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    ld_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    special: list[tuple[int, Jump, Jump, int]] = []
+    if threads:
+        denied = [nr for nr in denied if nr not in (_CLONE, _CLONE3, _PRLIMIT64)]
+        special = [(jeq, "clone", 0, _CLONE), (jeq, "enosys", 0, _CLONE3), (jeq, "prlimit", 0, _PRLIMIT64)]
     code: list[tuple[int, Jump, Jump, int]] = [
         (ld_abs, 0, 0, 4),  # seccomp_data.arch
         (jeq, 1, 0, _AUDIT_ARCH_X86_64),
         (ret, 0, 0, _SECCOMP_RET_KILL),
         (ld_abs, 0, 0, 0),  # seccomp_data.nr
         (jge, "deny", 0, _X32_SYSCALL_BIT),  # the x32 ABI numbers: refused as a whole
+        *special,
         *((jeq, "deny", 0, nr) for nr in denied),
         (ret, 0, 0, _SECCOMP_RET_ALLOW),
     ]
-    labels = {"deny": len(code)}
+    labels: dict[str, int] = {}
+    if threads:
+        labels["clone"] = len(code)
+        code += [
+            (ld_abs, 0, 0, _ARG0_LOW),  # clone's flags
+            (jset, "deny", 0, _CLONE_NAMESPACES),
+            (jset, "allow", "deny", _CLONE_THREAD),
+        ]
+        labels["prlimit"] = len(code)
+        code += [
+            (ld_abs, 0, 0, _ARG2_LOW),  # the new limit: NULL to only read
+            (jeq, 0, "deny", 0),
+            (ld_abs, 0, 0, _ARG2_HIGH),
+            (jeq, "allow", "deny", 0),
+        ]
+        labels["enosys"] = len(code)
+        code.append((ret, 0, 0, _SECCOMP_RET_ERRNO | _ENOSYS))
+        labels["allow"] = len(code)
+        code.append((ret, 0, 0, _SECCOMP_RET_ALLOW))
+    labels["deny"] = len(code)
     code.append((ret, 0, 0, _SECCOMP_RET_ERRNO | _EPERM))
 
     def offset(here: int, target: Jump) -> int:
@@ -137,12 +174,12 @@ def seccomp_program(allowed: frozenset[int] = frozenset()) -> bytes:
     )
 
 
-def install_seccomp(allowed: frozenset[int] = frozenset()) -> bool:
-    """Install `seccomp_program(allowed)` for this (single-threaded) process, on top of any filter it already
-    has; False when unsupported here."""
+def install_seccomp(allowed: frozenset[int] = frozenset(), *, threads: bool = False) -> bool:
+    """Install `seccomp_program(allowed, threads=threads)` for this (single-threaded) process, on top of any
+    filter it already has; False when unsupported here."""
     if sys.platform != "linux" or os.uname().machine != "x86_64":
         return False
-    program = seccomp_program(allowed)
+    program = seccomp_program(allowed, threads=threads)
     buffer = ctypes.create_string_buffer(program)
 
     class SockFprog(ctypes.Structure):

@@ -26,7 +26,9 @@ import pandas as pd
 
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 
-_LOCKDOWN = (
+# The SETs that lock an in-memory DuckDB down, in order ('{memory_limit}' filled in); also applied by the dbt
+# runner's plugin (`languages.dbt.inputs`) to each run's database.
+LOCKDOWN = (
     "SET enable_progress_bar = false",
     "SET threads = 1",  # deterministic float aggregation order, and fair on a shared machine
     "SET memory_limit = '{memory_limit}'",
@@ -76,7 +78,7 @@ class LockedDuckDB:
             self._con.unregister("_rows")
         if register_udfs is not None:
             register_udfs(self._con)
-        for statement in _LOCKDOWN:
+        for statement in LOCKDOWN:
             self._con.execute(statement.format(memory_limit=memory_limit))
 
     def run(self, sql: str, deadline_s: float) -> QueryResult:

@@ -31,7 +31,8 @@ import re
 import resource
 from typing import Any
 
-from coco_sql.messages import SQL_PARENT, SQL_RESULT_MAX_BYTES, pack_column
+from coco_sql.messages import SQL_PARENT, SQL_RESULT_MAX_BYTES
+from coco_sql.sandbox.ai_pipe import ask_parent
 from coco_sql.sandbox.lockdown import LockedDuckDB, QueryResult  # DuckDB and pandas, before the limits
 from coco_sql.wire import Channel, child_end, dumps, exact
 
@@ -75,20 +76,12 @@ def serve(channel: Channel) -> None:
     tables = {name: pickle.loads(channel.receive_bytes()) for name in init["tables"]}  # from the parent
     relation = init["tables"][0]
 
-    def ask_parent(udf: str, columns: list[list[Any]]) -> list[Any]:
-        channel.send({"type": "ai", "udf": udf, "columns": [pack_column(column) for column in columns]})
-        answer = channel.receive()
-        if answer is None or answer["type"] not in ("ai_result", "ai_error"):
-            raise RuntimeError("the parent must answer an AI chunk")
-        if answer["type"] == "ai_error":
-            raise RuntimeError(answer["message"])
-        return answer["values"]
-
+    ask = ask_parent(channel)
     database = LockedDuckDB(
         tables.pop(relation),
         relation=relation,
         memory_limit=init["duckdb_memory_limit"],
-        register_udfs=(lambda con: register_udfs(con, ask_parent)) if init["with_ai"] else None,
+        register_udfs=(lambda con: register_udfs(con, ask)) if init["with_ai"] else None,
         tables=tables,
     )
     del tables

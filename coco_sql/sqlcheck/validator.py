@@ -547,9 +547,25 @@ def _columns(spec: ValidationSpec) -> str:
 def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
     """Run every check on an untrusted candidate; return the DuckDB SQL to execute or raise CandidateRejected.
 
+    The checks (`checked_query`), then the output contract (`check_output`), then the AI calls bound.
+    """
+    query, wrapped = checked_query(source, spec)
+    check_output(query, spec)
+    # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
+    # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
+    bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know
+    sql = query.sql(dialect="duckdb", copy=False)
+    return ValidatedProgram(source=source, sql=sql, wrapped=wrapped, expression=query)
+
+
+def checked_query(source: str, spec: ValidationSpec, *, wrap: bool = True) -> tuple[exp.Query, bool]:
+    """Every check but the output contract: the DuckDB tree to execute (AI calls not bound yet) and whether a
+    bare scalar expression was wrapped into a query. With `wrap=False` a bare expression is refused (a dbt
+    model has no id/output contract to wrap it in: `languages.dbt.validate`).
+
     Policy checks on functions and statements run on the tree as written (so arity refers to what the
-    author wrote: Snowflake's ``IFF(a, b)`` would otherwise vanish into a CASE). Table and output checks, and
-    a second function pass, run on the DuckDB tree that is actually executed.
+    author wrote: Snowflake's ``IFF(a, b)`` would otherwise vanish into a CASE). Table checks, and a second
+    function pass, run on the DuckDB tree that is actually executed.
     """
     tree = parse_statement(source, spec.dialect)
     check_read_only(tree)
@@ -561,7 +577,12 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
     if snowflake:
         check_snowflake_functions(tree, spec, source)
     tree = rewrite_named_arguments(tree, spec.dialect)  # Snowflake refuses names only we accepted
-    query, wrapped = as_query(tree, spec)
+    if wrap:
+        query, wrapped = as_query(tree, spec)
+    elif isinstance(tree, exp.Query):
+        query, wrapped = tree, False
+    else:
+        raise reject(f"expected one read-only query (SELECT / WITH / UNION ...), got {_statement_name(tree)}")
     if wrapped:
         check_scalar_expression(query)
     table_functions: tuple[str, ...] = ()
@@ -577,9 +598,4 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
         check_read_only(query)
         check_functions(query, spec, check_arity=False, transpiled=True)
     check_tables(query, spec, table_functions)
-    check_output(query, spec)
-    # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
-    # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
-    bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know
-    sql = query.sql(dialect="duckdb", copy=False)
-    return ValidatedProgram(source=source, sql=sql, wrapped=wrapped, expression=query)
+    return query, wrapped

@@ -38,16 +38,15 @@ from typing import TYPE_CHECKING, Any
 
 import coco_sql
 from coco_sql.errors import ConfigError, StoreError
-from coco_sql.languages.sql_reference_export import STAGE as EXPORT_STAGE
 from coco_sql.progress import Progress
 from coco_sql.resources import resource_dir
+from coco_sql.stage import STAGE
 from coco_sql.store.schema import schema_statements
 from coco_sql.stored_procs.connection import open_session, snowflake_errors
 
 if TYPE_CHECKING:
     from coco_sql.stored_procs.signatures import Procedure
 
-STAGE = EXPORT_STAGE  # also where exports stage the files they ship (`sql_reference_export`)
 ZIP_NAME = "coco_sql.zip"
 RUNTIME_VERSION = "3.11"
 PINS: dict[str, str] = {  # distribution -> the version the test suite ran with

@@ -8,7 +8,7 @@ task.toml format (every key is validated; unknown keys are errors)::
 
     name = "lockpicking6"            # required; must equal the directory name; [a-z0-9][a-z0-9_-]*
     description = "one line"         # required; a single line
-    language = "sql"                 # optional (default sql): sql | python | agent_spec, the programs' language
+    language = "sql"                 # optional (default sql): sql | python | agent_spec | dbt (PACK_LOADERS)
     dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake (SQL programs)
 
     [data]                           # required
@@ -98,6 +98,14 @@ TASK_FILE = "task.toml"
 DIALECTS: tuple[str, ...] = ("duckdb", "snowflake")
 LANGUAGES: tuple[str, ...] = ("sql", "python", "agent_spec")
 
+
+def _languages() -> tuple[str, ...]:
+    """Every kind a task.toml may name: these two, and the kinds with pack loaders of their own."""
+    from coco_sql.languages import PACK_LOADERS
+
+    return LANGUAGES + tuple(PACK_LOADERS)
+
+
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
 
@@ -165,6 +173,7 @@ class TaskPack:
     settings_files: Mapping[str, Path] = field(
         default_factory=dict
     )  # its strings naming pack files: checked paths
+    kind_data: Any = None  # what a kind with its own pack loader adds (`languages.PACK_LOADERS`)
 
     def split(self, name: str) -> Split:
         """Return split ``name`` (train, val or test). Copies, so callers cannot corrupt the cache."""
@@ -304,7 +313,12 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         raise TaskError(f"{reader.file}: invalid TOML: not UTF-8 ({error.reason})") from None
     except tomllib.TOMLDecodeError as error:
         raise TaskError(f"{reader.file}: invalid TOML: {error}") from None
-    reader.check_keys(doc, "", _TOP_KEYS + LANGUAGES)
+    from coco_sql.languages import pack_loader
+
+    kind_loader = pack_loader(doc.get("language"))
+    if kind_loader is not None:  # a kind whose packs have keys of their own (`languages.<kind>`)
+        return kind_loader(root, reader, doc, _fingerprint)
+    reader.check_keys(doc, "", _TOP_KEYS + _languages())
 
     name = reader.get(doc, "name", str)
     if not (PACK_NAME.fullmatch(name) or (registered and TASK_NAME.fullmatch(name))):
@@ -314,8 +328,8 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
     description = reader.get(doc, "description", str)
     if "\n" in description.strip() or not description.strip():
         raise reader.error("description", "must be a single non-empty line")
-    language = reader.choice(doc, "language", LANGUAGES, "sql")
-    for other in LANGUAGES:
+    language = reader.choice(doc, "language", _languages(), "sql")
+    for other in _languages():
         if other in doc and other != language:
             raise reader.error(other, f"only a task with language = {other!r} has this table")
     settings = reader.get(doc, language, dict, {})

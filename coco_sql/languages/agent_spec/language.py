@@ -9,7 +9,7 @@ runs it on every question row of a split, and each row keeps the run's trace as 
   row's output, the bounded trace (`trace.py`) its observation; the expected answer never reaches the run.
 - `score_rows` (`languages.base.ScoresRows`): DABStep scoring (`scoring.score`), which reads the row's guidelines
   for the rounding asked; it runs here, on the evaluator's side, on answers only.
-- `export` (`languages.base.Exports`): the ``cortex_agent`` form, `export.export_cortex_agent`.
+- its export form, ``cortex_agent``, is `export_form` (`languages.EXPORTERS`).
 
 The model: the task's ``[agent_spec] model``, or the run's completion model when one is configured
 (``--completion-model``, COCO_COMPLETION_MODEL), routed by the `llm` layer (an endpoint, ``cortex:<model>``, or the
@@ -24,7 +24,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from coco_sql.errors import ConfigError, EvaluationError
-from coco_sql.languages.agent_spec.export import export_cortex_agent
 from coco_sql.languages.agent_spec.runtime import run_question
 from coco_sql.languages.agent_spec.scoring import score
 from coco_sql.languages.agent_spec.settings import AgentTask, agent_task
@@ -39,12 +38,9 @@ if TYPE_CHECKING:
     from coco_sql.llm.runtime import AiRuntime
     from coco_sql.tasks import Split, TaskPack
 
-EXPORT_FORMS = ("cortex_agent",)
-
 
 class AgentSpecLanguage:
     name = "agent_spec"
-    export_forms = EXPORT_FORMS
 
     def __init__(self, task: TaskPack) -> None:
         self.task = task
@@ -89,17 +85,6 @@ class AgentSpecLanguage:
             score(None if out is None else str(out), str(exp), guides.get(i, ""))
             for i, out, exp in zip(ids, outputs, expected, strict=True)
         ]
-
-    def export(self, code: str, form: str, *, name: str) -> str:
-        if form not in EXPORT_FORMS:
-            raise ConfigError(
-                f"unknown export form {form!r} for agent specs (known: {', '.join(EXPORT_FORMS)})"
-            )
-        spec = self.validate(code).tree
-        exported = export_cortex_agent(spec, name=name, database="COCO", schema="AGENTS", warehouse="COCO_WH",
-                                       tables=self.agent.tables.schemas, dialect=self.task.dialect,
-                                       comment=f"evolved by coco-sql on task {self.task.name}")  # fmt: skip
-        return exported.script
 
     def model(self, runtime: AiRuntime) -> str:
         return runtime.config.completion_model or self.agent.model

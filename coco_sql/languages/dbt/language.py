@@ -1,0 +1,154 @@
+"""dbt projects as a program kind (`languages.LANGUAGES["dbt"]`): validation and runs in the dbt sandbox.
+
+A program is a project's text form (`project.DbtProject`). `validate` renders and checks it inside a dbt
+sandbox worker (the Jinja render has no in-process deadline for every loop: the worker's kernel deadline is the
+bound) and returns its run form as the `Program`'s runnable, so the evaluator's memo keys on what dbt runs.
+`runner` runs it over one split's own copy of the sources (`task.DbtTask.sources`) and turns the target
+models' rows into per-instance outputs here, in this process: one JSON row per key (`task.row_json`) and one
+status per data test. The worker never sees expected rows.
+
+One sandbox per split, shared by the runners of its minibatches (a dbt worker costs seconds to start); the
+runner over the whole split owns it and closes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from coco_sql.errors import CandidateRejected, EvaluationError
+from coco_sql.languages.base import Program, RunResult
+from coco_sql.languages.dbt.compare import _value
+from coco_sql.languages.dbt.project import DbtProject
+from coco_sql.languages.dbt.task import TEST_KINDS, DbtTask, row_json
+from coco_sql.search.features import cell_of_counts
+
+if TYPE_CHECKING:
+    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.languages.dbt.runner import DbtRunResult
+    from coco_sql.languages.dbt.sandbox import DbtSandbox
+    from coco_sql.tasks import Split, TaskPack
+
+_BRANCH_WORDS = ("join", "case", "where", "union", "having", "distinct", "coalesce")
+_VALIDATED_KEPT = 256
+
+
+class DbtLanguage:
+    name = "dbt"
+
+    def __init__(self, task: TaskPack) -> None:
+        if not isinstance(task.kind_data, DbtTask):
+            raise EvaluationError(f"task {task.name!r} is not a dbt pack")
+        self.task = task
+        self.data: DbtTask = task.kind_data
+        self._sandboxes: dict[str, DbtSandbox] = {}
+        self._ai: AiFunctions | None = None
+        self._validated: OrderedDict[str, Program | str] = OrderedDict()
+
+    def validate(self, code: str) -> Program:
+        known = self._validated.get(code)
+        if known is None:
+            try:
+                project = DbtProject.from_text(code)
+                run_form = self._validator().validate(
+                    project, self.data.spec, self.data.spec.render_deadline_s
+                )
+                known = Program(self.name, code, run_form.to_text(), run_form)
+            except CandidateRejected as error:
+                known = str(error)
+            except EvaluationError as error:  # the render ran past its deadline, or the worker failed
+                known = f"the project could not be checked: {error}"
+            self._validated[code] = known
+            while len(self._validated) > _VALIDATED_KEPT:
+                self._validated.popitem(last=False)
+        if isinstance(known, str):
+            raise CandidateRejected(known)
+        return known
+
+    def cell(self, program: Program) -> str:
+        sql = " ".join(program.tree.files[path] for path in program.tree.models().values()).lower()
+        return cell_of_counts(len(sql.split()) // 4, sum(sql.count(word) for word in _BRANCH_WORDS))
+
+    def runner(self, split: Split, ai: AiFunctions | None) -> DbtRunner:
+        whole = len(split) == len(self.task.split(split.name))
+        return DbtRunner(self, split, self.sandbox(split.name, ai), owner=whole)
+
+    def sandbox(self, split: str, ai: AiFunctions | None = None) -> DbtSandbox:
+        """The split's dbt sandbox (started on first use)."""
+        from coco_sql.languages.dbt.sandbox import DbtSandbox
+
+        if split not in self._sandboxes:
+            self._ai = self._ai or ai
+            self._sandboxes[split] = DbtSandbox(self.data.sources[split], ai=ai or self._ai)
+        return self._sandboxes[split]
+
+    def close(self, split: str | None = None) -> None:
+        for name in [split] if split is not None else list(self._sandboxes):
+            sandbox = self._sandboxes.pop(name, None)
+            if sandbox is not None:
+                sandbox.close()
+
+    def _validator(self) -> DbtSandbox:
+        """Any open sandbox (validation needs no rows); the train split's when none is."""
+        return next(iter(self._sandboxes.values()), None) or self.sandbox("train")
+
+
+class DbtRunner:
+    """Runs validated projects over one split's sources; outputs per instance, computed here."""
+
+    def __init__(self, language: DbtLanguage, split: Split, sandbox: DbtSandbox, *, owner: bool) -> None:
+        self.language = language
+        self.split_name = split.name
+        self.ids = frozenset(split.ids)
+        self.sandbox = sandbox
+        self.owner = owner
+
+    def run(
+        self, program: Program, deadline_s: float, on_timeout: Callable[[], None] | None = None
+    ) -> RunResult:
+        data = self.language.data
+        targets = [t.model for t in data.targets]
+        result = self.sandbox.run(
+            program.tree, targets, deadline_s, tests=bool(data.tests), on_timeout=on_timeout
+        )
+        outputs, errors = instance_outputs(result, data)
+        outputs = [(i, o) for i, o in outputs if i in self.ids]
+        if not any(not str(i).startswith("test:") for i, _ in outputs) and result.errors:
+            model, message = next(iter(sorted(result.errors.items())))
+            raise EvaluationError(f"no target produced rows; {model}: {message}")
+        elapsed = sum(v for k, v in result.timings.items() if k != "write") * 1000
+        reasons = {i: m for prefix, m in errors.items() for i in self.ids if i.startswith(prefix)}
+        return RunResult(outputs, elapsed, reasons)
+
+    def close(self) -> None:
+        if self.owner:
+            self.language.close(self.split_name)
+
+
+def instance_outputs(result: DbtRunResult, data: DbtTask) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(instance id, output JSON) for every target row and data test, and the reason of each failed target model,
+    keyed by its ids' prefix ``model:``."""
+    outputs: list[tuple[str, str]] = []
+    errors: dict[str, str] = {}
+    for target in data.targets:
+        frame = result.models.get(target.model)
+        if frame is None:
+            reason = result.errors.get(target.model, f"model {target.model} produced no rows")
+            errors[f"{target.model}:"] = reason
+            continue
+        if target.key not in frame.columns:
+            errors[f"{target.model}:"] = f"model {target.model} returns no key column {target.key}"
+            continue
+        for record in frame.to_dict(orient="records"):
+            key = str(_value(record[target.key]))
+            outputs.append((f"{target.model}:{key.removesuffix('.0')}", row_json(record, target.columns)))
+    statuses: dict[str, list[str]] = {}
+    for test in result.tests:
+        kind = next((k for k in TEST_KINDS if test.name.startswith(k + "_")), None)
+        if kind is not None and test.attached_to and test.column:
+            statuses.setdefault(f"test:{kind}:{test.attached_to}.{test.column}", []).append(test.status)
+    for instance, found in statuses.items():
+        outputs.append((instance, json.dumps("pass" if all(s == "pass" for s in found) else found[0])))
+    return outputs, errors

@@ -1,0 +1,83 @@
+"""The offline (no model) mutator for dbt projects: repairs a pipeline from its training evidence.
+
+Each iteration: the parent is scored on the training keys (`DraftEnvironment.test_draft`: the mutator never
+sees other splits' rows), `edits.Evidence` reads which expected rows mismatch, in which column and by how
+much, `edits.hypotheses` turns that into model edits, and every hypothesis (heaviest first, at most
+`max_drafts`, skipping approaches this parent's children already tried) is scored over the training keys in
+the dbt sandbox before the best is proposed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from coco_sql.errors import CandidateRejected, ConfigError
+from coco_sql.languages.dbt.edits import Edit, Evidence, hypotheses
+from coco_sql.languages.dbt.project import DbtProject
+from coco_sql.mutate.base import MutationRequest, Proposal
+
+DRAFT_CAP = 12  # a dbt draft costs a run (1-2 s warm): the evidence ranks well enough to stop early
+
+
+class DbtOfflineMutator:
+    name = "offline"
+
+    def __init__(self, *, max_drafts: int = DRAFT_CAP, probe: bool = True, **_: Any) -> None:
+        if isinstance(max_drafts, bool) or not isinstance(max_drafts, int) or max_drafts < 1:
+            raise ConfigError(f"max_drafts must be an integer >= 1 (got {max_drafts!r})")
+        self.max_drafts = min(max_drafts, DRAFT_CAP)
+        self.probe = probe
+
+    def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
+        env = request.env
+        code = request.parent.code
+        parent = env.test_draft(code)
+        evidence = Evidence.of(list(parent.ids), list(parent.outputs), list(parent.expected))
+        try:
+            project = DbtProject.from_text(code)
+            run_form = DbtProject.from_text(env.runnable(code))
+        except (CandidateRejected, ValueError) as error:
+            return Proposal(code, "the parent does not parse as a project", discarded=str(error))
+        dialect = env.task.kind_data.spec.dialect
+        edits = [
+            e
+            for e in hypotheses(project, run_form, evidence, dialect)
+            if e.approach not in request.context.tried
+        ]
+        notes: dict[str, Any] = {"candidates": len(edits), "parent_train_score": parent.score,
+                                 "mismatching_columns": dict(evidence.columns.most_common(5))}  # fmt: skip
+        if not edits:
+            return Proposal(code, f"no untried edit left (iteration {request.iteration})", notes=notes)
+        order = _tie_break(edits, rng)
+        if not self.probe:
+            return Proposal(order[0].code, order[0].approach, notes=notes | {"tested": False})
+        best: tuple[float, Edit] | None = None
+        tested = 0
+        for edit in order:
+            if tested == self.max_drafts:
+                break
+            if env.check(edit.code) is not None:
+                continue
+            outcome = env.test_draft(edit.code)
+            tested += 1
+            if outcome.ok and (best is None or outcome.score > best[0]):
+                best = (outcome.score, edit)
+            if best is not None and best[0] >= 1.0:
+                break
+        if best is None:
+            return Proposal(order[0].code, order[0].approach, notes=notes | {"drafts_tested": tested})
+        score, edit = best
+        return Proposal(
+            edit.code, edit.approach, notes=notes | {"drafts_tested": tested, "train_score": score}
+        )
+
+
+def _tie_break(edits: list[Edit], rng: np.random.Generator) -> list[Edit]:
+    """Heaviest first; edits of equal weight in an order drawn from the run's RNG."""
+    keys = rng.random(len(edits))
+    return [
+        e
+        for _, _, e in sorted(zip([-e.weight for e in edits], keys, edits, strict=True), key=lambda t: t[:2])
+    ]

@@ -1,0 +1,345 @@
+"""Render a project's models with our own sandboxed Jinja, instead of asking dbt to compile them.
+
+Why not ``dbt compile``: dbt's Jinja context is a programming environment over the warehouse. ``run_query``,
+``statement`` blocks, ``adapter``, hooks, ``env_var``, ``modules``, ``load_result`` and custom materializations
+all execute SQL or read the host at compile time, before any validator could look at the SQL; and a compile
+costs a full parse of dbt's ~1,000 built-in macros (2 s warm, 5 s cold; see /work/notes/dbt-findings.md).
+Rendering here takes milliseconds and offers a model exactly what the validator can vouch for:
+
+- ``ref('model')`` and ``source('source', 'table')``, rendered as placeholder relation names that
+  `validate` maps back, so the sqlglot checks see every relation a model reads;
+- ``config(materialized=..., tags=..., enabled=...)``, recorded and rendered as nothing;
+- ``var('name', default)`` over the scalar ``vars`` of dbt_project.yml;
+- the project's own macros (``macros/*.sql``), which hold ``{% macro %}`` definitions only;
+- plain Jinja: set, for, if, macro, call, filter, do, loop controls, and the sandbox's safe builtins.
+
+Every other name is refused before rendering, by a static walk of the template (`jinja2.meta`), so a branch
+that this rendering does not take cannot hide a call either; include, import and extends are refused the same
+way. The environment is a `SandboxedEnvironment` (as dbt's own is), with ``range`` capped and a deadline checked
+on every call and every output chunk, since the template is hostile.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import jinja2
+import jinja2.meta
+import jinja2.nodes
+import jinja2.sandbox
+
+from coco_sql.errors import CandidateRejected
+from coco_sql.languages.dbt.project import DbtProject
+
+REF_PREFIX = "__coco_ref_"
+SOURCE_PREFIX = "__coco_src_"
+MATERIALIZATIONS = ("table", "view", "ephemeral")
+CONFIG_KEYS = ("materialized", "tags", "enabled")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MAX_RANGE = 10_000
+_MAX_OUTPUT_CHARS = 1_000_000
+_SAFE_GLOBALS = frozenset({"range", "dict", "namespace", "loop", "caller", "varargs", "kwargs"})
+PROJECT_GLOBALS = frozenset({"ref", "source", "config", "var"})
+
+
+@dataclass(frozen=True)
+class RenderedModel:
+    """One model after rendering: SQL with placeholder relations, what it reads, and its config() call."""
+
+    name: str
+    path: str
+    sql: str
+    refs: Mapping[str, str] = field(hash=False)  # placeholder -> model name
+    sources: Mapping[str, tuple[str, str]] = field(hash=False)  # placeholder -> (source, table)
+    config: Mapping[str, Any] = field(hash=False)
+
+    def relation_label(self, placeholder: str) -> str:
+        """How a placeholder reads in a message: ``ref('orders')`` or ``source('shop', 'orders')``."""
+        if placeholder in self.refs:
+            return f"ref('{self.refs[placeholder]}')"
+        if placeholder in self.sources:
+            source, table = self.sources[placeholder]
+            return f"source('{source}', '{table}')"
+        return placeholder
+
+
+class _Environment(jinja2.sandbox.SandboxedEnvironment):
+    """The sandbox with a deadline checked on every call and every 1,024 steps of a range(), and ``*`` / ``**``
+    bounded (``'x' * 10**9`` and ``10 ** 10 ** 9`` would otherwise exhaust memory or time in one step)."""
+
+    deadline: float = float("inf")
+    intercepted_binops = frozenset({"*", "**"})
+
+    def check_deadline(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise CandidateRejected("rendering took longer than its deadline")
+
+    def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        self.check_deadline()
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > 64:
+            raise CandidateRejected(f"exponent {right} is too large (at most 64)")
+        if operator == "*":
+            sizes = [len(x) for x in (left, right) if isinstance(x, (str, list, tuple))]
+            counts = [x for x in (left, right) if isinstance(x, int) and not isinstance(x, bool)]
+            if sizes and counts and sizes[0] * counts[0] > _MAX_RANGE:
+                raise CandidateRejected(f"a repeated sequence of more than {_MAX_RANGE} items")
+        return super().call_binop(context, operator, left, right)
+
+    def capped_range(self, *args: int) -> _Range:
+        values = range(*args)
+        if len(values) > _MAX_RANGE:
+            raise CandidateRejected(f"range() of {len(values)} items; at most {_MAX_RANGE} allowed")
+        return _Range(values, self)
+
+
+class _Range:
+    """range() for templates: the deadline is checked while a loop walks it, so nested loops cannot spin."""
+
+    def __init__(self, values: range, env: _Environment) -> None:
+        self._values = values
+        self._env = env
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[int]:
+        for index, value in enumerate(self._values):
+            if index % 1024 == 0:
+                self._env.check_deadline()
+            yield value
+
+
+def _environment() -> _Environment:
+    env = _Environment(
+        extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"], undefined=jinja2.StrictUndefined
+    )
+    env.globals["range"] = env.capped_range
+    for name in ("lipsum", "cycler", "joiner"):
+        env.globals.pop(name, None)
+    return env
+
+
+# --------------------------------------------------------------------------------------------- static checks
+
+
+def _parse(env: jinja2.Environment, source: str, where: str) -> jinja2.nodes.Template:
+    try:
+        return env.parse(source)
+    except jinja2.TemplateSyntaxError as error:
+        raise CandidateRejected(f"{where} line {error.lineno}: Jinja syntax error: {error.message}") from None
+
+
+def _check_names(tree: jinja2.nodes.Template, where: str, allowed: Iterable[str]) -> None:
+    """Every free name the template can reach, on any branch, is one we provide."""
+    for node in tree.find_all((jinja2.nodes.Include, jinja2.nodes.Import, jinja2.nodes.FromImport)):
+        raise CandidateRejected(
+            f"{where} line {node.lineno}: {type(node).__name__.lower()} is not allowed; put shared Jinja in "
+            "macros/*.sql"
+        )
+    for node in tree.find_all(jinja2.nodes.Extends):
+        raise CandidateRejected(f"{where} line {node.lineno}: extends is not allowed")
+    free = sorted(jinja2.meta.find_undeclared_variables(tree) - set(allowed) - _SAFE_GLOBALS)
+    if free:
+        raise CandidateRejected(
+            f"{where}: uses {', '.join(free)}, which a project may not call; a model's Jinja may use ref, "
+            "source, config, var and the project's own macros (dbt's run_query, adapter, env_var, this, target "
+            "and the like run outside the validator's reach)"
+        )
+
+
+def macro_names(project: DbtProject) -> dict[str, str]:
+    """Macro name -> the file that defines it, after checking each macro file holds only macro definitions."""
+    env = _environment()
+    names: dict[str, str] = {}
+    trees = {path: _parse(env, project.files[path], path) for path in project.paths("macros/", ".sql")}
+    for path, tree in trees.items():
+        for node in tree.body:
+            if isinstance(node, jinja2.nodes.Macro):
+                if node.name in names or node.name in PROJECT_GLOBALS:
+                    raise CandidateRejected(
+                        f"{path} line {node.lineno}: macro {node.name!r} is defined twice or shadows a built-in"
+                    )
+                names[node.name] = path
+            elif not _is_blank(node):
+                raise CandidateRejected(
+                    f"{path} line {node.lineno}: a macro file may hold only {{% macro %}} definitions"
+                )
+    for path, tree in trees.items():
+        _check_names(tree, path, PROJECT_GLOBALS | set(names))
+    return names
+
+
+def _is_blank(node: jinja2.nodes.Node) -> bool:
+    return isinstance(node, jinja2.nodes.Output) and all(
+        isinstance(child, jinja2.nodes.TemplateData) and not child.data.strip() for child in node.nodes
+    )
+
+
+# ------------------------------------------------------------------------------------------------- rendering
+
+
+@dataclass
+class _Calls:
+    """What one model's rendering called: filled by the functions handed to the template."""
+
+    models: frozenset[str]
+    declared_sources: frozenset[tuple[str, str]]
+    variables: Mapping[str, Any]
+    refs: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def ref(self, *args: Any, **kwargs: Any) -> str:
+        if len(args) != 1 or kwargs or not isinstance(args[0], str):
+            raise CandidateRejected(
+                "ref() takes one model name, e.g. ref('stg_orders') (no packages, no versions)"
+            )
+        name = args[0]
+        if name not in self.models:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise CandidateRejected(f"ref('{name}') names no model of the project (models: {known})")
+        return self._placeholder(REF_PREFIX, self.refs, name)
+
+    def source(self, *args: Any, **kwargs: Any) -> str:
+        if len(args) != 2 or kwargs or not all(isinstance(a, str) for a in args):
+            raise CandidateRejected(
+                "source() takes a source name and a table name, e.g. source('shop', 'orders')"
+            )
+        target = (args[0], args[1])
+        if target not in self.declared_sources:
+            known = ", ".join(f"{s}.{t}" for s, t in sorted(self.declared_sources)) or "none"
+            raise CandidateRejected(
+                f"source('{args[0]}', '{args[1]}') is not declared in a models/*.yml file (declared: {known})"
+            )
+        return self._placeholder(SOURCE_PREFIX, self.sources, target)
+
+    def _placeholder(self, prefix: str, seen: dict[str, Any], target: Any) -> str:
+        for placeholder, known in seen.items():
+            if known == target:
+                return placeholder
+        placeholder = f"{prefix}{len(self.refs) + len(self.sources)}"
+        seen[placeholder] = target
+        return placeholder
+
+    def configure(self, *args: Any, **kwargs: Any) -> str:
+        if args:
+            raise CandidateRejected(
+                "config() takes keyword arguments only, e.g. config(materialized='table')"
+            )
+        for key, value in kwargs.items():
+            check_config(key, value)
+        self.config.update(kwargs)
+        return ""
+
+    def var(self, name: Any, *default: Any) -> Any:
+        if name in self.variables:
+            return self.variables[name]
+        if default:
+            return default[0]
+        raise CandidateRejected(f"var('{name}') has no value in dbt_project.yml vars and no default")
+
+
+def check_config(key: str, value: Any) -> None:
+    """A model config a program may set; shared by config() calls and dbt_project.yml (`yaml_check`)."""
+    if key not in CONFIG_KEYS:
+        raise CandidateRejected(
+            f"config key {key!r} is not allowed; allowed: {', '.join(CONFIG_KEYS)} (hooks, schemas, aliases and "
+            "external materializations act outside the model's SELECT)"
+        )
+    if key == "materialized" and value not in MATERIALIZATIONS:
+        raise CandidateRejected(
+            f"materialized={value!r} is not allowed; use one of {', '.join(MATERIALIZATIONS)}"
+        )
+    if key == "enabled" and not isinstance(value, bool):
+        raise CandidateRejected(f"enabled must be true or false, got {value!r}")
+    if key == "tags" and not (
+        isinstance(value, str) or (isinstance(value, list) and all(isinstance(t, str) for t in value))
+    ):
+        raise CandidateRejected(f"tags must be a string or a list of strings, got {value!r}")
+
+
+def render_models(
+    project: DbtProject,
+    *,
+    declared_sources: Iterable[tuple[str, str]],
+    variables: Mapping[str, Any] | None = None,
+    deadline_s: float = 5.0,
+) -> dict[str, RenderedModel]:
+    """Render every model of `project`; model name -> `RenderedModel`. Raises `CandidateRejected` naming the file."""
+    env = _environment()
+    env.deadline = time.monotonic() + deadline_s
+    macros = macro_names(project)
+    macro_text = "".join(project.files[p] for p in project.paths("macros/", ".sql"))
+    prefix_lines = macro_text.count("\n")
+    models = project.models()
+    for name, path in models.items():
+        if not _IDENTIFIER.fullmatch(name):
+            raise CandidateRejected(
+                f"{path}: model name {name!r} must be a plain identifier (letters, digits, _)"
+            )
+    duplicates = [p for p in project.paths("models/", ".sql") if models[_stem(p)] != p]
+    if duplicates:
+        raise CandidateRejected(f"{duplicates[0]}: a model named {_stem(duplicates[0])!r} exists twice")
+    rendered: dict[str, RenderedModel] = {}
+    for name, path in models.items():
+        text = project.files[path]
+        if REF_PREFIX in text or SOURCE_PREFIX in text:
+            raise CandidateRejected(
+                f"{path}: names starting with {REF_PREFIX!r} or {SOURCE_PREFIX!r} are reserved"
+            )
+        _check_names(_parse(env, text, path), path, PROJECT_GLOBALS | set(macros))
+        calls = _Calls(
+            frozenset(models), frozenset(declared_sources), MappingProxyType(dict(variables or {}))
+        )
+        sql = _render(env, macro_text + text, calls, path, prefix_lines)
+        rendered[name] = RenderedModel(name, path, sql, calls.refs, calls.sources, calls.config)
+    return rendered
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".sql")
+
+
+def _render(env: _Environment, text: str, calls: _Calls, path: str, prefix_lines: int) -> str:
+    """Render one model (after the macro files' text, so macros see each other) within the deadline."""
+
+    def where(lineno: int | None) -> str:
+        if lineno is None:
+            return path
+        if lineno > prefix_lines:
+            return f"{path} line {lineno - prefix_lines}"
+        return "a macro in macros/ (called from " + path + ")"
+
+    functions: dict[str, Callable[..., Any]] = {
+        "ref": calls.ref,
+        "source": calls.source,
+        "config": calls.configure,
+        "var": calls.var,
+    }
+    try:
+        template = env.from_string(text, globals=functions)
+        chunks: list[str] = []
+        size = 0
+        for chunk in template.generate():
+            size += len(chunk)
+            if size > _MAX_OUTPUT_CHARS:
+                raise CandidateRejected(f"{path}: renders to more than {_MAX_OUTPUT_CHARS} characters")
+            if time.monotonic() > env.deadline:
+                raise CandidateRejected(f"{path}: rendering took longer than its deadline")
+            chunks.append(chunk)
+    except CandidateRejected as error:
+        message = str(error)
+        raise CandidateRejected(message if message.startswith(path) else f"{path}: {message}") from None
+    except jinja2.TemplateSyntaxError as error:
+        raise CandidateRejected(f"{where(error.lineno)}: Jinja syntax error: {error.message}") from None
+    except Exception as error:  # the template is hostile: any failure is the candidate's
+        raise CandidateRejected(f"{path}: rendering failed: {type(error).__name__}: {error}") from None
+    return "".join(chunks)

@@ -1,0 +1,336 @@
+"""Validate a dbt project as an untrusted program, and produce the form the runner hands to dbt.
+
+The checks, in order, each failing with one line that names the file and the problem:
+
+1. the tree (`project`): allowed paths, sizes, a dbt_project.yml;
+2. the YAML (`yaml_check`): every key on an allow-list, sources declared, generic tests only;
+3. the Jinja (`render`): ref / source / config / var and the project's macros, rendered by us in a sandbox;
+   a ref to a missing model or an undeclared source fails here;
+4. the graph: model names are identifiers, refs form no cycle, targets exist and are not ephemeral;
+5. each rendered model, with the SQL candidates' own checks from `sqlcheck.validator` (one read-only query,
+   allow-listed functions with their arity, no sampling or parameters, no file or table functions) where the
+   relations a model may read are its declared refs and sources (rendered as placeholders) and its own CTEs;
+   with the sources' columns known, every column must resolve (the models' columns are inferred in
+   dependency order) and each target model must return the columns the task compares.
+
+What passes becomes the run form (`ValidatedProject.run_files`): each model is the checked DuckDB SQL (Snowflake
+programs transpiled, AI calls bound to the sandbox's UDFs) with its relations put back as ``{{ ref() }}`` /
+``{{ source() }}`` and its config as one ``{{ config() }}``; the YAML and docs as written; dbt_project.yml
+rebuilt from checked values; no macros (already expanded). dbt thus never renders Jinja a candidate wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from contextlib import closing
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.qualify import qualify
+
+from coco_sql.errors import CandidateRejected
+from coco_sql.languages.dbt.project import PROJECT_FILE, DbtProject
+from coco_sql.languages.dbt.render import REF_PREFIX, SOURCE_PREFIX, RenderedModel, render_models
+from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
+from coco_sql.sqlcheck.ai_binding import bind_ai_calls
+from coco_sql.sqlcheck.validator import ValidationSpec, checked_query, one_line
+
+_PLACEHOLDER = re.compile(rf"""(['"]?)\b((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)\b\1""")
+_NO_RELATION = "__coco_no_relation"
+UNKNOWN_TYPE = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class DbtSpec:
+    """What a task allows a project: its SQL dialect, extra functions (AI), the sources' columns (optional: enables
+    column checks) and, per target model, the columns it must return."""
+
+    dialect: str = "duckdb"
+    allowed_functions: frozenset[str] = frozenset()
+    source_columns: Mapping[tuple[str, str], Mapping[str, str]] | None = field(default=None, hash=False)
+    targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    render_deadline_s: float = 5.0
+
+    def as_message(self) -> dict[str, Any]:
+        """The spec as plain data: the `spec` of `messages.DBT_PARENT`'s validate message."""
+        sources = None
+        if self.source_columns is not None:
+            sources = [
+                {"source": source, "table": table, "columns": list(columns.items())}
+                for (source, table), columns in sorted(self.source_columns.items())
+            ]
+        return {
+            "dialect": self.dialect,
+            "allowed_functions": sorted(self.allowed_functions),
+            "sources": sources,
+            "targets": [(name, list(columns)) for name, columns in self.targets.items()],
+            "render_deadline_s": self.render_deadline_s,
+        }
+
+    @classmethod
+    def from_message(cls, message: Mapping[str, Any]) -> DbtSpec:
+        """The spec of a checked `as_message` form."""
+        sources = message["sources"]
+        return cls(
+            dialect=message["dialect"],
+            allowed_functions=frozenset(message["allowed_functions"]),
+            source_columns=None
+            if sources is None
+            else {(s["source"], s["table"]): dict(s["columns"]) for s in sources},
+            targets={name: tuple(columns) for name, columns in message["targets"]},
+            render_deadline_s=message["render_deadline_s"],
+        )
+
+
+@dataclass(frozen=True)
+class ValidatedModel:
+    """One checked model: the DuckDB SQL dbt will run (with ref/source Jinja), what it reads, its columns."""
+
+    name: str
+    path: str
+    run_sql: str
+    materialized: str
+    refs: tuple[str, ...]
+    sources: tuple[tuple[str, str], ...]
+    columns: tuple[str, ...] | None  # None when the sources' columns were not given
+
+
+@dataclass(frozen=True)
+class ValidatedProject:
+    project: DbtProject
+    properties: ProjectYaml
+    models: Mapping[str, ValidatedModel] = field(hash=False)
+
+    def run_files(self, profile: str) -> dict[str, str]:
+        """Path -> content of the project dbt runs (see the module docstring)."""
+        files = {PROJECT_FILE: self.properties.run_form(profile)}
+        for model in self.models.values():
+            files[model.path] = model.run_sql
+        for path in self.project.paths("models/"):
+            if path.endswith((".yml", ".md")):
+                files[path] = self.project.files[path]
+        return files
+
+
+def validate_project(program: DbtProject | str, spec: DbtSpec | None = None) -> ValidatedProject:
+    """Every check of the module docstring; the project ready to run, or `CandidateRejected` (one line)."""
+    spec = spec or DbtSpec()
+    project = program if isinstance(program, DbtProject) else DbtProject.from_text(program)
+    properties = check_yaml(project)
+    rendered = render_models(
+        project,
+        declared_sources=properties.sources,
+        variables=properties.variables,
+        deadline_s=spec.render_deadline_s,
+    )
+    order = _dependency_order(rendered)
+    known_sources = dict(spec.source_columns) if spec.source_columns is not None else None
+    if known_sources is not None:
+        missing = sorted(properties.sources - set(known_sources))
+        if missing:
+            raise CandidateRejected(
+                f"source {missing[0][0]}.{missing[0][1]} is declared but the task has no such table "
+                f"(tables: {', '.join(f'{s}.{t}' for s, t in sorted(known_sources))})"
+            )
+    columns: dict[str, tuple[str, ...] | None] = {}
+    models: dict[str, ValidatedModel] = {}
+    with closing(duckdb.connect(":memory:")) as parser:
+        checked = {name: _check_model(rendered[name], spec, known_sources, columns, parser) for name in order}
+    for name in order:
+        model = rendered[name]
+        materialized = materialization(properties, model)
+        sql, model_columns = checked[name]
+        models[name] = ValidatedModel(
+            name=name,
+            path=model.path,
+            run_sql=_config_call(model.config) + _restore_relations(sql, model),
+            materialized=materialized,
+            refs=tuple(dict.fromkeys(model.refs.values())),
+            sources=tuple(dict.fromkeys(model.sources.values())),
+            columns=model_columns,
+        )
+    _check_targets(models, spec)
+    return ValidatedProject(project, properties, MappingProxyType({n: models[n] for n in sorted(models)}))
+
+
+# ---------------------------------------------------------------------------------------------- the graph
+
+
+def _dependency_order(rendered: Mapping[str, RenderedModel]) -> list[str]:
+    """Models in an order where each comes after the models it refs; a cycle is refused."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for upstream in sorted(set(rendered[name].refs.values())):
+            if state.get(upstream) == 1:
+                cycle = " -> ".join([*path[path.index(upstream) :], upstream])
+                raise CandidateRejected(f"{rendered[name].path}: the refs form a cycle: {cycle}")
+            if upstream not in state:
+                visit(upstream, [*path, upstream])
+        state[name] = 2
+        order.append(name)
+
+    for name in sorted(rendered):
+        if name not in state:
+            visit(name, [name])
+    return order
+
+
+def materialization(properties: ProjectYaml, model: RenderedModel) -> str:
+    """config() in the model, else the deepest folder config of dbt_project.yml, else dbt's default (view)."""
+    if "materialized" in model.config:
+        return str(model.config["materialized"])
+    found = "view"
+    block: Any = properties.model_configs.get(properties.name) or {}
+    for folder in [None, *model.path.split("/")[1:-1]]:
+        if folder is not None:
+            block = block.get(folder) if isinstance(block, Mapping) else None
+        if not isinstance(block, Mapping):
+            break
+        for key in ("materialized", "+materialized"):
+            if key in block:
+                found = str(block[key])
+    return found
+
+
+def _check_targets(models: Mapping[str, ValidatedModel], spec: DbtSpec) -> None:
+    for target, required in spec.targets.items():
+        model = models.get(target)
+        if model is None:
+            raise CandidateRejected(
+                f"the project has no model {target!r}, which the task scores (models: {', '.join(sorted(models))})"
+            )
+        if model.materialized == "ephemeral":
+            raise CandidateRejected(f"{model.path}: model {target!r} is scored, so it cannot be ephemeral")
+        if model.columns is not None:
+            lowered = {c.lower() for c in model.columns}
+            missing = [c for c in required if c.lower() not in lowered]
+            if missing:
+                raise CandidateRejected(
+                    f"{model.path}: model {target!r} must return {', '.join(missing)}; it returns "
+                    f"{', '.join(model.columns) or 'nothing'}"
+                )
+
+
+# ------------------------------------------------------------------------------------------- one model
+
+
+def _check_model(
+    model: RenderedModel,
+    spec: DbtSpec,
+    sources: Mapping[tuple[str, str], Mapping[str, str]] | None,
+    upstream: dict[str, tuple[str, ...] | None],
+    parser: duckdb.DuckDBPyConnection,
+) -> tuple[str, tuple[str, ...] | None]:
+    """The SQL candidates' checks on one rendered model, then DuckDB's own parser on the SQL dbt will run (which
+    must read it as one SELECT: sqlglot accepts, and writes back, text DuckDB refuses, e.g. ``IN (SELECT)``);
+    (DuckDB SQL with placeholders, its columns or None). Records the columns in `upstream`."""
+    relations: dict[str, Mapping[str, str] | None] = {}
+    for placeholder, name in model.refs.items():
+        known = upstream.get(name)
+        relations[placeholder] = None if known is None else dict.fromkeys(known, UNKNOWN_TYPE)
+    for placeholder, key in model.sources.items():
+        relations[placeholder] = None if sources is None else dict(sources[key])
+    names = list(relations) or [_NO_RELATION]
+    vspec = ValidationSpec(
+        input_columns={},
+        output_column="",
+        allowed_functions=spec.allowed_functions,
+        relation=names[0],
+        dialect=spec.dialect,
+        references={name: dict(relations.get(name) or {}) for name in names[1:]},
+    )
+    try:
+        query, _ = checked_query(model.sql, vspec, wrap=False)
+        columns = None
+        if all(value is not None for value in relations.values()):
+            columns = _columns(query, model, {k: v for k, v in relations.items() if v is not None})
+        bind_ai_calls(query)
+        sql = query.sql(dialect="duckdb", copy=False, pretty=True)
+        _check_duckdb_parses(sql, parser)
+        upstream[model.name] = columns
+        return sql, columns
+    except CandidateRejected as error:
+        raise CandidateRejected(_explain(str(error), model)) from None
+
+
+def _check_duckdb_parses(sql: str, parser: duckdb.DuckDBPyConnection) -> None:
+    try:
+        statements = parser.extract_statements(sql)
+    except duckdb.Error as error:
+        raise CandidateRejected(f"DuckDB cannot parse the model: {str(error).splitlines()[0]}") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        kinds = ", ".join(str(s.type).rsplit(".", 1)[-1] for s in statements) or "nothing"
+        raise CandidateRejected(f"DuckDB reads the model as {kinds}, not one SELECT")
+
+
+def _columns(
+    query: exp.Query, model: RenderedModel, relations: Mapping[str, Mapping[str, str]]
+) -> tuple[str, ...]:
+    """The model's output columns, with every column reference resolved; a relation read without an alias is
+    named as dbt's rendered relation would be (the model's or the source table's name)."""
+    tree = query.copy()
+    for table in tree.find_all(exp.Table):
+        if table.name in relations and not table.alias:
+            label = model.refs.get(table.name) or model.sources[table.name][1]
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(label)))
+    try:
+        qualified = qualify(
+            tree,
+            schema={name: dict(columns) for name, columns in relations.items()},
+            dialect="duckdb",
+            validate_qualify_columns=True,
+            quote_identifiers=False,
+        )
+    except OptimizeError as error:
+        raise CandidateRejected(f"column check failed: {error}") from None
+    names = list(qualified.named_selects) if isinstance(qualified, exp.Query) else []
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            raise CandidateRejected(f"the model returns column {name!r} twice")
+        seen.add(name.lower())
+    return tuple(names)
+
+
+def _explain(message: str, model: RenderedModel) -> str:
+    """A sqlcheck message in a model's terms: placeholders read as ref()/source(), 'candidate' as 'model'."""
+    text = _PLACEHOLDER.sub(lambda m: model.relation_label(m.group(2)), message)
+    text = text.replace(
+        f"only the relation '{_NO_RELATION}' and the query's own CTEs may be read",
+        "the model has no ref or source, so it may read only its own CTEs",
+    )
+    if "only the relation" in text or "may read only its own CTEs" in text:
+        text += "; read tables through {{ source('name', 'table') }} or {{ ref('model') }}"
+    text = text.replace("a candidate must be", "a model must be").replace("candidate", "model")
+    return one_line(f"{model.path}: {text}")
+
+
+# -------------------------------------------------------------------------------------------- run form
+
+
+def _restore_relations(sql: str, model: RenderedModel) -> str:
+    """Put each placeholder back as the Jinja call dbt resolves (quotes around a placeholder go with it)."""
+
+    def call(match: re.Match[str]) -> str:
+        placeholder = match.group(2)
+        if placeholder in model.refs:
+            return "{{ ref('" + model.refs[placeholder] + "') }}"
+        source, table = model.sources[placeholder]
+        return "{{ source('" + source + "', '" + table + "') }}"
+
+    return _PLACEHOLDER.sub(call, sql) + "\n"
+
+
+def _config_call(config: Mapping[str, Any]) -> str:
+    if not config:
+        return ""
+    arguments = ", ".join(f"{key}={value!r}" for key, value in sorted(config.items()))
+    return "{{ config(" + arguments + ") }}\n"
