@@ -224,9 +224,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     history.add_argument(
         "tool",
-        choices=(*HistoryTools.TOOLS, *HISTORY_ALIASES),
+        choices=(*HistoryTools.TOOLS, *HistoryTools.ROW_TOOLS, *HISTORY_ALIASES),
         metavar="TOOL",
-        help=", ".join((*HistoryTools.TOOLS, *HISTORY_ALIASES)),
+        help=", ".join((*HistoryTools.TOOLS, *HistoryTools.ROW_TOOLS, *HISTORY_ALIASES)),
     )
     history.add_argument("--db", default=DEFAULT_DB)
     history.add_argument("--run", type=int, default=None, help="run id (default: the latest)")

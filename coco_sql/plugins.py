@@ -34,6 +34,7 @@ BUILTIN_KINDS: dict[str, str] = {
     "sql": "coco_sql.languages.sql:PLUGIN",
     "python": "coco_sql.languages.python:PLUGIN",
     "dbt": "coco_sql.languages.dbt.kind:PLUGIN",
+    "agent_spec": "coco_sql.languages.agent_spec.kind:PLUGIN",
 }
 BUILTIN_ENGINES: dict[str, str] = {
     "duckdb": "coco_sql.engines.duckdb:PLUGIN",

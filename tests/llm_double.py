@@ -68,8 +68,9 @@ class Turn:
 
 
 #: A scripted model: the conversation so far, in one neutral shape for both wire formats (role, content, and
-#: `tool_calls` [(id, name, arguments)] or `tool_call_id`), and the tools offered -> its next turn.
-ScriptFn = Callable[[list[dict[str, Any]], list[str]], Turn]
+#: `tool_calls` [(id, name, arguments)] or `tool_call_id`), and the tools offered (their names, or with
+#: `full_tools` their {name, description, parameters}) -> its next turn.
+ScriptFn = Callable[[list[dict[str, Any]], list[Any]], Turn]
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ class FakeEndpoint:
         model: str = "fake-model",
         embedding_dim: int = 8,
         script: ScriptFn | None = None,
+        full_tools: bool = False,
     ) -> None:
         self.latency_s = latency_s
         self.faults = faults
@@ -193,6 +195,9 @@ class FakeEndpoint:
         self.model = model
         self.embedding_dim = embedding_dim
         self.script = script
+        self.full_tools = (
+            full_tools  # the script gets each tool's {name, description, parameters}, not its name
+        )
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._requests: list[RecordedRequest] = []
@@ -391,7 +396,8 @@ class FakeEndpoint:
             return 400, _error("invalid_request_error", "messages must be a non-empty list", False)
         message: dict[str, Any]
         if self.script is not None:
-            tools = [t["function"]["name"] for t in body.get("tools") or []]
+            offered = [t["function"] for t in body.get("tools") or []]
+            tools = offered if self.full_tools else [t["name"] for t in offered]
             turn = self.script(_neutral_openai(messages), tools)
             text = turn.text
             message = {"role": "assistant", "content": text or None}
@@ -451,7 +457,11 @@ class FakeEndpoint:
         system = body.get("system")
         turns = ([{"role": "system", "content": system}] if isinstance(system, str) else []) + messages
         if self.script is not None:
-            turn = self.script(_neutral_anthropic(turns), [t["name"] for t in body.get("tools") or []])
+            offered = [{"name": t["name"], "description": t.get("description", ""), "parameters": t.get("input_schema")}
+                       for t in body.get("tools") or []]  # fmt: skip
+            turn = self.script(
+                _neutral_anthropic(turns), offered if self.full_tools else [t["name"] for t in offered]
+            )
             text = turn.text
             content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
             content += [

@@ -252,6 +252,7 @@ def test_lockpicking_pack_names_only_the_first_rule() -> None:
 def test_list_tasks_and_missing_task(tmp_path: Path) -> None:
     names = [info.name for info in list_tasks([TASKS])]
     assert names == [
+        "dabstep",
         "goemotions",
         "goemotions_dbt",
         "hotpotqa_type",

@@ -24,7 +24,7 @@ from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, Eva
 from coco_sql.evaluate.matching import match_rows
 from coco_sql.evaluate.warm import run_warm
 from coco_sql.languages import Language, Program, Runner, language_for
-from coco_sql.languages.base import QueryEngine
+from coco_sql.languages.base import QueryEngine, ScoresRows
 from coco_sql.llm.providers.base import Deadline
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
@@ -367,6 +367,8 @@ class Evaluator:
             called = failed.usage is not None and failed.usage.provider_call_count > 0
             return failed, isinstance(error, EvaluationTimeout) and called
         outcome = self._score(split, result.outputs, result.elapsed_ms, result.errors, data)
+        if result.observations:
+            outcome = replace(outcome, rows=_observed(outcome.rows, result.observations))
         return replace(outcome, usage=usage), False
 
     def score_rows(
@@ -399,7 +401,11 @@ class Evaluator:
         outputs, failures = coerce_outputs(values, contract)
         for k, message in failures.items():
             errors[k] = f"output is not {contract}: {message}"
-        scores = np.asarray(self.task.scorer.score(outputs, expected), dtype=np.float64)
+        if isinstance(self.language, ScoresRows):
+            raw = self.language.score_rows(data or self._whole(split), ids, outputs, expected)
+        else:
+            raw = self.task.scorer.score(outputs, expected)
+        scores = np.asarray(raw, dtype=np.float64)
         scores.setflags(write=False)  # shared with the memo and the run state's rows: nobody may change it
         # one observation object per kind, shared by the rows (never mutated): a dict per row was 70 MB per
         # 800,000 rows
@@ -472,3 +478,16 @@ class Evaluator:
             elapsed_ms / max(len(ids), 1),
         )
         return Outcome(split=split, rows=columns, score=0.0, error=message, latency_ms=elapsed_ms)
+
+
+def _observed(
+    rows: Sequence[EvaluationRow], observations: Mapping[str, Mapping[str, Any]]
+) -> tuple[EvaluationRow, ...]:
+    """The rows with what the program did on each (`RunResult.observations`) under the observation's ``trace``:
+    a kind whose runs leave a trace stores it with the row (a data agent's messages, tool calls and results)."""
+    return tuple(
+        replace(row, observation={**row.observation, "trace": observations[row.instance_id]})
+        if row.instance_id in observations
+        else row
+        for row in rows
+    )

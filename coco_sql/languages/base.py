@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -73,6 +73,9 @@ class RunResult:
         None  # what a warehouse billed for the run's AI calls; None where coco-sql's runtime
     )
     # answered them (it accounts them itself)
+    # what the program did on each instance, by id, for a kind whose runs leave a trace (a data agent's messages,
+    # tool calls and results): stored with the row's observation, read back by the history tools
+    observations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class QueryEngine(Protocol):
@@ -122,6 +125,17 @@ class Language(Protocol):
     def runner(self, split: Split, ai: AiFunctions | None) -> Runner:
         """A sandbox over `split`'s instances (and nothing else)."""
         ...
+
+
+@runtime_checkable
+class ScoresRows(Protocol):
+    """A kind whose row score depends on the row's inputs as well as its output (a DABStep answer is rounded as
+    its question's guidelines ask): the evaluator scores with this instead of the task's scorer. Scoring stays
+    outside the program's run: it gets the outputs, never the program."""
+
+    def score_rows(
+        self, split: Split, ids: Sequence[str], outputs: Sequence[object | None], expected: Sequence[object]
+    ) -> list[float]: ...
 
 
 LanguageFactory = Callable[["TaskPack"], Language]

@@ -57,6 +57,9 @@ class HistoryTools:
         "get_hard_questions",
         "get_primitives",
     )
+    # Read by `call` and the CLI, not yet offered to the coding agent: a new tool in its list changes every request
+    # it sends, so every cached agent run would be asked again.
+    ROW_TOOLS: ClassVar[tuple[str, ...]] = ("get_row_trace",)
 
     def __init__(self, store: Warehouse, run_id: int) -> None:
         """Bind the tools to run `run_id` of `store`; raises StoreError when the run does not exist."""
@@ -157,6 +160,15 @@ class HistoryTools:
         population_best, mean_score, solvers (programs scoring >= 0.9) and programs (rows scored)."""
         return self._rows("hard_questions", n=_positive("n", n))
 
+    def get_row_trace(self, program_id: str, instance_id: str) -> dict[str, Any]:
+        """One program's evaluation row on one training instance: instance_id, score, output, error and
+        observation, parsed (for a data agent, the trace of its run: messages, tool calls, their SQL and results,
+        the answer and why it stopped; never the expected answer, which the run is never given)."""
+        row = self._one(
+            "row_trace", program_id=self._program(program_id), instance_id=self._instance(instance_id)
+        )
+        return {**row, "observation": _parsed(row["observation"])}
+
     def get_primitives(self, n: int = 20) -> list[dict[str, Any]]:
         """PACE's library, best posterior first: name, language, signature, how (extracted | generated),
         origin_program, created_iteration, posterior_mean (Beta(1 + improved, 1 + not improved) over verified
@@ -173,8 +185,9 @@ class HistoryTools:
     def call(self, tool: str, **kwargs: Any) -> Any:
         """Run tool `tool` (one of TOOLS) with keyword arguments. ConfigError for an unknown tool (naming the
         known ones), an argument the tool does not take, or a required argument that is missing."""
-        if tool not in self.TOOLS:
-            raise ConfigError(f"unknown history tool {tool!r} (known: {', '.join(self.TOOLS)})")
+        if tool not in (*self.TOOLS, *self.ROW_TOOLS):
+            known = ", ".join((*self.TOOLS, *self.ROW_TOOLS))
+            raise ConfigError(f"unknown history tool {tool!r} (known: {known})")
         method = getattr(self, tool)
         parameters = inspect.signature(method).parameters
         unknown = sorted(set(kwargs) - set(parameters))

@@ -213,6 +213,11 @@ LEFT JOIN program_scores AS v ON v.run_id = $run_id AND v.program_id = t.program
 LEFT JOIN row_scores AS ps ON ps.program_id = t.parent_id
 ORDER BY t.score DESC, t.iteration
 """,
+    "row_trace": """
+SELECT instance_id, score, output, error, observation
+FROM evaluations
+WHERE run_id = $run_id AND split = 'train' AND program_id = $program_id AND instance_id = $instance_id
+""",
     "question_memory": """
 WITH row_scores AS MATERIALIZED (  -- one scan of the evaluations: this training row of every program
     SELECT program_id, score, output

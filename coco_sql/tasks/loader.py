@@ -8,7 +8,7 @@ task.toml format (every key is validated; unknown keys are errors)::
 
     name = "lockpicking6"            # required; must equal the directory name; [a-z0-9][a-z0-9_-]*
     description = "one line"         # required; a single line
-    language = "sql"                 # optional (default sql): a kind of `coco_sql.plugins` (sql | python | ...)
+    language = "sql"                 # optional (default sql): a kind of `coco_sql.plugins` (sql | python | dbt | agent_spec | ...)
     dialect = "duckdb"               # optional (default duckdb): duckdb | snowflake (SQL programs)
 
     [data]                           # required
@@ -45,6 +45,10 @@ task.toml format (every key is validated; unknown keys are errors)::
     harness = "harness.py"           #   function the harness calls, and `run(entry, instance) -> output`
 
     [source]                         # optional attribution: name, url, license, revision, notes (strings)
+
+    [agent_spec]                     # optional: a table named after the language, that kind's own settings,
+                                     #   checked by the kind (`languages.<kind>`); a string in it naming a file
+                                     #   of the pack is checked as a pack path and fingerprinted
 
 Split modes: ``partition`` splits the pool into train/val (and test when there is no test file) by the
 fractions; ``shared`` uses the whole pool as both train and val (diagnostic tasks scored on all rows), and
@@ -155,6 +159,8 @@ class TaskPack:
     language: str = "sql"  # the programs' kind (`coco_sql.plugins`): sql | python | ...
     entry: str | None = None  # python: the function the harness calls (a kind's `task_keys`)
     harness: str | None = None  # python: the harness module's source (trusted pack code, runs in the sandbox)
+    settings: Mapping[str, Any] = field(default_factory=dict)  # the table named after the kind, as written
+    settings_files: Mapping[str, Path] = field(default_factory=dict)  # its strings naming pack files: checked
     kind_data: Any = None  # what a kind with its own pack loader adds (`KindPlugin.pack_loader`)
 
     def split(self, name: str) -> Split:
@@ -218,6 +224,19 @@ def _fingerprint(root: Path, files: Sequence[Path]) -> str:
         label = path.relative_to(root).as_posix().encode()
         digest.update(len(label).to_bytes(8, "big") + label + len(content).to_bytes(8, "big") + content)
     return digest.hexdigest()
+
+
+def _settings_files(reader: Reader, root: Path, table: Mapping[str, Any], key: str) -> dict[str, Path]:
+    """The strings of a kind's table (at any depth) that name a file of the pack, each checked as a pack path
+    (`Reader.file_path`): the kind reads its files through these, and the fingerprint covers them."""
+    found: dict[str, Path] = {}
+    for name, value in table.items():
+        where = f"{key}.{name}"
+        if isinstance(value, dict):
+            found |= _settings_files(reader, root, value, where)
+        elif isinstance(value, str) and "\n" not in value and (root / value).is_file():
+            found[value] = reader.file_path(root, {name: value}, where)  # type: ignore[assignment]
+    return found
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -287,7 +306,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         plugin = kind(named)
         if plugin.pack_loader is not None:  # a kind whose packs have tables of their own (dbt)
             return plugin.pack_loader(root, reader, doc, _fingerprint)
-    reader.check_keys(doc, "", _TOP_KEYS)
+    reader.check_keys(doc, "", _TOP_KEYS + kind_names())
 
     name = reader.get(doc, "name", str)
     if not (PACK_NAME.fullmatch(name) or (registered and TASK_NAME.fullmatch(name))):
@@ -300,6 +319,11 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
     language = reader.choice(doc, "language", kind_names(), "sql")
     task_keys = kind(language).task_keys
     dialect = reader.choice(doc, "dialect", engine_names(), "duckdb")
+    for other in kind_names():
+        if other in doc and other != language:
+            raise reader.error(other, f"only a task with language = {other!r} has this table")
+    settings = reader.get(doc, language, dict, {})
+    settings_files = _settings_files(reader, root, settings, language)
 
     con = duckdb.connect(":memory:")
     try:
@@ -424,6 +448,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
 
     files = [toml_path, seed_path, pool_path] + ([test_path] if test_path is not None else [])
     files += kind_files
+    files += sorted(set(settings_files.values()) - set(files))
     return TaskPack(
         name=name,
         description=description.strip(),
@@ -442,6 +467,8 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         _fingerprint=_fingerprint(root, files),
         language=language,
         **kind_fields,
+        settings=settings,
+        settings_files=settings_files,
     )
 
 
