@@ -38,7 +38,7 @@ TEMPERATURES = (0.005, 0.01, 0.02, 0.05)  # the centroid's softmax
 
 def text_packs() -> list[str]:
     """Every text-classification pack found: SQL packs whose programs call AI functions."""
-    from coco_sql.tasks.loader import list_tasks
+    from coco_sql.tasks.lookup import list_tasks
 
     return [
         i.name for i in list_tasks() if i.pack is not None and i.pack.language == "sql" and i.pack.uses_ai

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib
+import importlib.util
 import json
 import statistics
 import sys
@@ -50,8 +52,12 @@ def _tagged(counter: StatementCounter, phase: str, method: Callable[..., Any]) -
 def counted_store(session: Session) -> tuple[StatementCounter, Any]:
     """A store on `session` whose statements are counted (phase `open` while it opens). Works on the store
     before issue 27 too (no writer, tables created by the store itself), so that both are measured alike."""
-    if hasattr(snowpark_store, "create_tables"):  # deployed once (before issue 27: by every store it opened)
-        snowpark_store.create_tables(session)
+    tables = importlib.util.find_spec(
+        "coco_sql.store.snowpark_sql"
+    )  # where `create_tables` lives since issue 28
+    creates = importlib.import_module("coco_sql.store.snowpark_sql") if tables else snowpark_store
+    if hasattr(creates, "create_tables"):  # deployed once (before issue 27: by every store it opened)
+        creates.create_tables(session)
     counter = StatementCounter(session)
     sql = counter.executor(LocalSql(session))
     kwargs: dict[str, Any] = {"sql": sql}

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coco_sql"
-MAX_LINES = 700  # "about 600": the largest modules are split before they grow past this
+MAX_LINES = 500  # issue 28: every module under 500 lines; split one by what it holds before it grows
 
 
 def _imports(path: Path) -> set[str]:

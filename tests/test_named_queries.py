@@ -129,7 +129,8 @@ def snowpark_store() -> Iterator[tuple[Any, dict[str, pd.DataFrame]]]:
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_store import SnowparkStore, create_tables
+    from coco_sql.store.snowpark_sql import create_tables
+    from coco_sql.store.snowpark_store import SnowparkStore
 
     session = Session.builder.config("local_testing", True).create()
     create_tables(session)

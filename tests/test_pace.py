@@ -23,7 +23,8 @@ from coco_sql.mutate.pace import PrimitiveAwareMutator, plan_operator, swap_call
 from coco_sql.primitives import Posterior, PrimitiveLibrary, PrimitiveTrial
 from coco_sql.primitives.calls import call_set
 from coco_sql.primitives.context import PrimitiveContext
-from coco_sql.primitives.extraction import extract, refactor_into_call
+from coco_sql.primitives.edits import refactor_into_call
+from coco_sql.primitives.extraction import extract
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.context import ContextBundle, ProgramView
 from coco_sql.tasks import load_task

@@ -93,7 +93,8 @@ snowpark = pytest.importorskip(
 def snowpark_store() -> Iterator[Any]:
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_store import SnowparkStore, create_tables
+    from coco_sql.store.snowpark_sql import create_tables
+    from coco_sql.store.snowpark_store import SnowparkStore
 
     session = Session.builder.config("local_testing", True).create()
     try:

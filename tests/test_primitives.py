@@ -26,15 +26,8 @@ from coco_sql.primitives import (
 )
 from coco_sql.primitives.adopt import adopt
 from coco_sql.primitives.calls import call_set, definitions
-from coco_sql.primitives.extraction import (
-    combine,
-    extract,
-    prune_definitions,
-    refactor_into_call,
-    replace_calls,
-    sql_guards,
-    with_definitions,
-)
+from coco_sql.primitives.edits import prune_definitions, refactor_into_call, replace_calls, with_definitions
+from coco_sql.primitives.extraction import combine, extract, sql_guards
 from coco_sql.primitives.sql_macros import expand_program, split_macros
 from coco_sql.sqlcheck import validate_candidate
 from coco_sql.tasks import TaskPack, load_task

@@ -16,12 +16,12 @@ from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.mutate import OfflineMutator, hypothesis_scoring
 from coco_sql.mutate.hypothesis_scoring import (
     DraftScorer,
-    _same_rows,
     changes_from_rows,
     output_changes,
     score_hypotheses,
 )
 from coco_sql.mutate.joint_fit import additive_shape, guard_edits, strip_point_guards
+from coco_sql.mutate.scoring_sql import _same_rows
 from coco_sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 from coco_sql.mutate.sql_edits import Edit, cases, drop_guard, duplicate_guard, swap_guard
 from coco_sql.reflect import DraftEnvironment

@@ -32,7 +32,8 @@ from coco_sql.store.snowpark_batch import (  # noqa: E402
 from coco_sql.store.snowpark_counting import StatementCounter  # noqa: E402
 from coco_sql.store.snowpark_local import LocalSql  # noqa: E402
 from coco_sql.store.snowpark_local_writes import LocalWrites  # noqa: E402
-from coco_sql.store.snowpark_store import SnowparkStore, create_tables, default_writer  # noqa: E402
+from coco_sql.store.snowpark_sql import create_tables  # noqa: E402
+from coco_sql.store.snowpark_store import SnowparkStore, default_writer  # noqa: E402
 from tests.named_query_data import batches  # noqa: E402
 
 
@@ -185,7 +186,7 @@ def test_array_and_vector_columns_are_typed_as_an_account_types_them() -> None:
     way; a VECTOR column of a source reads as the list type AI_EMBED returns locally."""
     from snowflake.snowpark import types as t
 
-    from coco_sql.store.snowpark_store import duckdb_type, snowpark_type
+    from coco_sql.store.snowpark_sql import duckdb_type, snowpark_type
     from coco_sql.store.table_schema import table_columns
 
     vector = next(c for c in table_columns()["ai_embeddings"] if c.name == "vector")

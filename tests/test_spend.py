@@ -299,7 +299,8 @@ def test_snowpark_stores_the_turns_and_spending_as_duckdb_does(tmp_path: Path) -
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_store import SnowparkStore, create_tables
+    from coco_sql.store.snowpark_sql import create_tables
+    from coco_sql.store.snowpark_store import SnowparkStore
     from tests.test_snowpark import OPTIONS, SIGNALS_SQL, signals
 
     options = {**FAST, "max_spend": "3000 tokens"}

@@ -24,13 +24,14 @@ from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
 from coco_sql.aifuncs.catalogue import check_named_argument
 from coco_sql.errors import CandidateRejected
 from coco_sql.primitives.sql_macros import expand_program
+from coco_sql.sqlcheck.calls import iter_calls, unserved_embed_model
 from coco_sql.sqlcheck.snowflake import positional_arguments
 from coco_sql.sqlcheck.snowflake_functions import (
     ALTERNATIVES,
     SNOWFLAKE_FUNCTIONS,
     WrittenCalls,
 )
-from coco_sql.sqlcheck.validator import ValidationSpec, iter_calls, unserved_embed_model, validate_candidate
+from coco_sql.sqlcheck.validator import ValidationSpec, validate_candidate
 
 T = exp.DataType.Type
 SNOWFLAKE_TYPES: frozenset[exp.DataType.Type] = frozenset(

@@ -27,7 +27,6 @@ prediction). Nothing here runs a query; the mutator tests every edit on the trai
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -38,88 +37,11 @@ import numpy as np
 from sqlglot import exp
 
 from coco_sql.mutate.examples import MAX_EXAMPLES, Vectors, capped
+from coco_sql.mutate.label_words import distinctive_words
 from coco_sql.mutate.sql_edits import Edit
 from coco_sql.sqlcheck.literals import to_node, to_python
 
-MAX_DESCRIPTION_WORDS = 6
 SHRINK_SIZES = (16, 64)  # the example subsets `shrink_examples` offers
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "if",
-        "of",
-        "to",
-        "in",
-        "on",
-        "for",
-        "with",
-        "at",
-        "by",
-        "from",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "it",
-        "this",
-        "that",
-        "i",
-        "you",
-        "he",
-        "she",
-        "we",
-        "they",
-        "me",
-        "my",
-        "your",
-        "our",
-        "their",
-        "his",
-        "her",
-        "its",
-        "not",
-        "no",
-        "so",
-        "just",
-        "do",
-        "does",
-        "did",
-        "have",
-        "has",
-        "had",
-        "as",
-        "what",
-        "who",
-        "how",
-        "all",
-        "can",
-        "will",
-        "would",
-        "could",
-        "should",
-        "about",
-        "there",
-        "here",
-        "then",
-        "than",
-        "them",
-        "too",
-        "very",
-        "get",
-        "got",
-        "im",
-        "dont",
-        "its",
-        "thats",
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -265,27 +187,7 @@ def _guarded(
     return apply
 
 
-# -- mining ------------------------------------------------------------------------------------------------
-def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z']{3,}", text.lower()) if w not in STOPWORDS}
-
-
-def distinctive_words(
-    rows: Sequence[TrainingRow], label: str, limit: int = MAX_DESCRIPTION_WORDS
-) -> list[str]:
-    """Words most over-represented in `label`'s rows (smoothed log-odds, at least two rows)."""
-    inside = Counter(w for r in rows if label in r.gold for w in _words(r.text))
-    outside = Counter(w for r in rows if label not in r.gold for w in _words(r.text))
-    n_in = max(1, sum(1 for r in rows if label in r.gold))
-    n_out = max(1, len(rows) - n_in)
-    scored = [
-        (math.log((inside[w] + 0.5) / n_in) - math.log((outside[w] + 0.5) / n_out), w)
-        for w in inside
-        if inside[w] >= 2
-    ]
-    return [w for _, w in sorted(scored, key=lambda s: (-s[0], s[1]))[:limit]]
-
-
+# -- mining (the words of a label: mutate.label_words) ----------------------------------------------------
 def set_f1(predicted: Sequence[str], gold: Sequence[str]) -> float:
     p, g = set(predicted), set(gold)
     if not p and not g:

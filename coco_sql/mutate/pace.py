@@ -46,7 +46,7 @@ from coco_sql.mutate.python_ops import insert_terms
 from coco_sql.primitives.calls import adapter, call_set
 from coco_sql.primitives.context import PrimitiveContext
 from coco_sql.primitives.contracts import Contract, verify
-from coco_sql.primitives.extraction import (
+from coco_sql.primitives.edits import (
     prune_definitions,
     refactor_into_call,
     sql_with_definitions,

@@ -43,7 +43,8 @@ from sqlglot.tokens import Token, TokenType
 
 from coco_sql.errors import CandidateRejected
 from coco_sql.sqlcheck.allowlist import AI_SIGNATURES, BASE_FUNCTIONS
-from coco_sql.sqlcheck.validator import one_line, parse_statement
+from coco_sql.sqlcheck.rejection import one_line
+from coco_sql.sqlcheck.validator import parse_statement
 
 MAX_MACROS = 8
 """At most this many macros in one program (the library's k bounds how many of them are primitives)."""

@@ -6,18 +6,17 @@ import contextlib
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 from sqlglot import exp
 
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
+from coco_sql.store.duckdb_writes import DuckDBWrites, _now
 from coco_sql.store.history_sql import LIST_COLUMNS
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source
@@ -26,7 +25,6 @@ from coco_sql.store.records import (
     ArchiveEntry,
     DeployUsage,
     Event,
-    IterationBatch,
     LedgerEntry,
     Primitive,
     PrimitiveTrial,
@@ -38,7 +36,6 @@ from coco_sql.store.records import (
 )
 from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
-from coco_sql.store.rows import WRITE_ORDER, evaluation_chunks, table_rows
 from coco_sql.store.schema import schema_expressions, schema_statements
 from coco_sql.store.values import plain
 
@@ -48,56 +45,7 @@ _PROGRAM_COLUMNS = (
 )
 
 
-_SCORE_TYPES = (
-    "BIGINT",
-    "VARCHAR",
-    "VARCHAR",
-    "DOUBLE",
-    "BIGINT",
-    "BIGINT",
-    "BIGINT",
-    "BIGINT",
-    "BIGINT",
-    "DOUBLE",
-    "TIMESTAMP",
-    "BIGINT",
-)
-_EVALUATION_TYPES = (
-    "BIGINT",
-    "VARCHAR",
-    "VARCHAR",
-    "VARCHAR",
-    "DOUBLE",
-    "VARCHAR",
-    "VARCHAR",
-    "VARCHAR",
-    "JSON",
-    "BIGINT",
-    "BIGINT",
-    "BIGINT",
-    "DOUBLE",
-)
-
-
-_AI_USAGE_TYPES = ("BIGINT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "BIGINT", "BIGINT",
-                   "BIGINT", "BIGINT", "BIGINT", "BIGINT", "DOUBLE", "TIMESTAMP")  # fmt: skip
-_AI_CALL_TYPES = ("BIGINT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "BIGINT",
-                  "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMP")  # fmt: skip
-
-
-_COLUMN_TYPES = {  # tables whose rows travel as unnested columns, with their column types
-    "program_scores": _SCORE_TYPES,
-    "ai_usage": _AI_USAGE_TYPES,
-    "ai_calls": _AI_CALL_TYPES,
-}
-_ARROW_TYPES = {"BIGINT": pa.int64(), "VARCHAR": pa.string(), "DOUBLE": pa.float64(), "JSON": pa.string()}
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-class DuckDBStore:
+class DuckDBStore(DuckDBWrites):
     """A coco-sql store in a DuckDB file (or ':memory:').
 
     One connection, guarded by a lock: DuckDB 2.0 refuses concurrent use of one connection from two threads.
@@ -229,71 +177,6 @@ class DuckDBStore:
         with self._lock:
             self._con.execute("UPDATE runs SET config = ? WHERE run_id = ?", [to_json(dict(config)), run_id])
 
-    # -- iterations ------------------------------------------------------------------------------------------
-    def write_iteration(self, batch: IterationBatch) -> None:
-        with self._lock:
-            con = self._con
-            con.execute("BEGIN TRANSACTION")
-            try:
-                self._insert_batch(batch)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-
-    def _insert_batch(self, batch: IterationBatch) -> None:
-        """One statement per table. DuckDB's fixed cost is per statement, not per row, so rows travel as
-        multi-row VALUES (small tables) or as one list per column, unnested (the larger ones). Evaluations, up to
-        millions of rows, travel as Arrow tables of `EVALUATION_CHUNK_ROWS` rows (`_insert_evaluations`)."""
-        now = _now()
-        if batch.new_run is not None:
-            self._insert_run(batch.new_run)
-        rows = table_rows(batch, now)
-        for table in WRITE_ORDER:
-            if table == "evaluations":
-                for columns in evaluation_chunks(batch):
-                    self._insert_evaluations(columns)
-            elif table in _COLUMN_TYPES:
-                self._insert_columns(table, _COLUMN_TYPES[table], rows[table])
-            else:
-                self._insert_values(table, rows[table])
-        self._insert_cache(batch, now)
-        if batch.finish_run:
-            self._con.execute(
-                "UPDATE runs SET status = 'finished', finished_at = ? WHERE run_id = ?", [now, batch.run_id]
-            )
-
-    def _insert_cache(self, batch: IterationBatch, now: datetime) -> None:
-        """New AI cache entries of one iteration (shared by every run: an entry already there stays)."""
-        if batch.ai_cache:
-            self._con.execute(
-                "INSERT INTO ai_cache SELECT * FROM (SELECT unnest(?::VARCHAR[]) AS k, unnest(?::VARCHAR[]), "
-                "unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
-                "unnest(?::DOUBLE[]), ?::TIMESTAMP) ON CONFLICT DO NOTHING",
-                [
-                    [e.key for e in batch.ai_cache],
-                    [e.function for e in batch.ai_cache],
-                    [e.model for e in batch.ai_cache],
-                    [e.response for e in batch.ai_cache],
-                    [e.input_tokens for e in batch.ai_cache],
-                    [e.output_tokens for e in batch.ai_cache],
-                    [e.latency_ms for e in batch.ai_cache],
-                    now,
-                ],
-            )
-        if batch.ai_embeddings:
-            self._con.execute(
-                "INSERT INTO ai_embeddings SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
-                "unnest(?::FLOAT[][]), unnest(?::BIGINT[]), ?::TIMESTAMP ON CONFLICT DO NOTHING",
-                [
-                    [e.model for e in batch.ai_embeddings],
-                    [e.text_hash for e in batch.ai_embeddings],
-                    [e.vector.tolist() for e in batch.ai_embeddings],
-                    [e.input_tokens for e in batch.ai_embeddings],
-                    now,
-                ],
-            )
-
     def ai_cache_entries(self) -> tuple[list[CachedResponse], list[CachedEmbedding]]:
         """Everything in the AI cache tables, to warm a run's runtime."""
         with self._lock:
@@ -311,43 +194,6 @@ class DuckDBStore:
                 ).fetchall()
             ]
         return responses, embeddings
-
-    def _insert_values(self, table: str, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
-        placeholders = "(" + ", ".join("?" * len(rows[0])) + ")"
-        self._con.execute(
-            f"INSERT INTO {table} VALUES {', '.join([placeholders] * len(rows))}",
-            [value for row in rows for value in row],
-        )
-
-    def _insert_columns(self, table: str, types: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        selects = ", ".join(f"unnest(?::{t}[])::JSON" if t == "JSON" else f"unnest(?::{t}[])" for t in types)
-        self._con.execute(f"INSERT INTO {table} SELECT {selects}", columns)
-
-    def _insert_evaluations(self, columns: list[list[Any]]) -> None:
-        """One chunk of evaluation rows (`rows.evaluation_chunks`), scanned by DuckDB as an Arrow table.
-
-        Why not unnested lists, as the smaller tables: DuckDB converts a list parameter value by value, which
-        took 3 s per 200,000 evaluation rows; an Arrow table of the same columns is built in C and scanned in
-        about 0.15 s. The observation column is JSON text cast to JSON, as the lists were."""
-        table = pa.table(
-            {
-                f"c{k}": pa.array(column, type=_ARROW_TYPES[kind])
-                for k, (column, kind) in enumerate(zip(columns, _EVALUATION_TYPES, strict=True))
-            }
-        )
-        selects = ", ".join(
-            f"c{k}::JSON" if kind == "JSON" else f"c{k}" for k, kind in enumerate(_EVALUATION_TYPES)
-        )
-        self._con.register("_coco_evaluations", table)
-        try:
-            self._con.execute(f"INSERT INTO evaluations SELECT {selects} FROM _coco_evaluations")
-        finally:
-            self._con.unregister("_coco_evaluations")
 
     def recover(self, run_id: int) -> None:
         """Nothing to do: every iteration was written in one transaction."""

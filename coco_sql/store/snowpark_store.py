@@ -26,7 +26,7 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -56,12 +56,16 @@ from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import Row
 from coco_sql.store.snowpark_batch import RECOVER_SQL, SqlWriter, default_writer, write_batch
+from coco_sql.store.snowpark_sql import (
+    SqlExecutor,
+    default_executor,
+    snowpark_schema,
+)
 from coco_sql.store.table_schema import Column, table_columns
 from coco_sql.store.values import plain
 
 if TYPE_CHECKING:
     from snowflake.snowpark import DataFrame, Session
-    from snowflake.snowpark.types import DataType, StructType
 
     from coco_sql.store.snowpark_candidates import CandidateSql, WarehouseCandidates
 
@@ -75,55 +79,6 @@ _ITERATION_TABLES = {  # per-iteration tables, with the column that holds the it
     "primitives": "created_iteration",
     "primitive_trials": "iteration",
 }
-
-
-class SqlResult(NamedTuple):
-    frame: pd.DataFrame  # lower-case column names for Snowflake's unquoted (upper-case) ones
-    types: dict[str, str]  # column -> DuckDB type name
-
-
-class SqlExecutor(Protocol):
-    """Runs one Snowflake-dialect statement (literals inlined) and returns its rows. `timeout_s` bounds it."""
-
-    def __call__(self, sql: str, *, timeout_s: float | None = None) -> SqlResult: ...
-
-
-class SessionSql:
-    """The executor of a real account: `session.sql`, with Snowflake's own statement timeout."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    def __call__(self, sql: str, *, timeout_s: float | None = None) -> SqlResult:
-        frame = self._session.sql(sql)
-        params = {"STATEMENT_TIMEOUT_IN_SECONDS": max(1, round(timeout_s))} if timeout_s else None
-        types = {_column_name(f.name): duckdb_type(f.datatype) for f in frame.schema.fields}
-        data = frame.to_pandas(statement_params=params)
-        data.columns = [_column_name(c) for c in data.columns]
-        return SqlResult(data, types)
-
-
-def default_executor(session: Session) -> SqlExecutor:
-    """`SessionSql` on an account; `LocalSql` (DuckDB) in Snowpark's local testing mode, which has no SQL."""
-    if _local(session):
-        from coco_sql.store.snowpark_local import LocalSql
-
-        return LocalSql(session)
-    return SessionSql(session)
-
-
-def _local(session: Session) -> bool:
-    from snowflake.snowpark.mock._connection import MockServerConnection
-
-    return isinstance(getattr(session, "_conn", None), MockServerConnection)
-
-
-def create_tables(session: Session) -> None:
-    """coco-sql's tables in the session's schema, where missing, with the DataFrame API: what `coco-sql deploy`
-    creates with DDL on an account, for Snowpark's local testing mode (which runs no DDL)."""
-    for name, columns in table_columns().items():
-        schema = snowpark_schema([(c.name, c.type) for c in columns], columns)
-        session.create_dataframe([], schema=schema).write.save_as_table(name, mode="ignore")
 
 
 def _now() -> datetime:
@@ -514,63 +469,6 @@ class SnowparkStore:
         )
 
 
-# -- type mapping ----------------------------------------------------------------------------------------------
-def snowpark_type(duckdb: str) -> DataType:
-    """The Snowpark type of a DuckDB column type of the schema (or of a procedure's result)."""
-    from snowflake.snowpark import types as t
-
-    upper = duckdb.upper()
-    if upper.endswith("[]"):  # the deployed column is Snowflake's semi-structured ARRAY, whatever it holds
-        return t.ArrayType()
-    simple: dict[str, DataType] = {
-        "BIGINT": t.LongType(), "INTEGER": t.LongType(), "TEXT": t.StringType(), "VARCHAR": t.StringType(),
-        "DOUBLE": t.DoubleType(), "REAL": t.FloatType(), "FLOAT": t.FloatType(), "BOOLEAN": t.BooleanType(),
-        "TIMESTAMP": t.TimestampType(t.TimestampTimeZone.NTZ), "JSON": t.VariantType(),
-    }  # fmt: skip
-    if upper not in simple:
-        raise StoreError(f"no Snowpark type for the schema type {duckdb!r}")
-    return simple[upper]
-
-
-def snowpark_schema(
-    columns: Sequence[tuple[str, str]], nullability: Sequence[Column] | None = None
-) -> StructType:
-    from snowflake.snowpark.types import StructField, StructType
-
-    nullable = [c.nullable for c in nullability] if nullability is not None else [True] * len(columns)
-    return StructType(
-        [
-            StructField(name, snowpark_type(kind), nullable=ok)
-            for (name, kind), ok in zip(columns, nullable, strict=True)
-        ]
-    )
-
-
-def duckdb_type(datatype: Any) -> str:
-    """The DuckDB type name coco-sql's tasks use for a Snowpark column type."""
-    from snowflake.snowpark import types as t
-
-    if isinstance(datatype, t.DecimalType):
-        return "BIGINT" if datatype.scale == 0 else "DOUBLE"
-    if isinstance(datatype, t.VectorType):  # VECTOR(INT | FLOAT, n)
-        return "INTEGER[]" if datatype.element_type == "int" else "FLOAT[]"
-    if isinstance(datatype, t.ArrayType):
-        inner = datatype.element_type
-        return (
-            f"{duckdb_type(inner)}[]"
-            if inner is not None and not isinstance(inner, t.VariantType)
-            else "JSON"
-        )
-    names = {t.LongType: "BIGINT", t.IntegerType: "BIGINT", t.ShortType: "BIGINT", t.ByteType: "BIGINT",
-             t.StringType: "VARCHAR", t.DoubleType: "DOUBLE", t.FloatType: "DOUBLE", t.BooleanType: "BOOLEAN",
-             t.TimestampType: "TIMESTAMP", t.DateType: "DATE", t.VariantType: "JSON", t.MapType: "JSON",
-             t.StructType: "JSON"}  # fmt: skip
-    for kind, name in names.items():
-        if isinstance(datatype, kind):
-            return name
-    return "VARCHAR"
-
-
 # -- values ------------------------------------------------------------------------------------------------------
 def _cell(value: Any, column: Column) -> Any:
     """A row value as Snowpark takes it for `column`: JSON text becomes the object (VARIANT)."""
@@ -591,12 +489,6 @@ def _program(r: Mapping[str, Any]) -> ProgramRecord:
         dialect=r["dialect"], island=int(r["island"]), cell=r["cell"], approach=r["approach"],
         strategy=r["strategy"], valid=bool(r["valid"]), error=r["error"],
     )  # fmt: skip
-
-
-def _column_name(name: str) -> str:
-    """Snowflake reports unquoted identifiers in upper case; coco-sql's columns are lower case."""
-    unquoted = name.strip('"')
-    return unquoted.lower() if unquoted.isupper() or not name.startswith('"') else unquoted
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,6 +1,6 @@
 """coco-sql in Snowpark's local testing mode: what `coco-sql deploy` sets up on an account, without SQL.
 
-Local testing runs no DDL, so the tables come from `store.snowpark_store.create_tables` (the DataFrame API), and
+Local testing runs no DDL, so the tables come from `store.snowpark_sql.create_tables` (the DataFrame API), and
 the procedures are the real handlers registered with `session.sproc.register` under the names and argument
 types of `signatures.PROCEDURES`. The views are not created: local testing reads them through `LocalSql`, which
 defines them itself. Tests and local development call `deploy_local` once per session.
@@ -20,7 +20,8 @@ def deploy_local(session: Session) -> None:
     """coco-sql's tables and procedures in a local-testing session."""
     from snowflake.snowpark.types import LongType, StringType, VariantType
 
-    from coco_sql.store.snowpark_store import create_tables, snowpark_schema
+    from coco_sql.store.snowpark_sql import create_tables
+    from coco_sql.store.snowpark_store import snowpark_schema
     from coco_sql.stored_procs import handlers
 
     create_tables(session)

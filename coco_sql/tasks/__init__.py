@@ -4,15 +4,8 @@ See :mod:`coco_sql.tasks.loader` (and ``tasks/README.md``) for the ``task.toml``
 """
 
 from coco_sql.tasks.coerce import CONTRACT_TYPES, coerce_output, parse_expected
-from coco_sql.tasks.loader import (
-    DIALECTS,
-    Contract,
-    TaskInfo,
-    TaskPack,
-    default_search_paths,
-    list_tasks,
-    load_task,
-)
+from coco_sql.tasks.loader import DIALECTS, Contract, TaskInfo, TaskPack
+from coco_sql.tasks.lookup import default_search_paths, list_tasks, load_task
 from coco_sql.tasks.scorers import (
     SCORER_KINDS,
     ExactScorer,

@@ -46,8 +46,9 @@ import pandas as pd
 
 from coco_sql.errors import TaskError
 from coco_sql.options import TASK_OPTIONS, as_object, check_task_name
-from coco_sql.sqlcheck.validator import ai_functions_called
-from coco_sql.tasks.loader import TaskPack, load_task
+from coco_sql.sqlcheck.calls import ai_functions_called
+from coco_sql.tasks.loader import TaskPack
+from coco_sql.tasks.lookup import load_task
 
 _CONTRACT_OF = {"BOOLEAN": "BOOLEAN", "VARCHAR": "VARCHAR", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE"}
 _INTEGERS = (

@@ -25,6 +25,7 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.sqlcheck.rejection import one_line
 from coco_sql.sqlcheck.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
 from coco_sql.sqlcheck.validator import (
     ValidationSpec,
@@ -33,7 +34,6 @@ from coco_sql.sqlcheck.validator import (
     check_read_only,
     check_snowflake_functions,
     check_tables,
-    one_line,
     parse_statement,
 )
 

@@ -38,7 +38,8 @@ from coco_sql.languages.dbt.project import PROJECT_FILE, DbtProject
 from coco_sql.languages.dbt.render import REF_PREFIX, SOURCE_PREFIX, RenderedModel, render_models
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
 from coco_sql.sqlcheck.ai_binding import bind_ai_calls
-from coco_sql.sqlcheck.validator import ValidationSpec, checked_query, one_line
+from coco_sql.sqlcheck.rejection import one_line
+from coco_sql.sqlcheck.validator import ValidationSpec, checked_query
 
 _PLACEHOLDER = re.compile(rf"""(['"]?)\b((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)\b\1""")
 _NO_RELATION = "__coco_no_relation"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from coco_sql.mutate.pace import sql_insertions, sql_refine, sql_swap_calls
 from coco_sql.primitives import adopt as adopting
-from coco_sql.primitives import calls, extraction
+from coco_sql.primitives import calls, edits, extraction
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,15 +74,15 @@ class SqlPrimitives:
         return adopting.adopt_sql(code, library, how, iteration, origin_program, dialect)
 
     def with_definitions(self, code: str, primitives: Sequence[Primitive], *, dialect: str) -> str:
-        return extraction.sql_with_definitions(code, primitives, dialect)
+        return edits.sql_with_definitions(code, primitives, dialect)
 
     def remove_definitions(self, code: str, names: set[str], *, dialect: str) -> str:
-        return extraction.sql_remove_definitions(code, names, dialect)
+        return edits.sql_remove_definitions(code, names, dialect)
 
     def replace_calls(
         self, code: str, target: Primitive, replacement: Primitive, *, dialect: str
     ) -> str | None:
-        return extraction.sql_replace_calls(code, target, replacement, dialect)
+        return edits.sql_replace_calls(code, target, replacement, dialect)
 
     def swap_calls(self, code: str, target: Primitive, replacement: Primitive, *, dialect: str) -> str | None:
         return sql_swap_calls(code, target, replacement, dialect)

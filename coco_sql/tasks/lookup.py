@@ -1,0 +1,75 @@
+"""Finding task packs: by path, or by name on the search paths (./tasks, the repo's tasks/, the wheel's copy;
+first match wins), and listing every pack with the error of each broken one. Loading one is `tasks.loader`'s
+job."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from coco_sql.errors import TaskError
+from coco_sql.tasks.loader import TASK_FILE, TaskInfo, TaskPack, _load_pack
+from coco_sql.tasks.pack_files import display
+
+
+def default_search_paths() -> list[Path]:
+    """Where packs are looked up, first match wins: ./tasks, the repo's tasks/, then the wheel's copy."""
+    here = Path(__file__).resolve()
+    candidates = [Path.cwd() / "tasks", here.parents[2] / "tasks", here.parents[1] / "_data" / "tasks"]
+    paths: list[Path] = []
+    for candidate in candidates:
+        if candidate.resolve() not in [p.resolve() for p in paths]:
+            paths.append(candidate)
+    return paths
+
+
+def _discover(search_paths: Sequence[Path]) -> dict[str, Path]:
+    """Pack name -> directory, earlier search paths shadowing later ones."""
+    found: dict[str, Path] = {}
+    for base in search_paths:
+        if not base.is_dir():
+            continue
+        for child in sorted(base.iterdir()):
+            if (child / TASK_FILE).is_file() and child.name not in found:
+                found[child.name] = child
+    return found
+
+
+def _looks_like_path(value: str | Path) -> bool:
+    if isinstance(value, Path):
+        return True
+    return "/" in value or "\\" in value or value.endswith(".toml") or value in (".", "..")
+
+
+def load_task(
+    name_or_path: str | Path, search_paths: Sequence[Path] | None = None, *, registered: bool = False
+) -> TaskPack:
+    """Load a pack by name (looked up in ``search_paths``) or by path (a pack directory or its task.toml).
+
+    A ``Path``, or a string containing a path separator or ending in ``.toml``, is a path; anything else
+    is a name. `registered`: the pack `tasks.from_rows` writes for a task registered from rows.
+    """
+    if _looks_like_path(name_or_path):
+        path = Path(name_or_path)
+        root = path.parent if path.name == TASK_FILE or path.suffix == ".toml" else path
+        if not (root / TASK_FILE).is_file():
+            raise TaskError(f"{display(root)}: no task pack here ({TASK_FILE} not found)")
+        return _load_pack(root, registered=registered)
+    paths = list(search_paths) if search_paths is not None else default_search_paths()
+    found = _discover(paths)
+    if name_or_path not in found:
+        known = ", ".join(sorted(found)) or "none"
+        raise TaskError(f"no task named {str(name_or_path)!r} (known: {known})")
+    return _load_pack(found[name_or_path])
+
+
+def list_tasks(search_paths: Sequence[Path] | None = None) -> list[TaskInfo]:
+    """Every pack in ``search_paths``, sorted by name; broken packs carry ``error`` instead of ``pack``."""
+    paths = list(search_paths) if search_paths is not None else default_search_paths()
+    infos: list[TaskInfo] = []
+    for name, root in sorted(_discover(paths).items()):
+        try:
+            infos.append(TaskInfo(name=name, root=root, pack=_load_pack(root)))
+        except TaskError as error:
+            infos.append(TaskInfo(name=name, root=root, error=str(error)))
+    return infos
