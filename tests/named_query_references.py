@@ -232,6 +232,13 @@ def question_memory(t: Tables, p: dict) -> Rows:
     return sorted(latest, key=lambda r: r["iteration"])
 
 
+def row_trace(t: Tables, p: dict) -> Rows:
+    e = _train(t, p["run_id"])
+    e = e[(e.program_id == p["program_id"]) & (e.instance_id == p["instance_id"])]
+    return [{"instance_id": r.instance_id, "score": r.score, "output": _v(r.output), "error": _v(r.error),
+             "observation": _v(r.observation)} for _, r in e.iterrows()]  # fmt: skip
+
+
 def suggested_questions(t: Tables, p: dict) -> Rows:
     train = _train(t, p["run_id"])
     population = train.groupby("instance_id").score.agg(
@@ -414,8 +421,8 @@ REFERENCES: dict[str, dict[str, Reference]] = {
     "history": {name: globals()[name] for name in (
         "has_program", "has_train_instance", "iterations", "program", "parent", "children", "lineage", "best_programs",
         "diverse_programs", "architecture_history", "recent_scores", "thinking_trace", "thinking_turns",
-        "question_solvers", "question_memory", "suggested_questions", "primitives", "primitive_helped",
-        "hard_questions")},
+        "question_solvers", "question_memory", "row_trace", "suggested_questions", "primitives",
+        "primitive_helped", "hard_questions")},
     "report": {"run_overview": run_overview, "leaderboard": leaderboard, "lineage": report_lineage,
                "row_solvers": row_solvers, "cost_phases": cost_phases, "cost_agents": cost_agents,
                "run_spend": run_spend, "deploy_costs": deploy_costs, "deploy_cost_models": deploy_cost_models,
