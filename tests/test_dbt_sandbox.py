@@ -214,8 +214,9 @@ def test_a_jinja_loop_is_killed_at_its_deadline_and_the_next_evaluation_works(sh
 
 
 @pytest.mark.slow
-def test_a_sql_loop_is_stopped_at_its_deadline_and_the_worker_stays_warm(jaffle: DbtSandbox) -> None:
-    """Four copies of the orders, cross joined: 5e12 rows. The worker interrupts DuckDB itself."""
+def test_a_sql_loop_is_stopped_at_its_deadline_and_the_worker_stays_warm() -> None:
+    """Four copies of the orders, cross joined: 5e12 rows. The worker interrupts DuckDB itself. Its own sandbox gives
+    the worker 20 s past the deadline before a kill, so that a loaded machine cannot turn the stop into a kill."""
     tables = ", ".join(f"{{{{ source('jaffle_shop', 'raw_orders') }}}} {alias}" for alias in "abcd")
     project = DbtProject.of(
         {
@@ -224,6 +225,11 @@ def test_a_sql_loop_is_stopped_at_its_deadline_and_the_worker_stays_warm(jaffle:
             "models/m.sql": f"select sum(a.id + b.id - c.id * d.id) as n from {tables}\n",
         }
     )
+    with DbtSandbox(jaffle_sources(), limits=DbtSandboxLimits(kill_grace_s=20.0)) as jaffle:
+        _stopped_and_warm(jaffle, project)
+
+
+def _stopped_and_warm(jaffle: DbtSandbox, project: DbtProject) -> None:
     form = jaffle.validate(project, DbtSpec(), 30.0)
     restarts, pid = jaffle.restarts, jaffle.worker_pid
     with pytest.raises(EvaluationTimeout, match=r"^the dbt run exceeded its 3 s deadline and was stopped$"):
