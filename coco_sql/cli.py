@@ -241,10 +241,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from coco_sql.tasks import list_tasks
+    from coco_sql.tasks.catalog import summaries
 
-    for task in list_tasks():
-        print(f"{task.name:<16} {task.description}")
+    for name, description in summaries():
+        print(f"{name:<16} {description}")
     return 0
 
 

@@ -1,42 +1,33 @@
-"""Task packs: labelled data, splits, output contracts and scorers that a SQL program is evolved against.
+"""Task packs: labelled data, splits, output contracts and scorers that a program is evolved against.
 
-See :mod:`coco_sql.tasks.loader` (and ``tasks/README.md``) for the ``task.toml`` format.
+See :mod:`coco_sql.tasks.loader` (and ``tasks/README.md``) for the ``task.toml`` format. Exports load on first
+use (`coco_sql.lazy`): listing packs (`tasks.catalog`) loads no pandas, DuckDB or sqlglot.
 """
 
-from coco_sql.tasks.coerce import CONTRACT_TYPES, coerce_output, parse_expected
-from coco_sql.tasks.loader import DIALECTS, Contract, TaskInfo, TaskPack
-from coco_sql.tasks.lookup import default_search_paths, list_tasks, load_task
-from coco_sql.tasks.scorers import (
-    SCORER_KINDS,
-    ExactScorer,
-    MultilabelF1Scorer,
-    NumericScorer,
-    Scorer,
-    SqlScorer,
-    TokenMatchScorer,
-)
-from coco_sql.tasks.splits import SPLIT_MODES, SPLIT_NAMES, Split, partition_ids
+from coco_sql.lazy import lazy_exports
 
-__all__ = [
-    "CONTRACT_TYPES",
-    "DIALECTS",
-    "SCORER_KINDS",
-    "SPLIT_MODES",
-    "SPLIT_NAMES",
-    "Contract",
-    "ExactScorer",
-    "MultilabelF1Scorer",
-    "NumericScorer",
-    "Scorer",
-    "Split",
-    "SqlScorer",
-    "TaskInfo",
-    "TaskPack",
-    "TokenMatchScorer",
-    "coerce_output",
-    "default_search_paths",
-    "list_tasks",
-    "load_task",
-    "parse_expected",
-    "partition_ids",
-]
+_WHERE = {
+    "CONTRACT_TYPES": ".coerce",
+    "coerce_output": ".coerce",
+    "parse_expected": ".coerce",
+    "DIALECTS": ".loader",
+    "Contract": ".loader",
+    "TaskInfo": ".loader",
+    "TaskPack": ".loader",
+    "default_search_paths": ".catalog",
+    "list_tasks": ".lookup",
+    "load_task": ".lookup",
+    "SCORER_KINDS": ".scorers",
+    "ExactScorer": ".scorers",
+    "MultilabelF1Scorer": ".scorers",
+    "NumericScorer": ".scorers",
+    "Scorer": ".scorers",
+    "SqlScorer": ".scorers",
+    "TokenMatchScorer": ".scorers",
+    "SPLIT_MODES": ".splits",
+    "SPLIT_NAMES": ".splits",
+    "Split": ".splits",
+    "partition_ids": ".splits",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__ = sorted(_WHERE)

@@ -73,6 +73,7 @@ import duckdb
 from coco_sql.errors import TaskError
 from coco_sql.options import PACK_NAME, SPLIT_SEED, TASK_NAME, TIMEOUT_SECONDS
 from coco_sql.plugins import BUILTIN_ENGINES, engine_names, kind, kind_names
+from coco_sql.tasks.catalog import TASK_FILE
 from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR
 from coco_sql.tasks.pack_files import (
     Reader,
@@ -95,7 +96,6 @@ from coco_sql.tasks.scorers import (
 )
 from coco_sql.tasks.splits import SPLIT_MODES, SPLIT_NAMES, Split, partition_ids
 
-TASK_FILE = "task.toml"
 DIALECTS: tuple[str, ...] = tuple(BUILTIN_ENGINES)  # an installed engine adds its own (`engine_names`)
 
 

@@ -8,31 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coco_sql.errors import TaskError
-from coco_sql.tasks.loader import TASK_FILE, TaskInfo, TaskPack, _load_pack
+from coco_sql.tasks.catalog import TASK_FILE, default_search_paths, discover
+from coco_sql.tasks.loader import TaskInfo, TaskPack, _load_pack
 from coco_sql.tasks.pack_files import display
-
-
-def default_search_paths() -> list[Path]:
-    """Where packs are looked up, first match wins: ./tasks, the repo's tasks/, then the wheel's copy."""
-    here = Path(__file__).resolve()
-    candidates = [Path.cwd() / "tasks", here.parents[2] / "tasks", here.parents[1] / "_data" / "tasks"]
-    paths: list[Path] = []
-    for candidate in candidates:
-        if candidate.resolve() not in [p.resolve() for p in paths]:
-            paths.append(candidate)
-    return paths
-
-
-def _discover(search_paths: Sequence[Path]) -> dict[str, Path]:
-    """Pack name -> directory, earlier search paths shadowing later ones."""
-    found: dict[str, Path] = {}
-    for base in search_paths:
-        if not base.is_dir():
-            continue
-        for child in sorted(base.iterdir()):
-            if (child / TASK_FILE).is_file() and child.name not in found:
-                found[child.name] = child
-    return found
 
 
 def _looks_like_path(value: str | Path) -> bool:
@@ -56,7 +34,7 @@ def load_task(
             raise TaskError(f"{display(root)}: no task pack here ({TASK_FILE} not found)")
         return _load_pack(root, registered=registered)
     paths = list(search_paths) if search_paths is not None else default_search_paths()
-    found = _discover(paths)
+    found = discover(paths)
     if name_or_path not in found:
         known = ", ".join(sorted(found)) or "none"
         raise TaskError(f"no task named {str(name_or_path)!r} (known: {known})")
@@ -67,7 +45,7 @@ def list_tasks(search_paths: Sequence[Path] | None = None) -> list[TaskInfo]:
     """Every pack in ``search_paths``, sorted by name; broken packs carry ``error`` instead of ``pack``."""
     paths = list(search_paths) if search_paths is not None else default_search_paths()
     infos: list[TaskInfo] = []
-    for name, root in sorted(_discover(paths).items()):
+    for name, root in sorted(discover(paths).items()):
         try:
             infos.append(TaskInfo(name=name, root=root, pack=_load_pack(root)))
         except TaskError as error:
