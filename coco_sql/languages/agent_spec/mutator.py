@@ -84,7 +84,7 @@ class AgentSpecOfflineMutator:
         notes: dict[str, Any] = {"candidates": len(fresh), "solved_runs": sum(r.solved for r in history)}
         if not ordered:
             return self.make_proposal(
-                parent.code, f"no untried edit left (iteration {request.iteration})", notes=notes
+                parent.code, "no untried edit left", notes=notes, exhausted="no untried edit left"
             )
         if not self.probe:
             draft, text = ordered[0]

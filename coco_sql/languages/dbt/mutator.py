@@ -49,7 +49,7 @@ class DbtOfflineMutator:
         notes: dict[str, Any] = {"candidates": len(edits), "parent_train_score": parent.score,
                                  "mismatching_columns": dict(evidence.columns.most_common(5))}  # fmt: skip
         if not edits:
-            return Proposal(code, f"no untried edit left (iteration {request.iteration})", notes=notes)
+            return Proposal(code, "no untried edit left", notes=notes, exhausted="no untried edit left")
         order = _tie_break(edits, rng)
         if not self.probe:
             return Proposal(order[0].code, order[0].approach, notes=notes | {"tested": False})
