@@ -306,9 +306,6 @@ def export(
     return replace(chosen, code=exported.code, files=exported.files)
 
 
-CHAMPION_SQL_WARN_BYTES = read_models.CHAMPION_SQL_WARN_BYTES
-
-
 def champion_warnings(run_id: int | None = None, *, db: Store) -> list[str]:
     """One-line warnings about the champion a user would deploy (default: the latest run's); empty when none
     (`read_models.champion_warnings`: a cheaper program as good, SQL over 8 KB).

@@ -387,6 +387,9 @@ class KindPlugin:
     pack_loader: PackLoader | None = None
     folder_export: FolderExport | None = None
     parts: Callable[[str], ProgramParts | None] | None = None  # a program of several files, for the report
+    # a champion larger than this gets a warning after a run (SQL, issue 15: inline few-shot examples make a
+    # program hard to review and costly per row; they belong in a small subset or a table); None: no warning
+    warn_bytes: int | None = None
     dialects: bool = False  # programs are written in the task's dialect (task.toml `dialect`)
 
 

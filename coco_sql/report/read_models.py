@@ -15,6 +15,7 @@ from coco_sql.engine.champion import Choice, champion_of
 from coco_sql.engine.deploy_cost import USD, cost_measure, parse_max_cost, program_costs, show_cost
 from coco_sql.engine.spend import normalise_prices
 from coco_sql.errors import ConfigError, StoreError
+from coco_sql.plugins import kind
 from coco_sql.store import Warehouse
 
 
@@ -249,23 +250,18 @@ def best_within(store: Warehouse, run_id: int, max_cost: object) -> Champion:
     )
 
 
-#: A champion's SQL past this many bytes gets a warning (issue 15: a program stays readable; examples belong in a
-#: small subset or a table, never hundreds inline).
-CHAMPION_SQL_WARN_BYTES = 8 * 1024
-
-
 def champion_warnings(store: Warehouse, run_id: int) -> list[str]:
     """One-line warnings about run `run_id`'s champion, the program a user would deploy; empty when none: a
     program as good on validation that costs less (possible under the rule 'best', never under the default:
-    `engine.champion`), and SQL over `CHAMPION_SQL_WARN_BYTES`. The CLI prints them after a run, the report
+    `engine.champion`), and a program over its kind's `KindPlugin.warn_bytes` (SQL: 8 KB). The CLI prints them after a run, the report
     shows them at the top."""
     program = champion(store, run_id)
     warnings = _cheaper_twin(store, program)
-    size = len(program.code.encode("utf-8"))
-    if size > CHAMPION_SQL_WARN_BYTES:
+    size, limit = len(program.code.encode("utf-8")), kind(program.language).warn_bytes
+    if limit is not None and size > limit:
         warnings.append(
             f"champion {program.program_id} of run {run_id} is {size / 1024:.1f} KB of SQL (over "
-            f"{CHAMPION_SQL_WARN_BYTES // 1024} KB): hard to review and, on a real model, costly per row; check "
+            f"{limit // 1024} KB): hard to review and, on a real model, costly per row; check "
             "for inline few-shot examples"
         )
     return warnings

@@ -81,4 +81,5 @@ PLUGIN = KindPlugin(
     references=_references,
     in_engine_drafts=_InEngineDrafts(),
     dialects=True,
+    warn_bytes=8 * 1024,
 )
