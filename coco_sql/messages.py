@@ -227,7 +227,7 @@ _TEST_OUTCOME = record(
 DBT_PARENT = Protocol.of(
     "coco-sql",
     TRUSTED_MAX_BYTES,
-    # followed by one frame per source table ('source.table', in this order): its rows as a pickled DataFrame
+    # followed by one frame per source table ('source.table', in this order): its rows as an Arrow IPC stream (`sandbox.table_frames`)
     MessageType(
         "init",
         {

@@ -2,7 +2,7 @@
 
 The Python sandbox refuses every open (seccomp) and changes its root to an empty folder. A worker that runs dbt
 cannot: each dbt invocation re-reads ~230 built-in macro files, lists every `sys.path` folder and writes its
-compiled SQL and partial-parse state (/work/notes/dbt-findings.md, section 4). So its opens stay possible, but
+compiled SQL and partial-parse state (`languages.dbt.runner` lists where dbt writes). So its opens stay possible, but
 only beneath a few folders, by two independent layers, each applied by the process itself while it is still
 single-threaded (both bind the threads it starts later), and neither liftable afterwards:
 

@@ -25,7 +25,6 @@ The worker starts on first use (about 0.4 s: Python, DuckDB and pandas imports) 
 
 from __future__ import annotations
 
-import pickle
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +39,7 @@ from coco_sql.messages import SQL_WORKER, result_rows
 from coco_sql.sandbox.ai_pipe import AiServer, receive_answer
 from coco_sql.sandbox.lockdown import QueryResult
 from coco_sql.sandbox.supervisor import START_TIMEOUT_S, SupervisedSandbox, Supervisor, handshake, over_time
+from coco_sql.sandbox.table_frames import table_bytes
 from coco_sql.wire import WireError
 
 if TYPE_CHECKING:
@@ -92,8 +92,8 @@ class Sandbox(SupervisedSandbox):
             "duckdb_memory_limit": self.limits.duckdb_memory_limit,
             "with_ai": ai is not None,
         }
-        # pickled for the worker, once (parent -> worker only: nothing the worker sends is unpickled)
-        self._tables = [pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL) for rows in named.values()]
+        # Arrow IPC for the worker, once (`table_frames`: plain data, typed as DuckDB types the frame)
+        self._tables = [table_bytes(rows) for rows in named.values()]
         self._ai = AiServer(ai)
         self._supervisor = Supervisor(self._start_worker)
 

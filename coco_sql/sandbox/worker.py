@@ -12,8 +12,8 @@ no credentials). Before it reads any rows it lowers its own kernel limits, which
 
 Messages are `messages.SQL_PARENT` (init, run, types, ai_result, ai_error) and `messages.SQL_WORKER` (ready,
 result, types, error, ai): length-prefixed JSON (`wire`). The init message is followed by one frame per table
-holding its rows as a pickled DataFrame: in this direction only (the worker trusts its parent, and DuckDB then
-reads exactly the frame the parent holds, with the same column types); nothing the worker sends is unpickled.
+holding its rows as an Arrow IPC stream (`table_frames`: typed as DuckDB types the parent's frame); nothing
+in either direction is unpickled.
 A result travels by column: a column whose DuckDB type holds only text,
 numbers, booleans and lists of them is written as it is; the others pass through `wire.exact`, so that a
 Decimal, a date or a MAP arrives as what DuckDB returned.
@@ -26,7 +26,6 @@ that keeps it alive for the next query.
 
 from __future__ import annotations
 
-import pickle
 import re
 import resource
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 from coco_sql.messages import SQL_PARENT, SQL_RESULT_MAX_BYTES
 from coco_sql.sandbox.ai_pipe import ask_parent
 from coco_sql.sandbox.lockdown import LockedDuckDB, QueryResult  # DuckDB and pandas, before the limits
+from coco_sql.sandbox.table_frames import table_from  # pyarrow, before the limits
 from coco_sql.wire import Channel, child_end, dumps, exact
 
 # DuckDB types whose Python values JSON holds as they are (text, integers, floats, booleans; lists of them)
@@ -73,7 +73,9 @@ def serve(channel: Channel) -> None:
     _limit(resource.RLIMIT_DATA, init["memory_bytes"])
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_CORE, 0)
-    tables = {name: pickle.loads(channel.receive_bytes()) for name in init["tables"]}  # from the parent
+    tables = {
+        name: table_from(channel.receive_bytes()) for name in init["tables"]
+    }  # Arrow IPC, from the parent
     relation = init["tables"][0]
 
     ask = ask_parent(channel)

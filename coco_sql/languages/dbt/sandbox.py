@@ -26,7 +26,6 @@ what dbt's imports and one warm-up run cost (~8 s on a loaded 2-core machine); a
 
 from __future__ import annotations
 
-import pickle
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +42,7 @@ from coco_sql.languages.dbt.validate import DbtSpec
 from coco_sql.messages import DBT_WORKER, result_rows
 from coco_sql.sandbox.ai_pipe import AiServer, receive_answer
 from coco_sql.sandbox.supervisor import SupervisedSandbox, Supervisor, handshake, over_time
+from coco_sql.sandbox.table_frames import table_bytes
 from coco_sql.wire import WireError
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class DbtSandbox(SupervisedSandbox):
             "layers": {"namespaces": lim.namespaces, "jail": lim.jail, "landlock": lim.landlock,
                        "seccomp": lim.seccomp},
         }  # fmt: skip
-        self._tables = [pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL) for rows in sources.values()]
+        self._tables = [table_bytes(rows) for rows in sources.values()]  # Arrow IPC (`sandbox.table_frames`)
         self._ai = AiServer(ai)
         self.with_ai = ai is not None  # the worker registers the AI UDFs only then
         self._supervisor = Supervisor(self._start_worker)

@@ -2,7 +2,7 @@
 
 Started by `languages.dbt.sandbox.DbtSandbox` as `python -m coco_sql.languages.dbt.worker` (`child.ChildProcess`:
 pipes at descriptors 3 and 4, an empty temporary working directory, an environment without credentials). It
-receives its init message and the split's tables (pickled DataFrames: parent -> worker only), imports dbt, and
+receives its init message and the split's tables (Arrow IPC streams, `sandbox.table_frames`), imports dbt, and
 then, still single-threaded, applies its layers in this order (each is applied by the process itself, binds
 every thread it starts later, and cannot be lifted; `ready` reports which held):
 
@@ -37,7 +37,6 @@ warm; the parent kills it with SIGKILL if that does not end the request.
 from __future__ import annotations
 
 import os
-import pickle
 import platform
 import resource
 import sys
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from coco_sql.messages import DBT_PARENT, SQL_RESULT_MAX_BYTES
+from coco_sql.sandbox.table_frames import table_from  # pyarrow, before the lock-down
 from coco_sql.wire import Channel, child_end, dumps
 
 # what the dbt filter lets through of `kernel_layers.X86_64_DENIED`: open and openat (confined by the jail and
@@ -294,7 +294,9 @@ def serve(channel: Channel) -> None:
     init = channel.receive()
     if init is None or init["type"] != "init":
         raise RuntimeError("the parent must start with init")
-    tables = {name: pickle.loads(channel.receive_bytes()) for name in init["tables"]}  # from the parent
+    tables = {
+        name: table_from(channel.receive_bytes()) for name in init["tables"]
+    }  # Arrow IPC, from the parent
     trim_dbt(os.getcwd())
     import coco_sql.languages.dbt.plugin  # noqa: F401  (dbt-duckdb imports it by name at each run)
 
