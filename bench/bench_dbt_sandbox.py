@@ -1,6 +1,6 @@
 """What the dbt sandbox costs: jaffle_shop evaluated by a warm `DbtSession` in this process vs in a `DbtSandbox`.
 
-In-process (what /work/notes/dbt-findings.md measured first): dbt imported here, no kernel layer, no deadline
+In-process (the first measurement, kept as the baseline): dbt imported here, no kernel layer, no deadline
 that can stop a Jinja loop. Sandboxed: the worker process with every kernel layer (jail, Landlock, seccomp,
 limits), validation (the Jinja render) in the worker, the targets' rows back as checked JSON and turned into
 DataFrames here. Both alternate the seed and the solution project, so every run sees a changed project (dbt's

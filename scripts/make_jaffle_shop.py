@@ -14,7 +14,7 @@ Writes, under tasks/jaffle_shop/:
 - seed/       the solution with the planted defects of `DEFECTS` (README.md lists them).
 
 It prints each target's score for the seed (matched rows over the union of keys, `languages.dbt.compare`).
-Needs dbt-core and dbt-duckdb (see /work/notes/dbt-findings.md for the versions).
+Needs dbt-core and dbt-duckdb (the optional `dbt` extra in pyproject.toml).
 
 Usage: python scripts/make_jaffle_shop.py [--repo GIT_DIR] [--out DIR]
 Re-running with the defaults reproduces the committed files byte for byte.
@@ -254,7 +254,7 @@ def frame_to_csv(frame: pd.DataFrame, path: Path, key: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repo", type=Path, default=Path("/work/.mirror/dbt-labs+jaffle_shop/repo"))
+    parser.add_argument("--repo", type=Path, required=True, help="a checkout of dbt-labs/jaffle_shop")
     parser.add_argument("--out", type=Path, default=REPO / "tasks" / "jaffle_shop")
     args = parser.parse_args()
     out: Path = args.out

@@ -12,7 +12,7 @@ test, and a program's rows are scored even when its data tests fail. Each target
 the run's own connection. Failures come back as one line per node; a project dbt cannot parse raises
 `EvaluationError`.
 
-Where dbt writes (the sandbox needs this, see /work/notes/dbt-findings.md): the project files, target/
+Where dbt writes (the sandbox needs this; observed with dbt 1.11): the project files, target/
 (partial_parse.msgpack, compiled/ and run/ SQL, run_results.json) and logs/ all under the session's work
 directory; no manifest.json (``--no-write-json``), no log file (``--log-level-file none``), no usage stats
 or version check (no network).
