@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "tests")
+)  # its helpers import each other by name
 
 import duckdb
 from snowflake.snowpark import Session
@@ -80,7 +83,7 @@ def measure(budget: int) -> dict[str, Any]:
 
     def candidates() -> Any:
         made = engine()
-        for name in ("stage_rows", "run_candidate", "drop_staged"):
+        for name in ("stage_rows", "query", "run_python", "drop_staged"):
             setattr(made, name, _tagged(counter, "candidates", getattr(made, name)))
         return made
 
