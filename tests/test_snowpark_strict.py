@@ -54,6 +54,10 @@ def _session_from_another_thread(session: Session) -> None:
         raise errors[0]
 
 
+# A directory outside /tmp whatever the checkout (CI may clone into /tmp): the home directory.
+OUTSIDE_TMP = Path.home()
+assert not str(OUTSIDE_TMP).startswith("/tmp"), OUTSIDE_TMP
+
 ACTIONS: dict[str, tuple[str, Callable[[Session], object]]] = {
     "subprocess": ("process", lambda s: subprocess.run(["true"], check=True)),
     "os.system": ("process", lambda s: os.system("true")),
@@ -61,8 +65,8 @@ ACTIONS: dict[str, tuple[str, Callable[[Session], object]]] = {
     "posix_spawn": ("process", lambda s: os.posix_spawn("/bin/true", ["true"], dict(os.environ))),
     "multiprocessing spawn": ("process", lambda s: _spawn()),
     "socket": ("socket", lambda s: socket.socket()),
-    "write outside /tmp": ("file", lambda s: Path.cwd().joinpath("coco-strict-probe.txt").write_text("x")),
-    "mkdir outside /tmp": ("file", lambda s: Path.cwd().joinpath("coco-strict-dir").mkdir()),
+    "write outside /tmp": ("file", lambda s: OUTSIDE_TMP.joinpath("coco-strict-probe.txt").write_text("x")),
+    "mkdir outside /tmp": ("file", lambda s: OUTSIDE_TMP.joinpath("coco-strict-dir").mkdir()),
     "the session from another thread": ("thread", _session_from_another_thread),
 }
 
@@ -107,7 +111,7 @@ def test_the_same_calls_outside_a_handler_or_the_block_work(session: Session, tm
         answer = session.call("act", "socket")
     assert answer.startswith("PermissionError") and limits.refused == {"socket": 1}
     assert session.call("act", "socket") == "done"  # after the block: local testing's own permissiveness
-    assert not Path.cwd().joinpath("coco-strict-probe.txt").exists()
+    assert not OUTSIDE_TMP.joinpath("coco-strict-probe.txt").exists()
 
 
 def test_writes_under_tmp_are_allowed(session: Session, tmp_path: Path) -> None:
