@@ -31,6 +31,7 @@ sys.dont_write_bytecode = False
 # last.) A file not listed keeps its place after them; the tests of a file keep their order.
 HEAVY_FIRST = (
     "test_agent_spec_evolve.py",
+    "test_loop.py",
     "test_snowpark.py",
     "test_dbt_sandbox.py",
     "test_history.py",
@@ -39,7 +40,6 @@ HEAVY_FIRST = (
     "test_columnar_outcome.py",
     "test_report_html.py",
     "test_cli.py",
-    "test_loop.py",
     "test_minibatch.py",
     "test_analyst_path.py",
     "test_dbt_sql.py",
