@@ -111,7 +111,11 @@ def _column_ref(
 
 def check_source_name(reader: Reader, key: str, name: object) -> tuple[str, str]:
     """(source, table) of a source table's name 'source.table', as dbt's ``source('source', 'table')`` reads it."""
-    if not isinstance(name, str) or name.count(".") != 1 or not all(p.isidentifier() for p in name.split(".")):
+    if (
+        not isinstance(name, str)
+        or name.count(".") != 1
+        or not all(p.isidentifier() for p in name.split("."))
+    ):
         raise reader.error(key, f"must be 'source.table' (got {name!r})")
     source, table = name.split(".")
     return source, table
