@@ -23,9 +23,15 @@ if TYPE_CHECKING:
 
 
 def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
+    """The dbt sandbox locally; on a warehouse that runs candidates itself, each model compiled by our renderer
+    and run as its query (`warehouse`: a stored procedure may not start dbt's process)."""
+    if engine is not None:
+        from coco_sql.languages.dbt.warehouse import DbtWarehouseLanguage
+
+        return DbtWarehouseLanguage(task, engine)
     from coco_sql.languages.dbt.language import DbtLanguage
 
-    return DbtLanguage(task)  # a warehouse engine runs no dbt: candidates run in the local dbt sandbox
+    return DbtLanguage(task)
 
 
 def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
