@@ -42,7 +42,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from coco_sql.errors import CandidateRejected, TaskError
+from coco_sql.errors import CandidateRejected, StoreError, TaskError
 from coco_sql.languages.dbt.compare import _value
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.task import DbtTables, assemble_dbt_task, check_source_name
@@ -177,9 +177,12 @@ def register(name: str, checked: Mapping[str, Any], store: Any) -> dict[str, Any
     coco_task row (task, rows, train, val, test)."""
     from coco_sql.languages.dbt.validate import validate_project
 
-    read = {f"source:{key}": store.read_source(query) for key, query in checked["sources"].items()}
+    read = {
+        f"source:{key}": _read(name, f"sources.{key}", query, store)
+        for key, query in checked["sources"].items()
+    }
     for model, target in checked["targets"].items():
-        read[f"expected:{model}"] = store.read_source(target["expected"])
+        read[f"expected:{model}"] = _read(name, f"targets.{model}.expected", target["expected"], store)
     tables = [(key, list(types.items())) for key, (_, types) in read.items()]
     options = {**checked, "_tables": tables}
     rows = pd.DataFrame(
@@ -195,6 +198,15 @@ def register(name: str, checked: Mapping[str, Any], store: Any) -> dict[str, Any
     sizes = {split: len(pack.split(split)) for split in ("train", "val", "test")}
     instances = sum(sizes.values()) - 2 * len(pack.kind_data.tests)  # each split holds every test instance
     return {"task": name, "rows": instances, **sizes}
+
+
+def _read(name: str, option: str, query: str, store: Any) -> tuple[pd.DataFrame, dict[str, str]]:
+    """A table's rows and column types (`Warehouse.read_source`, which checks the query first), its error
+    naming the option."""
+    try:
+        return store.read_source(query)  # type: ignore[no-any-return]
+    except StoreError as error:
+        raise TaskError(f"task {name!r}: option {option!r}: {error}") from None
 
 
 def load(name: str, options: Mapping[str, Any], rows: pd.DataFrame) -> Any:

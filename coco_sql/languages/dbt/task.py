@@ -36,6 +36,7 @@ from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.compare import Tolerance, _agree, _value
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec
+from coco_sql.languages.dbt.yaml_check import check_yaml
 from coco_sql.options import SPLIT_SEED, TIMEOUT_SECONDS
 from coco_sql.tasks.pack_files import Reader, check_duckdb_type, display
 from coco_sql.tasks.splits import SPLIT_NAMES, Split, partition_ids
@@ -324,6 +325,10 @@ def assemble_dbt_task(reader: Reader, doc: Mapping[str, Any], read: DbtTables, *
     )
     tests_mode = reader.choice(reader.table(doc, "data_tests", ("mode",), required=False), "data_tests.mode",
                                ("score", "off", "report"), "score")  # fmt: skip
+    try:
+        check_yaml(read.seed)  # the seed's YAML, before its tests are read from it
+    except CandidateRejected as error:
+        raise reader.error("program.seed", str(error)) from None
     tests = seed_tests(read.seed) if tests_mode == "score" else ()
     splits = {}
     for split in SPLIT_NAMES:
