@@ -268,6 +268,33 @@ def test_dbt_and_the_warehouse_give_the_same_outputs_on_the_same_projects(shop, 
         language.close()
 
 
+@pytest.mark.slow
+def test_dbt_and_the_warehouse_give_the_same_outputs_on_jaffle_shop(session) -> None:
+    """A pack in DuckDB's dialect with dates, CTEs, CASE and 20 data tests: the seed and dbt Labs' reference
+    solution score the same on both paths (0.034 and 1.000 on the train split)."""
+    pytest.importorskip("dbt.adapters.duckdb", reason="dbt is not installed: pip install 'coco-sql[dbt]'")
+    from coco_sql.languages.dbt.language import DbtLanguage
+    from coco_sql.languages.dbt.project import DbtProject
+    from coco_sql.tasks import load_task
+
+    pack = load_task("jaffle_shop")
+    solution = DbtProject.from_dir(pack.root / "solution").to_text()
+    warehouse, local = DbtWarehouseLanguage(pack, WarehouseCandidates(session)), DbtLanguage(pack)
+    runners = (warehouse.runner(pack.split("train"), None), local.runner(pack.split("train"), None))
+    try:
+        for code, score in ((pack.seed_program, 0.034), (solution, 1.0)):
+            found = [
+                attempt(runner, language, code)
+                for runner, language in zip(runners, (warehouse, local), strict=True)
+            ]
+            assert same(*found)
+            mean = sum(scores(pack, "train", found[0]).values()) / len(pack.split("train"))  # type: ignore[arg-type]
+            assert mean == pytest.approx(score, abs=0.0005)
+    finally:
+        for runner in runners:
+            runner.close()
+
+
 COMPARED = {
     "programs": ["program_id", "parent_id", "code", "cell", "approach", "valid", "error"],
     "evaluations": ["program_id", "split", "instance_id", "score", "output"],

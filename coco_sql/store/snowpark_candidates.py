@@ -282,11 +282,13 @@ def local_schema(columns: list[str], types: tuple[str, ...]) -> Any:
             datatype: Any = t.DecimalType(int(decimal[0]), int(decimal[1]))
         elif upper.endswith("]"):
             datatype = t.ArrayType()
+        elif upper.startswith("TIMESTAMP"):  # TIMESTAMP, _S, _MS, _NS, WITH TIME ZONE
+            zoned = "TIME ZONE" in upper or upper.endswith("TZ")
+            datatype = t.TimestampType(t.TimestampTimeZone.TZ if zoned else t.TimestampTimeZone.NTZ)
         else:
             datatype = {"BOOLEAN": t.BooleanType(), "DOUBLE": t.DoubleType(), "FLOAT": t.DoubleType(),
                         "REAL": t.DoubleType(), "VARCHAR": t.StringType(), "DATE": t.DateType(),
-                        "TIME": t.TimeType(), "TIMESTAMP": t.TimestampType(),
-                        "TIMESTAMP WITH TIME ZONE": t.TimestampType(t.TimestampTimeZone.TZ)}.get(upper)  # fmt: skip
+                        "TIME": t.TimeType()}.get(upper)  # fmt: skip
             if datatype is None:
                 datatype = t.LongType() if upper in _INTEGERS else t.VariantType()
         fields.append(t.StructField(column, datatype, nullable=True))
