@@ -299,7 +299,7 @@ DBT_TASK_OPTIONS = OptionTable(
                nullable=True, example="{'customer_totals': {'expected': 'expected_totals', 'key': 'customer_id'}}"),
         Option("seed_program", "string", None, "required: the dbt project to start from, its files under "
                "'-- file: PATH' lines (dbt_project.yml, models/**/*.sql and *.yml, macros/*.sql)",
-               nullable=True, example="'-- file: dbt_project.yml\nname: shop\n-- file: models/...'"),
+               nullable=True, example="'-- file: dbt_project.yml (a newline) name: shop ...'"),
         Option("entity", "string", None, "required: the 'source.table.column' whose values are split into "
                "train, val and test", nullable=True, example="'shop.customers.id'"),
         Option("follow", "strings", [], "rows that go with the split of the rows they reference: "
