@@ -126,6 +126,16 @@ BAD = {
         _options(seed_program=_seed("from {{ source('shop', 'orders') }}", "from read_csv('/etc/passwd')")),
         "option 'seed_program' is rejected: models/staging/stg_orders.sql:",
     ),
+    "a model that writes a file": (
+        _options(
+            seed_program=_seed(
+                "select id as order_id, customer_id, amount_cents as amount, status\nfrom {{ source('shop', 'orders') }}"
+                "\nwhere status <> 'returned'",
+                "copy (select 1 as order_id) to '/tmp/coco-x.csv'",
+            )
+        ),
+        "option 'seed_program' is rejected: models/staging/stg_orders.sql:",
+    ),
     "a model that does not compile": (
         _options(seed_program=_seed("{{ ref('stg_orders') }}", "{{ ref('stg_orders') }")),
         "option 'seed_program' is rejected: models/customer_totals.sql line 3: Jinja syntax error",
@@ -135,6 +145,10 @@ BAD = {
         "option 'seed_program': models/sources.yml line 7: YAML does not parse",
     ),
     "an unknown option": (_options(label="x"), "unknown option 'label'"),
+    "a kind that is not one": (
+        _options(kind="python"),
+        "option 'kind' must be one of sql, dbt (got 'python')",
+    ),
     "a missing option": (
         {k: v for k, v in SHOP_OPTIONS.items() if k != "entity"},
         "option 'entity' is required",
