@@ -1,5 +1,5 @@
 """The scripted data agent (tests/agent_model.py) as Cortex COMPLETE, for data agents run inside a Snowflake procedure
-in Snowpark's local testing mode, and a small copy of the dabstep pack for those runs.
+in Snowpark's local testing mode.
 
 `CortexDataAgent` stands in for the remote model behind ``SNOWFLAKE.CORTEX.COMPLETE`` the way the other Snowpark
 tests stand in for Cortex functions (`snowflake.snowpark.mock.patch`, tests/test_cortex_provider.py): it gets
@@ -14,14 +14,10 @@ its reply in the protocol's form. So the model follows the spec it is given, and
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import re
-import shutil
-import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from snowflake.snowpark.mock import ColumnEmulator, ColumnType, patch
@@ -30,13 +26,11 @@ from snowflake.snowpark.types import StringType
 
 from coco_sql.llm.providers.base import estimate_tokens
 from coco_sql.llm.providers.cortex import COMPLETE_FUNCTION
-from coco_sql.tasks.splits import partition_ids
 from tests.agent_model import DataAgentModel
-from tests.dabstep_agent import PACK, questions
 
 TOOLS_HEADER = "You can call these tools (parameters are JSON Schema):"
 RESULT = re.compile(r"\[tool result: (?P<name>[^\]]*)\]\n(?P<content>.*)", re.DOTALL)
-MODEL = "mistral-large2"  # the Cortex model the small pack names
+MODEL = "mistral-large2"  # the Cortex model the tests' small packs name (`dabstep_agent.small_dabstep`)
 
 
 class Killed(BaseException):
@@ -116,48 +110,3 @@ def cortex_agent(agent: CortexDataAgent | None = None) -> Iterator[CortexDataAge
         yield agent
     finally:
         MockedFunctionRegistry.get_or_create().unregister(COMPLETE_FUNCTION)
-
-
-# -- a small dabstep pack --------------------------------------------------------------------------------------
-#: Training questions, by template: the seed answers the scheme ranking (its query reads the manual's fee
-#: section); the credit fee needs that section's rules; the account fee needs a rule no document states.
-TRAIN = ("average_scenario_scheme", "credit_average_fee", "account_average_fee")
-HELD_OUT = ("credit_average_fee", "average_scenario_scheme", "fee_ids_for_account_aci")
-
-
-SMALL = "dabstep_small"  # the copy's task name: a procedure's coco_resume finds the pack by it (in ./tasks)
-
-
-def small_dabstep(root: Path, model: str | None = f"cortex:{MODEL}", max_drafts: int = 3) -> Path:
-    """A copy of the dabstep pack named `SMALL` in `root`/tasks (where a run from `root` finds it by name) with nine
-    questions (three per split: the training ones of `TRAIN`, held-out ones of `HELD_OUT`), the split seed chosen
-    so that `TRAIN` is the training split, its ``[agent_spec] model`` set to `model` (None: the pack's) and at most
-    `max_drafts` drafts per iteration."""
-    pack = root / "tasks" / SMALL
-    shutil.copytree(PACK, pack)
-    rows = questions()
-    by_id = {q.id: q for q in rows}
-    picked: list[str] = []
-    for templates in (TRAIN, HELD_OUT, HELD_OUT):
-        for template in templates:
-            picked.append(next(q.id for q in sorted(rows, key=lambda q: int(q.id))
-                                if q.extra["template"] == template and q.id not in picked))  # fmt: skip
-    config = tomllib.loads((PACK / "task.toml").read_text())
-    s = config["splits"]
-    seed = next(k for k in range(10_000)
-                if partition_ids(picked, k, s["train_fraction"], s["test_fraction"])["train"] == sorted(picked[:3]))  # fmt: skip
-    with (PACK / "data" / "questions.csv").open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns, kept = reader.fieldnames, [row for row in reader if row["id"] in set(picked)]
-    with (pack / "data" / "questions.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, columns)  # type: ignore[arg-type]
-        writer.writeheader()
-        writer.writerows(kept)
-    text = (pack / "task.toml").read_text().replace('name = "dabstep"', f'name = "{SMALL}"', 1)
-    text = text.replace(f"seed = {s['seed']}\n", f"seed = {seed}\n", 1)
-    text = re.sub(r"^max_drafts = \d+", f"max_drafts = {max_drafts}", text, count=1, flags=re.MULTILINE)
-    if model is not None:
-        text = re.sub(r'^model = "[^"]*"', f'model = "{model}"', text, count=1, flags=re.MULTILINE)
-    (pack / "task.toml").write_text(text)
-    assert len(kept) == 9 and all(by_id[i].extra["template"] for i in picked)
-    return pack

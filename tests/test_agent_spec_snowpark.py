@@ -40,9 +40,9 @@ from coco_sql.store.snowpark_candidates import WarehouseCandidates
 from coco_sql.store.snowpark_store import SnowparkStore
 from coco_sql.store.snowpark_strict import strict_procedures
 from coco_sql.tasks import load_task
-from tests.agent_cortex import MODEL, SMALL, Killed, cortex_agent, small_dabstep
+from tests.agent_cortex import MODEL, Killed, cortex_agent
 from tests.agent_model import DataAgentModel
-from tests.dabstep_agent import PACK, pack_tables, questions
+from tests.dabstep_agent import PACK, SMALL, pack_tables, questions, small_dabstep
 from tests.llm_double import FakeEndpoint
 
 COMPARED = {
@@ -75,7 +75,7 @@ def train_scores(session: Session) -> dict[str, float]:
 
 
 def test_the_training_score_rises_through_call_coco_evolve_inside_a_procedure(tmp_path: Path) -> None:
-    small_dabstep(tmp_path)
+    small_dabstep(tmp_path, model=f"cortex:{MODEL}")
     with cortex_agent() as agent, strict_session() as (session, limits):
         (summary,) = session.call("coco_evolve", SMALL, 1, {"seed": 1}).collect()
         store = SnowparkStore(session, read_only=True)
@@ -102,7 +102,7 @@ def test_the_same_run_in_a_procedure_and_through_call_coco_evolve_in_duckdb(
 ) -> None:
     """The same programs, answers and scores: the scripted model behind Cortex COMPLETE (prompted tools) and behind
     an OpenAI-compatible endpoint (native tools), the tools as warehouse queries and in the SQL sandbox."""
-    small_dabstep(tmp_path)
+    small_dabstep(tmp_path, model=f"cortex:{MODEL}")
     with cortex_agent(), strict_session() as (session, _):
         session.call("coco_evolve", SMALL, 2, {"seed": 1}).collect()
         warehouse = tables(session)
@@ -130,7 +130,7 @@ def test_a_procedure_killed_mid_iteration_resumes_exactly(tmp_path: Path) -> Non
     """Killed during iteration 2's Cortex turns, then `CALL coco_resume`: the tables hold what the whole run holds,
     and the resumed run asks COMPLETE only what the dead iteration had not committed (every committed turn is
     answered from the response cache)."""
-    small_dabstep(tmp_path)
+    small_dabstep(tmp_path, model=f"cortex:{MODEL}")
     with cortex_agent() as whole_agent, strict_session() as (session, _):
         session.call("coco_evolve", SMALL, 3, {"seed": 1}).collect()
         whole = tables(session)
@@ -260,7 +260,7 @@ def test_the_mutators_probes_read_the_splits_questions_in_the_warehouse(
 ) -> None:
     """A runner bound to the warehouse serves the evaluator's probes itself (the coding agent's `query` tool):
     its questions staged on the first probe, dropped when it closes; nothing else is readable."""
-    task = load_task(small_dabstep(tmp_path))
+    task = load_task(small_dabstep(tmp_path, model=f"cortex:{MODEL}"))
     engine = CountingCandidates(local_session)
     language = language_for(task, engine)
     ai = AiConfig(snowpark_session=local_session, completion_endpoint="cortex")

@@ -84,4 +84,5 @@ PLUGIN = KindPlugin(
     offline_mutator=_offline,
     exports=AgentSpecExports(),
     folder_export=AgentSpecFolder(),
+    row_traces=True,
 )
