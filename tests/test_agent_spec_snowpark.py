@@ -83,9 +83,10 @@ def test_the_training_score_rises_through_call_coco_evolve_inside_a_procedure(tm
         evaluations = store.table_frame("evaluations")
         usage = store.table_frame("ai_usage")
         cached = len(store.table_frame("ai_cache"))
+        codes = dict(store.table_frame("programs")[["program_id", "code"]].itertuples(index=False))
         assert limits.calls == 1 and summary["ITERATIONS"] == 1
     # the seed states no rule; the search added the manual's fee section, which the seed's solved run read
-    assert scores["1-0"] < max(scores.values())
+    assert scores["1-0"] < scores["1-1"] and "5. Understanding Payment Processing Fees" in codes["1-1"]
     assert agent.models == {MODEL}  # every turn went to Cortex COMPLETE, with the pack's model
     assert cached == agent.calls  # each request asked once, and kept: what a resume replays
     traces = [json.loads(o)["trace"] for o in evaluations["observation"].dropna()]
