@@ -104,10 +104,14 @@ def evolve(
     """Start a new run of `task` in `db` and run it to its budget (or its target, or its `max_spend`: then the
     summary's `stopped` says so and the run can be resumed). `options` are RunConfig keys (seed, policy,
     mutator, mutator_settings, islands, targeting, admission, history, target, max_spend, prices, max_cost,
-    ...); an unknown key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones
-    (tests, extensions)."""
-    config = RunConfig.from_dict({**as_object(options, "the run options"), "budget": budget})
+    ...; an option `options` does not set may come from the task pack's `[run]` table); an unknown key is a
+    ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests, extensions)."""
+    given = {**as_object(options, "the run options"), "budget": budget}
+    RunConfig.from_dict(given)  # a bad option is one line before the task is even read
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
+    config = RunConfig.from_dict(
+        {**pack.run_defaults, **given}
+    )  # the pack's [run] table, under what was given
     for (
         model
     ) in config.model_names():  # the mutator's models have endpoints: checked before anything is written

@@ -51,8 +51,20 @@ def env_for(endpoint: FakeEndpoint) -> dict[str, str]:
     }
 
 
-# The completion model is not recorded with the run (as for every AI task): a resume names it again.
-EVOLVE = ("--budget", "3", "--seed", "1", "--completion-model", "openai/data-agent", "--json")
+# The completion model is not recorded with the run (as for every AI task): a resume names it again. The pack's
+# [run] minibatch (8 sampled questions per iteration) is turned off: at budget 3 the scripted model's mutator needs
+# every training question's trace to find the section a solved question read.
+EVOLVE = (
+    "--budget",
+    "3",
+    "--seed",
+    "1",
+    "--minibatch",
+    "0",
+    "--completion-model",
+    "openai/data-agent",
+    "--json",
+)
 
 
 def assert_no_run(db: Path) -> None:
