@@ -259,7 +259,9 @@ def test_the_repository_stored_procs_are_what_deploy_prints(tmp_path: Path) -> N
     sql = [name for name in on_disk if name.endswith(".sql")]
     assert sql == ["00_setup.sql", *(f"{k:02d}_{name}.sql" for k, name in enumerate(PROCEDURES, 1))]
     assert printed.stdout == "\n".join(on_disk[name] for name in sql)
-    assert on_disk["handlers.py"].endswith((REPO / "coco_sql" / "stored_procs" / "handlers.py").read_text())
+    assert on_disk["handlers.py"].endswith(
+        (REPO / "coco_sql" / "engines" / "snowflake" / "procs" / "handlers.py").read_text()
+    )
     from coco_sql.resources import resource_dir
 
     assert resource_dir("stored_procs") == folder
