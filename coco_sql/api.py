@@ -28,12 +28,12 @@ from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
 from coco_sql.options import RUN_OPTIONS, as_object
-from coco_sql.plugins import kind
+from coco_sql.plugins import kind, open_store
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
 from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
-from coco_sql.store import DuckDBStore, Warehouse
+from coco_sql.store import Warehouse
 from coco_sql.store.inputs import checked_source
 from coco_sql.store.shared_cache import load_cache, save_cache
 from coco_sql.tasks import TaskPack, list_tasks, load_task
@@ -452,7 +452,7 @@ def _resolve_task(task: Task, db: Store) -> TaskPack:
 @contextlib.contextmanager
 def _open(db: Store, *, read_only: bool = False) -> Iterator[Warehouse]:
     if isinstance(db, str | Path):
-        with DuckDBStore(db, read_only=read_only) as store:
+        with contextlib.closing(open_store(db, read_only=read_only)) as store:
             yield store
     else:
         yield db

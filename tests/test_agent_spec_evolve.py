@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from coco_sql import api
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import CocoError, TaskError
 from coco_sql.languages.agent_spec.export import check_documented, sqlglot_reading
 from coco_sql.llm import AiConfig, EndpointConfig
 from coco_sql.reflect.history import HistoryTools
-from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 from tests import leakage_probe
 from tests.agent_model import DataAgentModel
