@@ -573,7 +573,7 @@ def test_a_packs_run_table_sets_what_a_run_leaves_unset(tmp_path: Path) -> None:
     """`[run]` holds the pack's recommended search options: a run that does not set them gets them (stored in
     the run's config), a run that sets one keeps its own, the command line's flag included."""
     from coco_sql import api, cli
-    from coco_sql.store import DuckDBStore
+    from coco_sql.engines.duckdb.store import DuckDBStore
 
     root = make_pack(tmp_path, MINI_TOML + "\n[run]\nminibatch = 2\nislands = 1\n")
     assert dict(load_task(root).run_defaults) == {"minibatch": 2, "islands": 1}
