@@ -80,8 +80,8 @@ def with_timeout(name: str, seconds: float, root: Path) -> str:
 
 def run_one(pack_name: str, seed: int, budget: int, settings: dict[str, Any]) -> dict[str, Any]:
     from coco_sql import api
+    from coco_sql.engines.duckdb.store import DuckDBStore
     from coco_sql.report import read_models
-    from coco_sql.store import DuckDBStore
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, DuckDBStore(Path(tmp) / "bench.duckdb") as store:

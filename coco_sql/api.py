@@ -28,12 +28,12 @@ from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
 from coco_sql.options import RUN_OPTIONS, as_object
-from coco_sql.plugins import kind
+from coco_sql.plugins import kind, open_store
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
 from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
-from coco_sql.store import DuckDBStore, Warehouse
+from coco_sql.store import Warehouse
 from coco_sql.store.inputs import checked_source
 from coco_sql.store.shared_cache import load_cache, save_cache
 from coco_sql.tasks import TaskPack, list_tasks, load_task
@@ -104,10 +104,14 @@ def evolve(
     """Start a new run of `task` in `db` and run it to its budget (or its target, or its `max_spend`: then the
     summary's `stopped` says so and the run can be resumed). `options` are RunConfig keys (seed, policy,
     mutator, mutator_settings, islands, targeting, admission, history, target, max_spend, prices, max_cost,
-    ...); an unknown key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones
-    (tests, extensions)."""
-    config = RunConfig.from_dict({**as_object(options, "the run options"), "budget": budget})
+    ...; an option `options` does not set may come from the task pack's `[run]` table); an unknown key is a
+    ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests, extensions)."""
+    given = {**as_object(options, "the run options"), "budget": budget}
+    RunConfig.from_dict(given)  # a bad option is one line before the task is even read
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
+    config = RunConfig.from_dict(
+        {**pack.run_defaults, **given}
+    )  # the pack's [run] table, under what was given
     for (
         model
     ) in config.model_names():  # the mutator's models have endpoints: checked before anything is written
@@ -448,7 +452,7 @@ def _resolve_task(task: Task, db: Store) -> TaskPack:
 @contextlib.contextmanager
 def _open(db: Store, *, read_only: bool = False) -> Iterator[Warehouse]:
     if isinstance(db, str | Path):
-        with DuckDBStore(db, read_only=read_only) as store:
+        with contextlib.closing(open_store(db, read_only=read_only)) as store:
             yield store
     else:
         yield db

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from coco_sql.engine import EvolutionLoop, RunConfig, iteration_rng
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.evaluate import Evaluator
 from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView, Proposal
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.search import Elite, IslandArchive
-from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 
 # What must be identical between two runs with the same seed (timestamps and latencies are not).

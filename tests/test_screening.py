@@ -328,8 +328,8 @@ def test_the_screening_query_gives_the_same_rows_and_scores_on_a_warehouse(lockp
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed")
     from snowflake.snowpark import Session
 
+    from coco_sql.engines.snowflake.store import SnowparkStore
     from coco_sql.languages.sql import SqlLanguage
-    from coco_sql.store.snowpark_store import SnowparkStore
 
     task, evaluator = lockpicking_env
     env = DraftEnvironment(evaluator)

@@ -63,7 +63,7 @@ def register_udfs(
     """Create every bound AI UDF in `con` (before its configuration is locked); each chunk goes to
     `call(udf_name, columns)`, which answers one value per row. Inside a sandbox worker `call` forwards the chunk
     to the parent process, which owns the AI runtime (`sandbox`). `name` renames a UDF in DuckDB (a
-    `coco_sql.connect` connection's own names, `procedures.ai_functions`); `call` still gets the bound name."""
+    `coco_sql.connect` connection's own names, `engines.duckdb.ai_functions`); `call` still gets the bound name."""
     for udf, arity in bound_udfs():
         returns = arrow_type(udf.returns.arrow)
         con.create_function(

@@ -5,7 +5,7 @@ Function with name ai_classify does not exist!", in plain DuckDB with "ai_embed 
 calls keep Cortex's spelling (`AI_CLASSIFY(question, [...], {...})`), which no DuckDB function takes: in the
 sandbox the validator binds each call to a UDF of fixed arity with JSON arguments (`sqlcheck.ai_binding`). So
 the DuckDB forms (view, table macro) of an AI program export that bound query, the one the run scored, over the
-user's table; `coco_sql.connect` installs the UDFs it calls (`procedures.ai_functions`), answered in-process by
+user's table; `coco_sql.connect` installs the UDFs it calls (`engines.duckdb.ai_functions`), answered in-process by
 the same runtime and cache, so the view answers what the evaluations recorded. A comment header says so. The
 Snowflake forms and dbt keep Cortex's spelling: they run on Cortex.
 """

@@ -4,16 +4,16 @@ the DataFrame API (`save_as_table`, `Table.update`, `Table.merge`, `Table.delete
 Raw SQL goes through one injected `SqlExecutor` and nothing else: the named history and report queries
 (written in DuckDB, transpiled here with sqlglot) and a task's source query. On an account the executor is
 `SessionSql` (`session.sql`); Snowpark's local testing mode has no `session.sql`, so there the executor is
-`snowpark_local.LocalSql`, which runs the same Snowflake SQL on DuckDB over the session's tables
+`local.LocalSql`, which runs the same Snowflake SQL on DuckDB over the session's tables
 (`default_executor`). Candidates, probes and Python programs run through the candidate engine
-(`candidate_engine`, `snowpark_candidates`).
+(`candidate_engine`, `candidates`).
 
 Round trips. Each statement costs an account 50-300 ms, so the store keeps them few: the tables are created once,
 by `coco-sql deploy` (or `create_tables`, in local testing), never per call; an iteration is written as one
-staged batch and one multi-table INSERT ALL (`snowpark_batch`), through the one injected `SqlWriter`
-(`SessionWrites` on an account, `snowpark_local_writes.LocalWrites` in local testing); `recover` reads once and
+staged batch and one multi-table INSERT ALL (`batch`), through the one injected `SqlWriter`
+(`SessionWrites` on an account, `local_writes.LocalWrites` in local testing); `recover` reads once and
 deletes only what an interrupted write of an older version left, one statement per table. The README gives the
-statements per iteration, counted in local testing (`snowpark_counting`).
+statements per iteration, counted in local testing (`counting`).
 
 Atomicity. The INSERT ALL is one statement: an iteration's rows land together or not at all. A run's end is a
 second statement (the status update after the run_finished event), which `recover` completes if it was lost.
@@ -31,6 +31,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from coco_sql.engines.snowflake.batch import RECOVER_SQL, SqlWriter, default_writer, write_batch
+from coco_sql.engines.snowflake.sql import (
+    SqlExecutor,
+    default_executor,
+    snowpark_schema,
+)
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
 from coco_sql.store.history_sql import LIST_COLUMNS
@@ -55,19 +61,13 @@ from coco_sql.store.records import (
 from coco_sql.store.registered import RegisteredTask, refuse_reuse, stored_rows
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.rows import Row
-from coco_sql.store.snowpark_batch import RECOVER_SQL, SqlWriter, default_writer, write_batch
-from coco_sql.store.snowpark_sql import (
-    SqlExecutor,
-    default_executor,
-    snowpark_schema,
-)
 from coco_sql.store.table_schema import Column, table_columns
 from coco_sql.store.values import plain
 
 if TYPE_CHECKING:
     from snowflake.snowpark import DataFrame, Session
 
-    from coco_sql.store.snowpark_candidates import CandidateSql, WarehouseCandidates
+    from coco_sql.engines.snowflake.candidates import CandidateSql, WarehouseCandidates
 
 _ITERATION_TABLES = {  # per-iteration tables, with the column that holds the iteration (`recover`)
     "archive_entries": "iteration",
@@ -102,8 +102,8 @@ class SnowparkStore:
         read_only: bool = False,
         queries: CandidateSql | None = None,
     ) -> None:
-        """`sql`: the executor of the store's own queries; `writes`: of its batch writes (`snowpark_batch`);
-        `queries`: of the candidates' (`snowpark_candidates`); by default the session's (or local testing's)."""
+        """`sql`: the executor of the store's own queries; `writes`: of its batch writes (`batch`);
+        `queries`: of the candidates' (`candidates`); by default the session's (or local testing's)."""
         self.path = "the Snowflake schema"
         self.read_only = read_only  # kept for callers that open a store only to read (mirror)
         self._session = session
@@ -221,7 +221,7 @@ class SnowparkStore:
 
     # -- iterations ------------------------------------------------------------------------------------------
     def write_iteration(self, batch: IterationBatch) -> None:
-        """The batch staged and moved by one INSERT ALL (`snowpark_batch`); a run's end updates its status."""
+        """The batch staged and moved by one INSERT ALL (`batch`); a run's end updates its status."""
         from snowflake.snowpark.functions import col, lit
 
         now = _now()
@@ -404,8 +404,8 @@ class SnowparkStore:
         return self._named("report", REPORT_QUERIES, name, params)
 
     def candidate_engine(self) -> WarehouseCandidates:
-        """The warehouse runs candidates, probes and Python programs itself (`snowpark_candidates`)."""
-        from coco_sql.store.snowpark_candidates import WarehouseCandidates
+        """The warehouse runs candidates, probes and Python programs itself (`candidates`)."""
+        from coco_sql.engines.snowflake.candidates import WarehouseCandidates
 
         return WarehouseCandidates(self._session, self._queries)
 

@@ -1,4 +1,4 @@
-"""`LocalWrites`: the SnowparkStore's INSERT ALL (`snowpark_batch`) in Snowpark's local testing mode, which has no
+"""`LocalWrites`: the SnowparkStore's INSERT ALL (`batch`) in Snowpark's local testing mode, which has no
 `session.sql`. An account runs the statement itself (`SessionWrites`); the local test suite runs this emulation.
 
 Only Snowflake's unconditional-kind multi-table insert is taken (`INSERT ALL WHEN c THEN INTO t (cols) VALUES
@@ -19,7 +19,7 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.store.snowpark_store import SqlExecutor
+from coco_sql.engines.snowflake.store import SqlExecutor
 
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
@@ -30,7 +30,7 @@ class LocalWrites:
     """Snowflake INSERT ALL statements over a local-testing session (module docstring)."""
 
     def __init__(self, session: Session, read: SqlExecutor | None = None) -> None:
-        from coco_sql.store.snowpark_local import LocalSql
+        from coco_sql.engines.snowflake.local import LocalSql
 
         self._session = session
         self._read = read if read is not None else LocalSql(session)

@@ -25,10 +25,10 @@ from typing import Any
 
 import duckdb
 
+from coco_sql.engines.duckdb.ai_functions import install_ai_functions
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.procedures import handlers
-from coco_sql.procedures.ai_functions import install_ai_functions
 from coco_sql.procedures.help import coco_help
-from coco_sql.store import DuckDBStore
 
 # name -> (the handler, its parameters with DuckDB types, how many of them a call must give)
 _SIGNATURES: dict[str, tuple[Callable[..., list[dict]], tuple[tuple[str, str], ...], int]] = {
@@ -70,7 +70,7 @@ def connect(path: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
 
 def install(con: duckdb.DuckDBPyConnection) -> None:
     """Create coco-sql's tables (if missing), its procedures (as temporary macros of this connection) and the AI
-    functions an exported AI view calls (`procedures.ai_functions`).
+    functions an exported AI view calls (`engines.duckdb.ai_functions`).
 
     DuckDB keeps a Python UDF in the database's catalog, which every connection to the same file in this process
     shares, while a temporary macro belongs to its connection. So each connection gets UDFs of its own names

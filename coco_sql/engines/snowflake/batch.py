@@ -40,7 +40,7 @@ from coco_sql.store.table_schema import Column, table_columns
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_store import SqlExecutor
+    from coco_sql.engines.snowflake.store import SqlExecutor
 
 CHUNK_ROWS = 200_000
 LITERAL_BYTES = 512 * 1024
@@ -74,7 +74,7 @@ def default_writer(session: Session, sql: SqlExecutor) -> SqlWriter:
     from snowflake.snowpark.mock._connection import MockServerConnection
 
     if isinstance(getattr(session, "_conn", None), MockServerConnection):
-        from coco_sql.store.snowpark_local_writes import LocalWrites
+        from coco_sql.engines.snowflake.local_writes import LocalWrites
 
         return LocalWrites(session, sql)
     return SessionWrites(session)

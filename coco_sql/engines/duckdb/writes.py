@@ -70,7 +70,7 @@ def _now() -> datetime:
 
 
 class DuckDBWrites:
-    """Writing an iteration, mixed into :class:`coco_sql.store.duckdb_store.DuckDBStore`, which supplies the
+    """Writing an iteration, mixed into :class:`coco_sql.engines.duckdb.store.DuckDBStore`, which supplies the
     connection (`_con`), its lock (`_lock`) and `_insert_run`."""
 
     # -- iterations ------------------------------------------------------------------------------------------

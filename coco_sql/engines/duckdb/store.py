@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from coco_sql.engines.duckdb.writes import DuckDBWrites, _now
 from coco_sql.errors import StoreError
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse
-from coco_sql.store.duckdb_writes import DuckDBWrites, _now
 from coco_sql.store.history_sql import LIST_COLUMNS
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.inputs import check_run_id, checked_source

@@ -2,7 +2,7 @@
 
 Each handler opens a `SnowparkStore` on the caller's session and calls the engine-neutral handler of
 `coco_sql.procedures.handlers`; its rows come back as the procedure's table. `PROCEDURES` describes each one for
-`CREATE PROCEDURE` (`stored_procs.deploy`) and for `session.sproc.register` (tests, local testing); it lives in
+`CREATE PROCEDURE` (`engines.snowflake.procs.deploy`) and for `session.sproc.register` (tests, local testing); it lives in
 `signatures`, which does not import Snowpark:
 
     CALL coco_task('reviews', 'reviews', {'label': 'label', 'seed_program': 'SELECT id, ... FROM input'});
@@ -20,10 +20,10 @@ from typing import Any, Optional
 from snowflake.snowpark import DataFrame, Session
 from snowflake.snowpark.types import Variant
 
+from coco_sql.engines.snowflake.procs.signatures import PROCEDURES
 from coco_sql.llm.routing import CORTEX_ENDPOINT, AiConfig
 from coco_sql.procedures import handlers as neutral
 from coco_sql.procedures.help import coco_help as help_rows
-from coco_sql.stored_procs.signatures import PROCEDURES
 
 
 # Snowpark evaluates these type hints when it registers a handler, so they are spelled the way it reads them
@@ -105,7 +105,7 @@ def cortex(session: Session) -> AiConfig:
 
 
 def _call(session: Session, name: str, handler: Callable[..., list[dict]], *arguments: Any) -> DataFrame:
-    from coco_sql.store.snowpark_store import SnowparkStore, snowpark_schema
+    from coco_sql.engines.snowflake.store import SnowparkStore, snowpark_schema
 
     store = SnowparkStore(session)
     try:

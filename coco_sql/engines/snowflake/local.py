@@ -17,8 +17,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
+from coco_sql.engines.snowflake.sql import SqlResult
 from coco_sql.store.schema import schema_statements
-from coco_sql.store.snowpark_sql import SqlResult
 
 if TYPE_CHECKING:
     from snowflake.snowpark import Session

@@ -1,6 +1,6 @@
 """coco-sql in Snowpark's local testing mode: what `coco-sql deploy` sets up on an account, without SQL.
 
-Local testing runs no DDL, so the tables come from `store.snowpark_sql.create_tables` (the DataFrame API), and
+Local testing runs no DDL, so the tables come from `engines.snowflake.sql.create_tables` (the DataFrame API), and
 the procedures are the real handlers registered with `session.sproc.register` under the names and argument
 types of `signatures.PROCEDURES`. The views are not created: local testing reads them through `LocalSql`, which
 defines them itself. Tests and local development call `deploy_local` once per session.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coco_sql.stored_procs.signatures import PROCEDURES
+from coco_sql.engines.snowflake.procs.signatures import PROCEDURES
 
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
@@ -20,9 +20,9 @@ def deploy_local(session: Session) -> None:
     """coco-sql's tables and procedures in a local-testing session."""
     from snowflake.snowpark.types import LongType, StringType, VariantType
 
-    from coco_sql.store.snowpark_sql import create_tables
-    from coco_sql.store.snowpark_store import snowpark_schema
-    from coco_sql.stored_procs import handlers
+    from coco_sql.engines.snowflake.procs import handlers
+    from coco_sql.engines.snowflake.sql import create_tables
+    from coco_sql.engines.snowflake.store import snowpark_schema
 
     create_tables(session)
     types = {"VARCHAR": StringType(), "NUMBER": LongType(), "VARIANT": VariantType()}

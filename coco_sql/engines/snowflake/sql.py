@@ -46,7 +46,7 @@ class SessionSql:
 def default_executor(session: Session) -> SqlExecutor:
     """`SessionSql` on an account; `LocalSql` (DuckDB) in Snowpark's local testing mode, which has no SQL."""
     if _local(session):
-        from coco_sql.store.snowpark_local import LocalSql
+        from coco_sql.engines.snowflake.local import LocalSql
 
         return LocalSql(session)
     return SessionSql(session)

@@ -9,7 +9,7 @@ call, and what it embeds the next run reads.
 DuckDB keeps a Python UDF in the database's catalog, shared by every connection to the file in this process, and
 a UDF of a closed connection stops working; a temporary macro belongs to its connection. So each connection
 registers the UDFs under names of its own (`coco_ai_<name>_py`, then `..._py_2`, with the procedures' suffix) and
-gets temporary macros with the bound names (`AI_CLASSIFY(a, b, c)`) that call them (`procedures.duckdb`).
+gets temporary macros with the bound names (`AI_CLASSIFY(a, b, c)`) that call them (`engines.duckdb.procedures`).
 
 The runtime is built, and the cache read, on the first AI call; entries a later run adds to the store are not
 read again by this connection (it computes them once more, and the answers are the same).
@@ -25,9 +25,9 @@ import duckdb
 from coco_sql.aifuncs.catalogue import bound_udfs
 from coco_sql.aifuncs.duckdb_udfs import implementations, register_udfs
 from coco_sql.aifuncs.functions import AiFunctions
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
-from coco_sql.store import DuckDBStore
 from coco_sql.store.shared_cache import load_cache, save_cache
 
 

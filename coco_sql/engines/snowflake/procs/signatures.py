@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from coco_sql.procedures import handlers as neutral
 
-_HANDLERS = "coco_sql.stored_procs.handlers"
+_HANDLERS = "coco_sql.engines.snowflake.procs.handlers"
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coco_sql.engines.duckdb.store import DuckDBStore
+from coco_sql.engines.snowflake.store import SnowparkStore
 from coco_sql.errors import StoreError
 from coco_sql.progress import Progress
-from coco_sql.store import DuckDBStore
-from coco_sql.store.snowpark_store import SnowparkStore
 
 RUN_TABLES = ("runs", "programs", "evaluations", "program_scores", "archive_entries", "ledger", "events",
               "ai_usage", "ai_calls", "agent_turns", "primitives", "primitive_trials")  # fmt: skip
