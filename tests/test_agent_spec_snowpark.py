@@ -3,7 +3,7 @@ procedure runs it, in Snowpark's local testing mode under the strict emulation o
 no socket, writes under /tmp, the session from the calling thread only: `snowpark_helpers.strict_session`).
 
 The spec's tools run as warehouse queries over the pack's tables staged in the session (local testing answers
-them in its locked-down in-process DuckDB, `store.snowpark_candidates.LocalQueries`), and every chat turn is one
+them in its locked-down in-process DuckDB, `engines.snowflake.candidates.LocalQueries`), and every chat turn is one
 ``SNOWFLAKE.CORTEX.COMPLETE`` through the procedure's session, answered by the scripted data agent of
 tests/agent_model.py (`agent_cortex.CortexDataAgent`): a question is answered right only when the spec carries
 the rule it needs, so a higher training score means the search put a rule into the spec.
@@ -27,6 +27,9 @@ from snowpark_helpers import plain, procedure_session, strict_session
 
 import coco_sql
 from coco_sql.aifuncs.functions import AiFunctions
+from coco_sql.engines.snowflake.candidates import WarehouseCandidates
+from coco_sql.engines.snowflake.store import SnowparkStore
+from coco_sql.engines.snowflake.strict import strict_procedures
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.agent_spec.spec import Parameter, Tool, parse
 from coco_sql.languages.agent_spec.tools import ToolBox
@@ -36,9 +39,6 @@ from coco_sql.languages.base import language_for
 from coco_sql.llm.providers.base import ToolCall
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
-from coco_sql.store.snowpark_candidates import WarehouseCandidates
-from coco_sql.store.snowpark_store import SnowparkStore
-from coco_sql.store.snowpark_strict import strict_procedures
 from coco_sql.tasks import load_task
 from tests.agent_cortex import MODEL, Killed, cortex_agent
 from tests.agent_model import DataAgentModel
