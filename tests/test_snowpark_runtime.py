@@ -25,7 +25,7 @@ from snowflake.snowpark.mock.exceptions import SnowparkLocalTestingException
 from snowpark_helpers import plain, procedure_session, strict_session, usage_totals
 
 from coco_sql import api
-from coco_sql.languages import sql_warehouse
+from coco_sql.languages.sql import warehouse as sql_warehouse
 from coco_sql.store import DuckDBStore
 from coco_sql.store.snowpark_store import SnowparkStore
 from coco_sql.store.snowpark_strict import strict_procedures
