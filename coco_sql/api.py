@@ -259,7 +259,7 @@ def export(
     task: Task | None = None,
     champion: str | None = None,
 ) -> Champion:
-    """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
+    """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql.export.forms`:
     sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
     instead of `input`: by default the table a registered task came from, else `input`. A Snowflake function's
     output column gets the task's contract type when the task is still there. With `max_cost` ('500 calls',
@@ -268,7 +268,7 @@ def export(
     `examples` ships them: the other forms create that table first, from the run's task pack (by its name, or
     `task`), which must be the pack the run evolved on; for Snowflake and dbt the rows travel as files
     (`Champion.files`). A form that runs in Snowflake says so at its top when the program's learned proxy was
-    fitted on another embedding model than Cortex's (`sql_export.proxy_note`). `champion` ('best' or
+    fitted on another embedding model than Cortex's (`languages.sql.export.forms.proxy_note`). `champion` ('best' or
     'cheapest_within_se') overrides the run's champion rule (`engine.champion`): 'best' exports the best
     validation score whatever it costs."""
     with _open(db, read_only=True) as store:
@@ -324,7 +324,7 @@ def check_deploy(
     run_id: int | None = None, *, db: Store, code: str | None = None, task: Task | None = None
 ) -> list[Any]:
     """Why a program would not run in Snowflake: every function, argument name and type it uses that Snowflake
-    does not have (the kind's `Exporter.check_deploy`, SQL: `languages.sql_deploy_check`); empty when it would. The program is `code`, written for `task` (its
+    does not have (the kind's `Exporter.check_deploy`, SQL: `languages.sql.export.deploy_check`); empty when it would. The program is `code`, written for `task` (its
     dialect, columns and AI functions), or else the champion of run `run_id` (default: the latest run)."""
     if code is not None:
         if task is None:

@@ -28,7 +28,7 @@ from coco_sql import api
 from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.engines.snowflake.store import SnowparkStore
 from coco_sql.engines.snowflake.strict import strict_procedures
-from coco_sql.languages import sql_warehouse
+from coco_sql.languages.sql import warehouse as sql_warehouse
 
 COMPARED = {
     "programs": ["program_id", "parent_id", "code", "cell", "approach", "valid", "error"],

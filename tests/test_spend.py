@@ -24,8 +24,9 @@ import coco_sql
 from coco_sql import api
 from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import ConfigError
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
 from coco_sql.llm.usage import ProviderCall, Usage
-from coco_sql.mutate import MutationRequest, OfflineMutator, Proposal
+from coco_sql.mutate import MutationRequest, Proposal
 from coco_sql.reflect.history import HistoryTools
 from coco_sql.store import AgentTurn, IterationBatch
 from coco_sql.store.rows import iteration_rows

@@ -39,8 +39,9 @@ from coco_sql.engine.stages.select import nothing_left
 from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import ConfigError
 from coco_sql.evaluate import SEARCH_SPLITS, Evaluator
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
 from coco_sql.llm.usage import ProviderCall, Usage
-from coco_sql.mutate import MutationRequest, OfflineMutator, Proposal
+from coco_sql.mutate import MutationRequest, Proposal
 from coco_sql.mutate.base import calls_models, declared_models
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.search import Elite, Population

@@ -81,7 +81,7 @@ class RunResult:
 class QueryEngine(Protocol):
     """One split's rows, queried read-only by the mutator (probes, draft tests in the engine, screening): the
     DuckDB sandbox, or a warehouse over the split's staged rows. Queries are DuckDB text; `dialect` is what the
-    engine runs (a warehouse translates them: `languages.sql_warehouse`). `run` raises EvaluationError."""
+    engine runs (a warehouse translates them: `languages.sql.warehouse`). `run` raises EvaluationError."""
 
     dialect: str
 

@@ -1,7 +1,7 @@
 """The AI functions on a `coco_sql.connect` connection, so an exported AI view runs where it was exported.
 
 The DuckDB export of an AI program is the query the run evaluated, its AI calls bound to UDFs of fixed arity with
-JSON arguments (`languages.sql_ai_export`). This installs those names on the connection, answered in this
+JSON arguments (`languages.sql.export.ai`). This installs those names on the connection, answered in this
 process by an `AiRuntime` (models from the environment, as `coco-sql eval`), reading the store's shared cache
 and writing what it adds back to it (`store.shared_cache`): a view over the rows a run embedded makes no model
 call, and what it embeds the next run reads.

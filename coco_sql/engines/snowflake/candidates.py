@@ -8,10 +8,10 @@ result.
 Two executors run the queries. On an account, `SessionQueries`: one statement on the session's connection,
 whose cursor reports the result's types with its rows (so a candidate costs its query and nothing else: no
 DESCRIBE). In Snowpark's local testing mode, which has no SQL, `LocalQueries`: the Snowflake SQL is turned into
-the DuckDB SQL the validator would make of it (`sqlcheck.snowflake_to_duckdb`, AI calls bound to coco-sql's
+the DuckDB SQL the validator would make of it (`languages.sql.check.snowflake_to_duckdb`, AI calls bound to coco-sql's
 UDFs) and runs in a locked-down in-memory DuckDB holding the staged tables (`sandbox.lockdown.LockedDuckDB`),
 in this process, with Cortex's functions answered by a stand-in over the embedded model. That stand-in is
-Cortex: what it spends is not coco-sql's accounting (the query's meter is, `languages.sql_meter`).
+Cortex: what it spends is not coco-sql's accounting (the query's meter is, `languages.sql.meter`).
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ class LocalQueries:
         return self._ai
 
     def __call__(self, sql: str, *, timeout_s: float) -> QueryRows:
-        from coco_sql.sqlcheck.ai_binding import bind_ai_calls
-        from coco_sql.sqlcheck.snowflake import snowflake_to_duckdb
+        from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
+        from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
 
         tree = sqlglot.parse_one(sql, read="snowflake")
         if not isinstance(tree, exp.Query):
