@@ -159,7 +159,7 @@ class SplitProbes:
             self._engine.drop_staged(staged)
 
     def _queries(self, *, stage: bool) -> Any:
-        from coco_sql.languages.sql_warehouse import WarehouseQueries
+        from coco_sql.languages.sql.warehouse import WarehouseQueries
 
         if stage and self._staged is None:
             self._staged = self._engine.stage_rows(self._split, stageable(self._rows))
