@@ -391,6 +391,8 @@ class KindPlugin:
     # program hard to review and costly per row; they belong in a small subset or a table); None: no warning
     warn_bytes: int | None = None
     dialects: bool = False  # programs are written in the task's dialect (task.toml `dialect`)
+    # each run leaves a trace per row (`RunResult.observations`): the coding agent is offered `get_row_trace`
+    row_traces: bool = False
 
 
 def language_for(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
