@@ -45,7 +45,7 @@ def tasks(which: str) -> dict[str, tuple[Any, dict[str, str]]]:
 
         import coco_sql
         from coco_sql import api
-        from coco_sql.store import DuckDBStore
+        from coco_sql.engines.duckdb.store import DuckDBStore
 
         con = coco_sql.connect(":memory:")
         con.execute(SHOP_SETUP)
@@ -76,9 +76,9 @@ def main() -> None:
     arguments = parser.parse_args()
     from snowflake.snowpark import Session
 
+    from coco_sql.engines.snowflake.candidates import WarehouseCandidates
     from coco_sql.languages.dbt.language import DbtLanguage
     from coco_sql.languages.dbt.warehouse import DbtWarehouseLanguage
-    from coco_sql.store.snowpark_candidates import WarehouseCandidates
 
     session = Session.builder.config("local_testing", True).create()
     print(f"load average {os.getloadavg()[0]:.1f} at the start")

@@ -28,12 +28,12 @@ from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
 from coco_sql.options import RUN_OPTIONS, TASK_OPTIONS, as_object
-from coco_sql.plugins import kind
+from coco_sql.plugins import kind, open_store
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
 from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
-from coco_sql.store import DuckDBStore, Warehouse
+from coco_sql.store import Warehouse
 from coco_sql.store.inputs import checked_source
 from coco_sql.store.shared_cache import load_cache, save_cache
 from coco_sql.tasks import TaskPack, load_task
@@ -105,10 +105,14 @@ def evolve(
     """Start a new run of `task` in `db` and run it to its budget (or its target, or its `max_spend`: then the
     summary's `stopped` says so and the run can be resumed). `options` are RunConfig keys (seed, policy,
     mutator, mutator_settings, islands, targeting, admission, history, target, max_spend, prices, max_cost,
-    ...); an unknown key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones
-    (tests, extensions)."""
-    config = RunConfig.from_dict({**as_object(options, "the run options"), "budget": budget})
+    ...; an option `options` does not set may come from the task pack's `[run]` table); an unknown key is a
+    ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests, extensions)."""
+    given = {**as_object(options, "the run options"), "budget": budget}
+    RunConfig.from_dict(given)  # a bad option is one line before the task is even read
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
+    config = RunConfig.from_dict(
+        {**pack.run_defaults, **given}
+    )  # the pack's [run] table, under what was given
     for (
         model
     ) in config.model_names():  # the mutator's models have endpoints: checked before anything is written
@@ -280,7 +284,7 @@ def export(
     task: Task | None = None,
     champion: str | None = None,
 ) -> Champion:
-    """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
+    """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql.export.forms`:
     sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
     instead of `input`: by default the table a registered task came from, else `input`. A Snowflake function's
     output column gets the task's contract type when the task is still there. With `max_cost` ('500 calls',
@@ -289,7 +293,7 @@ def export(
     `examples` ships them: the other forms create that table first, from the run's task pack (by its name, or
     `task`), which must be the pack the run evolved on; for Snowflake and dbt the rows travel as files
     (`Champion.files`). A form that runs in Snowflake says so at its top when the program's learned proxy was
-    fitted on another embedding model than Cortex's (`sql_export.proxy_note`). `champion` ('best' or
+    fitted on another embedding model than Cortex's (`languages.sql.export.forms.proxy_note`). `champion` ('best' or
     'cheapest_within_se') overrides the run's champion rule (`engine.champion`): 'best' exports the best
     validation score whatever it costs."""
     with _open(db, read_only=True) as store:
@@ -345,7 +349,7 @@ def check_deploy(
     run_id: int | None = None, *, db: Store, code: str | None = None, task: Task | None = None
 ) -> list[Any]:
     """Why a program would not run in Snowflake: every function, argument name and type it uses that Snowflake
-    does not have (the kind's `Exporter.check_deploy`, SQL: `languages.sql_deploy_check`); empty when it would. The program is `code`, written for `task` (its
+    does not have (the kind's `Exporter.check_deploy`, SQL: `languages.sql.export.deploy_check`); empty when it would. The program is `code`, written for `task` (its
     dialect, columns and AI functions), or else the champion of run `run_id` (default: the latest run)."""
     if code is not None:
         if task is None:
@@ -476,7 +480,7 @@ def _resolve_task(task: Task, db: Store) -> TaskPack:
 @contextlib.contextmanager
 def _open(db: Store, *, read_only: bool = False) -> Iterator[Warehouse]:
     if isinstance(db, str | Path):
-        with DuckDBStore(db, read_only=read_only) as store:
+        with contextlib.closing(open_store(db, read_only=read_only)) as store:
             yield store
     else:
         yield db

@@ -362,6 +362,10 @@ RUN_OPTIONS = OptionTable(
     ),
 )  # fmt: skip
 
+PACK_RUN_OPTIONS = ("islands", "policy", "targeting", "admission", "minibatch", "primitives", "primitive_k")
+"""The run options a task pack may recommend in its `[run]` table (`tasks.loader`): how a run searches, never
+its seed, budget or spend, which are the user's."""
+
 AI_OPTIONS = OptionTable(
     "coco_evolve's model choices (not stored with the run)",
     (

@@ -23,10 +23,10 @@ from dbt_cases import SHOP_OPTIONS, SHOP_SEED, SHOP_SETUP
 
 import coco_sql
 from coco_sql import api
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.languages.dbt.registered import key_text
 from coco_sql.languages.dbt.task import row_json
 from coco_sql.options import DBT_TASK_OPTIONS
-from coco_sql.store import DuckDBStore
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

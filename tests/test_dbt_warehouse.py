@@ -29,14 +29,14 @@ from snowpark_helpers import plain, strict_session
 
 import coco_sql
 from coco_sql import api
+from coco_sql.engines.duckdb.store import DuckDBStore
+from coco_sql.engines.snowflake.candidates import WarehouseCandidates
+from coco_sql.engines.snowflake.store import SnowparkStore
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import RunResult
 from coco_sql.languages.dbt.compiled import Relation, model_query
 from coco_sql.languages.dbt.validate import validate_project
 from coco_sql.languages.dbt.warehouse import DbtWarehouseLanguage
-from coco_sql.store import DuckDBStore
-from coco_sql.store.snowpark_candidates import WarehouseCandidates
-from coco_sql.store.snowpark_store import SnowparkStore
 
 
 class Watched:

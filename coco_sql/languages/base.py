@@ -82,7 +82,7 @@ class RunResult:
 class QueryEngine(Protocol):
     """One split's rows, queried read-only by the mutator (probes, draft tests in the engine, screening): the
     DuckDB sandbox, or a warehouse over the split's staged rows. Queries are DuckDB text; `dialect` is what the
-    engine runs (a warehouse translates them: `languages.sql_warehouse`). `run` raises EvaluationError."""
+    engine runs (a warehouse translates them: `languages.sql.warehouse`). `run` raises EvaluationError."""
 
     dialect: str
 
@@ -410,6 +410,8 @@ class KindPlugin:
     # program hard to review and costly per row; they belong in a small subset or a table); None: no warning
     warn_bytes: int | None = None
     dialects: bool = False  # programs are written in the task's dialect (task.toml `dialect`)
+    # each run leaves a trace per row (`RunResult.observations`): the coding agent is offered `get_row_trace`
+    row_traces: bool = False
 
 
 def language_for(task: TaskPack, engine: CandidateEngine | None = None) -> Language:

@@ -1,7 +1,7 @@
 """The warehouse interface. The loop, the CLI and the reflection tools talk to this protocol only.
 
-Implementations hold every piece of raw SQL (``DuckDBStore`` now, a Snowpark store later). Engine differences
-stay inside them, so the loop never branches on the engine.
+Implementations hold every piece of raw SQL (``engines.duckdb.store.DuckDBStore``, ``engines.snowflake.store.
+SnowparkStore``). Engine differences stay inside them, so the loop never branches on the engine.
 """
 
 from __future__ import annotations

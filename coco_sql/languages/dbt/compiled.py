@@ -5,10 +5,11 @@ dialect, every ``ref()`` / ``source()`` a placeholder relation), parsed with sql
 its placeholders replaced by the warehouse tables they stand for (a source: the split's staged rows; a ref: the
 table the upstream model was materialised as), aliased by the name dbt's relation would have had (so
 ``orders.id`` still resolves), and written in the engine's dialect. Quoted plain identifiers are unquoted, as
-for the SQL kind's probes (`sql_warehouse.WarehouseQueries`): DuckDB reads ``"id"`` as ``id``, Snowflake would
-not. The query's AI calls are Cortex's own and metered in the query itself (`sql_meter`): a model that calls
-one is materialised with its bill's columns, which are read once and then kept out of every reader's sight
-(downstream models, tests and the targets read the model's own columns only).
+for the SQL kind's probes (`languages.sql.warehouse.WarehouseQueries`): DuckDB reads ``"id"`` as ``id``,
+Snowflake would not. The query's AI calls are Cortex's own and metered in the query itself
+(`languages.sql.meter`): a model that calls one is materialised with its bill's columns, which are read once and
+then kept out of every reader's sight (downstream models, tests and the targets read the model's own columns
+only).
 
 Models run in dependency order, the targets and everything upstream of them (dbt's ``--select +target``), each
 materialised as a temporary table (`CandidateEngine.create_table`) whatever its `materialized`: the rows are
@@ -29,15 +30,16 @@ from typing import Any
 import pandas as pd
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
-from coco_sql.errors import EvaluationError, EvaluationTimeout
+from coco_sql.errors import CandidateRejected, EvaluationError, EvaluationTimeout
 from coco_sql.languages.dbt.runner import DbtRunResult
 from coco_sql.languages.dbt.validate import ValidatedModel, ValidatedProject
-from coco_sql.languages.sql_meter import meter
+from coco_sql.languages.sql.check.rejection import one_line
+from coco_sql.languages.sql.check.snowflake import rewrite_named_arguments
+from coco_sql.languages.sql.check.validator import parse_statement
+from coco_sql.languages.sql.meter import meter
 from coco_sql.llm.usage import Usage
-from coco_sql.sqlcheck.rejection import one_line
-from coco_sql.sqlcheck.snowflake import rewrite_named_arguments
-from coco_sql.sqlcheck.validator import parse_statement
 from coco_sql.store.base import CandidateEngine
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -163,7 +165,7 @@ def _build(engine: CandidateEngine, project: ValidatedProject, run: ProjectRun, 
             run.relations[name], billed = _materialise(engine, sql, deadline)
         except EvaluationTimeout:
             raise
-        except EvaluationError as error:
+        except (EvaluationError, CandidateRejected, SqlglotError) as error:  # the model's failure, as dbt's
             run.errors[name] = one_line(f"error: {model.path}: {error}")
             continue
         if billed is not None:

@@ -1,6 +1,6 @@
 """dbt projects on a warehouse that runs candidates itself (Snowflake: `Warehouse.candidate_engine()`), as
 warehouse queries, without a dbt process: what a stored procedure can run (it may not start a process, so the
-dbt sandbox of `sandbox` cannot run there; `store.snowpark_strict` enforces that in tests).
+dbt sandbox of `sandbox` cannot run there; `engines.snowflake.strict` enforces that in tests).
 
 **Compiled SQL, not ``EXECUTE DBT PROJECT``.** Snowflake runs dbt natively ("dbt Projects on Snowflake"), but
 what ``EXECUTE DBT PROJECT`` executes is a DBT PROJECT object (a schema-level object holding versioned project
@@ -49,7 +49,7 @@ from coco_sql.store.base import CandidateEngine
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
-    from coco_sql.languages.sql_warehouse import WarehouseQueries
+    from coco_sql.languages.sql.warehouse import WarehouseQueries
     from coco_sql.tasks import Split, TaskPack
 
 _VALIDATED_KEPT = 256
@@ -129,7 +129,7 @@ class WarehouseDbtRunner:
     def probe_sandbox(self) -> WarehouseQueries:
         """Probes over the split's instance ids as `input`, on the warehouse (no DuckDB worker process)."""
         if self._probes is None:
-            from coco_sql.languages.sql_warehouse import WarehouseQueries
+            from coco_sql.languages.sql.warehouse import WarehouseQueries
 
             ids = pd.DataFrame({"id": sorted(self.ids)})
             self._probe_table = self.language.engine.stage_rows(f"{self.split_name}_ids", ids)
