@@ -6,8 +6,9 @@ real DuckDB store through the SQL procedures:
 - each bad input is one line and writes nothing: an expected table without its key, a source that writes or
   reads a file or is not named 'source.table', a seed whose model refs a missing model, reads a file or does not
   compile, YAML that does not parse, bad options;
-- `coco_help('coco_task dbt')` and the README print `options.DBT_TASK_OPTIONS`;
-- (slow, real dbt) `coco_evolve` repairs the seed and `coco_resume` continues the run from the stored rows.
+- `coco_help('coco_task dbt')` and the README print `options.DBT_TASK_OPTIONS`.
+
+`coco_evolve` and `coco_resume` on such a task, on DuckDB with dbt and in stored procedures: tests/test_dbt_warehouse.py.
 """
 
 from __future__ import annotations
@@ -194,24 +195,3 @@ def test_the_dbt_options_are_printed_by_coco_help_and_the_readme(con) -> None:
         for line in table.splitlines()[2:]
     ]
     assert cells == [[r[k] for k in ("name", "type", "range", "default", "example", "doc")] for r in rows]
-
-
-@pytest.mark.slow
-def test_coco_evolve_repairs_the_seed_and_coco_resume_continues_from_the_stored_rows(tmp_path: Path) -> None:
-    """Real dbt in the sandbox (~2-3 min on a loaded 2-core machine). The registered task is read back from its
-    rows by the resume, in a new connection."""
-    pytest.importorskip("dbt.adapters.duckdb", reason="dbt is not installed: pip install 'coco-sql[dbt]'")
-    db = tmp_path / "runs.duckdb"
-    con = coco_sql.connect(db)
-    con.execute(SHOP_SETUP)
-    register(con, SHOP_OPTIONS)
-    first = con.execute("FROM coco_evolve('shop', 1, {'seed': 1})").df().iloc[0]
-    assert first.iterations == 1 and first.champion_val_score > first.seed_val_score
-    con.execute("DROP TABLE orders")  # the run reads the rows registered, not the table
-    con.close()
-    con = coco_sql.connect(db)
-    summary = con.execute("FROM coco_resume(1, 2)").df().iloc[0]
-    assert summary.iterations == 2 and summary.seed_val_score < 0.5
-    assert summary.champion_val_score == 1.0 and summary.champion_test_score == 1.0
-    code = con.execute("SELECT code FROM programs WHERE program_id = ?", [summary.champion_id]).fetchone()[0]
-    assert "amount_cents / 100" in code and "left join" in code

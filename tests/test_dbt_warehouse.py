@@ -306,9 +306,11 @@ def _rows(frame: pd.DataFrame, columns: list[str]) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # two whole runs; the one with dbt took 250-390 s at a load average of 10-17
 def test_coco_task_and_coco_evolve_in_a_stored_procedure_equal_the_run_on_duckdb(tmp_path: Path) -> None:
     """The same calls from SQL on DuckDB (dbt in its sandbox) and as stored procedures in local testing, under
-    Snowflake's limits: the warehouse path starts no process. A resume reads the task back from its rows."""
+    Snowflake's limits: the warehouse path starts no process. Each resume reads the task back from its rows (on
+    DuckDB in a new connection, after the source table is gone)."""
     pytest.importorskip("dbt.adapters.duckdb", reason="dbt is not installed: pip install 'coco-sql[dbt]'")
     db = tmp_path / "local.duckdb"
     con = coco_sql.connect(db)
@@ -316,9 +318,15 @@ def test_coco_task_and_coco_evolve_in_a_stored_procedure_equal_the_run_on_duckdb
     con.execute("CALL coco_task('shop', NULL, ?::JSON)", [json.dumps(SHOP_OPTIONS)]).fetchall()
     clock = time.perf_counter()
     con.execute("FROM coco_evolve('shop', 1, {'seed': 1})").fetchall()
+    con.execute("DROP TABLE orders")  # the run reads the rows registered, not the table
+    con.close()
+    con = coco_sql.connect(db)
     local = con.execute("FROM coco_resume(1, 2)").df().iloc[0]
     local_s = time.perf_counter() - clock
+    champion = con.execute("SELECT code FROM programs WHERE program_id = ?", [local.champion_id]).fetchone()
     con.close()
+    flat = " ".join(champion[0].lower().split())
+    assert ") / 100.0 as amount" in flat and "left join" in flat  # the two planted defects, repaired
     with strict_session(shop_frames()) as (session, limits):
         (row,) = session.call("coco_task", "shop", None, SHOP_OPTIONS).collect()
         assert (row["TASK"], row["ROWS"], row["TRAIN"], row["VAL"], row["TEST"]) == ("shop", 44, 24, 16, 12)
