@@ -23,11 +23,11 @@ from typing import Any
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages.base import ExportRequest, Language, language_for
+from coco_sql.languages.base import ExportRequest, Language, TaskRegistrar, language_for
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
-from coco_sql.options import RUN_OPTIONS, as_object
+from coco_sql.options import RUN_OPTIONS, TASK_OPTIONS, as_object
 from coco_sql.plugins import kind, open_store
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
@@ -36,7 +36,8 @@ from coco_sql.search import ParentPolicy
 from coco_sql.store import Warehouse
 from coco_sql.store.inputs import checked_source
 from coco_sql.store.shared_cache import load_cache, save_cache
-from coco_sql.tasks import TaskPack, list_tasks, load_task
+from coco_sql.tasks import TaskPack, load_task
+from coco_sql.tasks.catalog import default_search_paths, discover
 from coco_sql.tasks.from_rows import check_options, task_from_rows
 
 Store = str | Path | Warehouse
@@ -193,12 +194,22 @@ def evaluate(
     )
 
 
-def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Store) -> dict[str, Any]:
+def register_task(name: str, source: str | None, options: Mapping[str, Any], *, db: Store) -> dict[str, Any]:
     """Register task `name` over the rows of `source` (a table name or a query in `db`), checked like a pack and
     stored with its rows (`tasks`, `task_rows`). Returns its name, rows and split sizes. Nothing is written, on
     disk or in tables, when the name, the source, the options or the rows are wrong: the name and options are
     checked first (`tasks.from_rows.check_options`), and the source must be one read-only query
-    (`store.inputs.checked_source`) before it runs."""
+    (`store.inputs.checked_source`) before it runs. Option `kind` names a kind with a registrar of its own
+    (dbt: several tables, named in its options; `source` is None): that kind checks, reads and stores."""
+    registrar = _registrar(name, options)
+    if registrar is not None:
+        checked = registrar.check(name, source, options)
+        if isinstance(db, str | Path):  # a Warehouse checks each query itself, in its own dialect
+            for text in registrar.queries(checked):
+                checked_source(text, "duckdb")
+        _not_a_pack(name)
+        with _open(db) as store:
+            return registrar.register(name, checked, store)
     options = check_options(name, options)
     test_source = options.get("test_source")
     for text in (source, test_source) if test_source is not None else (source,):
@@ -206,8 +217,7 @@ def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Sto
             checked_source(text, "duckdb")
         elif not isinstance(text, str):
             raise TaskError(f"task {name!r}: the source is a table name or one SELECT query (got {text!r})")
-    if name in {info.name for info in list_tasks()}:
-        raise TaskError(f"task {name!r} is already a task pack on disk; register the rows under another name")
+    _not_a_pack(name)
     with _open(db) as store:
         rows, types = store.read_source(source)
         test_rows = store.read_source(test_source)[0] if test_source is not None else None
@@ -218,6 +228,21 @@ def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Sto
             raise TaskError(f"task {name!r}: option 'seed_program' is rejected: {rejection}") from None
         store.register_task(name, source, options, types, rows, test_rows)
     return {"task": name, "rows": len(rows), **{s: len(pack.split(s)) for s in ("train", "val", "test")}}
+
+
+def _registrar(name: object, options: object) -> TaskRegistrar | None:
+    """The registrar of the kind option `kind` names (None: a SQL task, `tasks.from_rows`)."""
+    given = options.get("kind") if isinstance(options, Mapping) else None
+    if given is None:
+        return None
+    chosen = TASK_OPTIONS["kind"].check(given, error=TaskError, prefix=f"task {name!r}: ")
+    return kind(chosen).registrar
+
+
+def _not_a_pack(name: str) -> None:
+    """A pack's name means that pack: found by the catalog, without loading every pack (3-4 s)."""
+    if name in discover(default_search_paths()):
+        raise TaskError(f"task {name!r} is already a task pack on disk; register the rows under another name")
 
 
 def status(*, db: Store) -> list[dict[str, Any]]:
@@ -393,6 +418,9 @@ def _task(task: Task, store: Warehouse | None = None) -> TaskPack:
         registered = store.registered_task(task) if store is not None and isinstance(task, str) else None
         if registered is None:
             raise
+    registrar = _registrar(task, registered.options)
+    if registrar is not None:
+        return registrar.load(str(task), registered)
     return task_from_rows(
         str(task),
         registered.source,

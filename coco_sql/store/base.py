@@ -56,6 +56,11 @@ class CandidateEngine(Protocol):
         EvaluationTimeout past the deadline."""
         ...
 
+    def create_table(self, sql: str, deadline_s: float) -> str:
+        """A temporary table holding the rows of one read-only query in the engine's dialect (a dbt model's
+        materialisation); its name, dropped by `drop_staged`. Fails as `query` does."""
+        ...
+
     def run_python(self, source: str, staged: str, deadline_s: float) -> list[tuple[str, str | None]]:
         """(id, JSON answer) of a temporary Python UDF with code `source` over a staged table (ID, INSTANCE)."""
         ...

@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from coco_sql.llm.routing import AiConfig
 
 PYTHON_PACKAGES = ("numpy",)  # what a Python program's UDF may import besides the standard library
-_JSON_TYPES = frozenset({"ARRAY", "VECTOR"})  # returned as JSON text; read as lists (DuckDB's LIST)
+_JSON_TYPES = frozenset({"ARRAY", "VECTOR"})
+_INTEGERS = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                       "UBIGINT", "UHUGEINT"})  # fmt: skip  # returned as JSON text; read as lists (DuckDB's LIST)
 
 
 class CandidateSql(Protocol):
@@ -112,6 +114,15 @@ class LocalQueries:
         columns = tuple(c.lower() if c.isupper() else c for c in result.columns)
         return QueryRows(columns, result.rows, result.types)
 
+    def create_table(self, name: str, sql: str, *, timeout_s: float) -> None:
+        """Local testing runs no DDL: the query runs here, and its rows become a temporary table of the session,
+        typed from DuckDB's types (`local_schema`)."""
+        found = self(sql, timeout_s=timeout_s)
+        schema = local_schema([c.upper() for c in found.columns], found.types)
+        self._session.create_dataframe([list(r) for r in found.rows], schema=schema).write.save_as_table(
+            name, mode="overwrite", table_type="temporary"
+        )
+
     def forget(self, name: str) -> None:
         """A staged table is gone: the next query rebuilds the database without it."""
         if self._tables.pop(name.upper(), None) is not None and self._database is not None:
@@ -175,6 +186,22 @@ class WarehouseCandidates:
             raise
         except Exception as error:  # the engine's own error type differs between executors
             raise EvaluationError(_first_line(error)) from None
+
+    def create_table(self, sql: str, deadline_s: float) -> str:
+        """`CREATE TEMPORARY TABLE ... AS` the query on an account; in local testing, the query's rows saved as a
+        temporary table through Snowpark (`LocalQueries.create_table`)."""
+        name = f"COCO_MODEL_{uuid.uuid4().hex[:12].upper()}"
+        local = getattr(self._queries, "create_table", None)
+        try:
+            if local is not None:
+                local(name, sql, timeout_s=deadline_s)
+            else:
+                self._queries(f"CREATE TEMPORARY TABLE {name} AS {sql}", timeout_s=deadline_s)
+        except EvaluationError:
+            raise
+        except Exception as error:  # the engine's own error type differs between executors
+            raise EvaluationError(_first_line(error)) from None
+        return name
 
     def run_python(self, source: str, staged: str, deadline_s: float) -> list[tuple[str, str | None]]:
         """(id, the UDF's JSON answer) for every row of `staged` (columns ID, INSTANCE), from a temporary Python
@@ -240,6 +267,32 @@ class WarehouseCandidates:
 def default_queries(session: Session) -> CandidateSql:
     """`SessionQueries` on an account; `LocalQueries` in local testing, which has no SQL."""
     return LocalQueries(session) if _local(session) else SessionQueries(session)
+
+
+def local_schema(columns: list[str], types: tuple[str, ...]) -> Any:
+    """A Snowpark schema for rows DuckDB typed (local testing): numbers, text, booleans, dates and timestamps as
+    such, lists as ARRAY, anything else as VARIANT."""
+    from snowflake.snowpark import types as t
+
+    fields = []
+    for column, kind in zip(columns, types, strict=True):
+        upper = kind.upper()
+        decimal = upper.startswith("DECIMAL(") and upper.rstrip(")").split("(")[1].split(",")
+        if decimal:
+            datatype: Any = t.DecimalType(int(decimal[0]), int(decimal[1]))
+        elif upper.endswith("]"):
+            datatype = t.ArrayType()
+        elif upper.startswith("TIMESTAMP"):  # TIMESTAMP, _S, _MS, _NS, WITH TIME ZONE
+            zoned = "TIME ZONE" in upper or upper.endswith("TZ")
+            datatype = t.TimestampType(t.TimestampTimeZone.TZ if zoned else t.TimestampTimeZone.NTZ)
+        else:
+            datatype = {"BOOLEAN": t.BooleanType(), "DOUBLE": t.DoubleType(), "FLOAT": t.DoubleType(),
+                        "REAL": t.DoubleType(), "VARCHAR": t.StringType(), "DATE": t.DateType(),
+                        "TIME": t.TimeType()}.get(upper)  # fmt: skip
+            if datatype is None:
+                datatype = t.LongType() if upper in _INTEGERS else t.VariantType()
+        fields.append(t.StructField(column, datatype, nullable=True))
+    return t.StructType(fields)
 
 
 def _local(session: Session) -> bool:

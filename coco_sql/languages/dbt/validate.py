@@ -99,6 +99,8 @@ class ValidatedModel:
     refs: tuple[str, ...]
     sources: tuple[tuple[str, str], ...]
     columns: tuple[str, ...] | None  # None when the sources' columns were not given
+    # the model as rendered, in the task's dialect with placeholder relations (what a warehouse runs: `compiled`)
+    rendered: RenderedModel | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ def validate_project(program: DbtProject | str, spec: DbtSpec | None = None) -> 
             refs=tuple(dict.fromkeys(model.refs.values())),
             sources=tuple(dict.fromkeys(model.sources.values())),
             columns=model_columns,
+            rendered=model,
         )
     _check_targets(models, spec)
     return ValidatedProject(project, properties, MappingProxyType({n: models[n] for n in sorted(models)}))
