@@ -13,7 +13,7 @@ rows. Per pack, beside the runs:
 - the nearest centroid on the same embeddings and rows: each label's mean unit vector over the training rows,
   a row's labels those with softmax(cos / T) >= ratio * the top one (T and ratio picked on the validation rows);
 - per pack: the champions' median test score and deploy tokens against the probe's and the centroid's test
-  scores, and how many champions hold the centroid head (`mutate.centroid_head`) as a part or alone.
+  scores, and how many champions hold the centroid head (`languages.sql.mutate.centroid_head`) as a part or alone.
 
     python bench/bench_ai_champions.py --budget 30 --seeds 1,2,3,4,5
     python bench/bench_ai_champions.py --packs hotpotqa_type --budget 3 --seeds 1   # a smoke run
@@ -47,7 +47,7 @@ def text_packs() -> list[str]:
 
 def head_of(code: str, dialect: str) -> str:
     """Whether a program's proxy holds the centroid head: 'alone', 'part' or 'none'."""
-    from coco_sql.mutate.proxy_edits import written_genes, written_proxy
+    from coco_sql.languages.sql.mutate.proxy_edits import written_genes, written_proxy
 
     proxy = written_proxy(code, dialect)
     genes = written_genes(proxy) if proxy is not None else None
@@ -80,8 +80,8 @@ def with_timeout(name: str, seconds: float, root: Path) -> str:
 
 def run_one(pack_name: str, seed: int, budget: int, settings: dict[str, Any]) -> dict[str, Any]:
     from coco_sql import api
+    from coco_sql.engines.duckdb.store import DuckDBStore
     from coco_sql.report import read_models
-    from coco_sql.store import DuckDBStore
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, DuckDBStore(Path(tmp) / "bench.duckdb") as store:
@@ -116,7 +116,7 @@ def all_examples_program(pack: Any) -> str:
     and the row's labels, as the offline mutator writes them)."""
     import sqlglot
 
-    from coco_sql.mutate.ai_edits import ClassifySpec, classify_calls, read_spec, set_spec
+    from coco_sql.languages.sql.mutate.ai_edits import ClassifySpec, classify_calls, read_spec, set_spec
 
     train = pack.split("train")
     column = next(iter(pack.input_columns))

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_loop_overhead import populate
 
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.reflect.history import HistoryTools
-from coco_sql.store import DuckDBStore
 
 TARGET_MS = 50.0
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import duckdb
 
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig
-from coco_sql.store import DuckDBStore, RunRecord
+from coco_sql.engines.duckdb.store import DuckDBStore
+from coco_sql.store import RunRecord
 from coco_sql.tasks import load_task
 
 

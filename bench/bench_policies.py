@@ -34,7 +34,7 @@ ARMS: dict[str, dict[str, Any]] = {
 
 def run_one(task_name: str, arm: str, seed: int, budget: int, target: float) -> dict[str, Any]:
     from coco_sql import api
-    from coco_sql.store import DuckDBStore
+    from coco_sql.engines.duckdb.store import DuckDBStore
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, DuckDBStore(Path(tmp) / "bench.duckdb") as store:

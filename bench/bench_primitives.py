@@ -30,7 +30,7 @@ GROUP BY ALL ORDER BY n
 
 def run_one(task: str, primitives: bool, seed: int, budget: int) -> dict[str, Any]:
     from coco_sql import api
-    from coco_sql.store import DuckDBStore
+    from coco_sql.engines.duckdb.store import DuckDBStore
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, DuckDBStore(Path(tmp) / "bench.duckdb") as store:

@@ -1,7 +1,7 @@
 """Statements a Snowflake run sends per iteration, counted in Snowpark's local testing mode (issue 27, item 4).
 
 A run of the signals task (80 rows, the offline mutator, seed 1) through a `SnowparkStore` whose session, executor
-and writer are counted by `store.snowpark_counting.StatementCounter` (what each Snowpark call sends to an account;
+and writer are counted by `engines.snowflake.counting.StatementCounter` (what each Snowpark call sends to an account;
 the module says what is and is not counted). Prints what opening a store costs (once per CALL: the procedures
 open one each), what `recover` costs a resume, then per iteration the statements of the store's writes
 (`write_iteration`), of the candidate programs (the runtime: staged splits and candidate queries) and of the
@@ -35,9 +35,9 @@ import duckdb
 from snowflake.snowpark import Session
 
 from coco_sql import api
-from coco_sql.store import snowpark_store
-from coco_sql.store.snowpark_counting import StatementCounter
-from coco_sql.store.snowpark_local import LocalSql
+from coco_sql.engines.snowflake import store as snowpark_store
+from coco_sql.engines.snowflake.counting import StatementCounter
+from coco_sql.engines.snowflake.local import LocalSql
 from tests.test_snowpark import OPTIONS, SIGNALS_SQL
 
 PHASES = ("write", "candidates", "read")
@@ -56,9 +56,9 @@ def counted_store(session: Session) -> tuple[StatementCounter, Any]:
     """A store on `session` whose statements are counted (phase `open` while it opens). Works on the store
     before issue 27 too (no writer, tables created by the store itself), so that both are measured alike."""
     tables = importlib.util.find_spec(
-        "coco_sql.store.snowpark_sql"
+        "coco_sql.engines.snowflake.sql"
     )  # where `create_tables` lives since issue 28
-    creates = importlib.import_module("coco_sql.store.snowpark_sql") if tables else snowpark_store
+    creates = importlib.import_module("coco_sql.engines.snowflake.sql") if tables else snowpark_store
     if hasattr(creates, "create_tables"):  # deployed once (before issue 27: by every store it opened)
         creates.create_tables(session)
     counter = StatementCounter(session)

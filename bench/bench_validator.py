@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coco_sql.sqlcheck import ValidationSpec, validate_candidate
+from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 
 KEYWORDS = [
     "refund",

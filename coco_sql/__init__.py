@@ -13,6 +13,6 @@ __version__ = "0.1.0"
 
 def connect(path: str = ":memory:") -> Any:
     """A DuckDB connection to `path` with coco-sql's tables and procedures installed (see coco_sql.procedures)."""
-    from coco_sql.procedures import connect as connect_duckdb
+    from coco_sql.engines.duckdb.procedures import connect as connect_duckdb
 
     return connect_duckdb(path)

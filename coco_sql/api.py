@@ -23,20 +23,21 @@ from typing import Any
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages.base import ExportRequest, Language, language_for
+from coco_sql.languages.base import ExportRequest, Language, TaskRegistrar, language_for
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
-from coco_sql.options import RUN_OPTIONS, as_object
-from coco_sql.plugins import kind
+from coco_sql.options import RUN_OPTIONS, TASK_OPTIONS, as_object
+from coco_sql.plugins import kind, open_store
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
 from coco_sql.report.read_models import Champion, CostReport
 from coco_sql.search import ParentPolicy
-from coco_sql.store import DuckDBStore, Warehouse
+from coco_sql.store import Warehouse
 from coco_sql.store.inputs import checked_source
 from coco_sql.store.shared_cache import load_cache, save_cache
-from coco_sql.tasks import TaskPack, list_tasks, load_task
+from coco_sql.tasks import TaskPack, load_task
+from coco_sql.tasks.catalog import default_search_paths, discover
 from coco_sql.tasks.from_rows import check_options, task_from_rows
 
 Store = str | Path | Warehouse
@@ -104,10 +105,14 @@ def evolve(
     """Start a new run of `task` in `db` and run it to its budget (or its target, or its `max_spend`: then the
     summary's `stopped` says so and the run can be resumed). `options` are RunConfig keys (seed, policy,
     mutator, mutator_settings, islands, targeting, admission, history, target, max_spend, prices, max_cost,
-    ...); an unknown key is a ConfigError. `language`, `mutator` and `policy` replace the registered ones
-    (tests, extensions)."""
-    config = RunConfig.from_dict({**as_object(options, "the run options"), "budget": budget})
+    ...; an option `options` does not set may come from the task pack's `[run]` table); an unknown key is a
+    ConfigError. `language`, `mutator` and `policy` replace the registered ones (tests, extensions)."""
+    given = {**as_object(options, "the run options"), "budget": budget}
+    RunConfig.from_dict(given)  # a bad option is one line before the task is even read
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
+    config = RunConfig.from_dict(
+        {**pack.run_defaults, **given}
+    )  # the pack's [run] table, under what was given
     for (
         model
     ) in config.model_names():  # the mutator's models have endpoints: checked before anything is written
@@ -189,12 +194,22 @@ def evaluate(
     )
 
 
-def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Store) -> dict[str, Any]:
+def register_task(name: str, source: str | None, options: Mapping[str, Any], *, db: Store) -> dict[str, Any]:
     """Register task `name` over the rows of `source` (a table name or a query in `db`), checked like a pack and
     stored with its rows (`tasks`, `task_rows`). Returns its name, rows and split sizes. Nothing is written, on
     disk or in tables, when the name, the source, the options or the rows are wrong: the name and options are
     checked first (`tasks.from_rows.check_options`), and the source must be one read-only query
-    (`store.inputs.checked_source`) before it runs."""
+    (`store.inputs.checked_source`) before it runs. Option `kind` names a kind with a registrar of its own
+    (dbt: several tables, named in its options; `source` is None): that kind checks, reads and stores."""
+    registrar = _registrar(name, options)
+    if registrar is not None:
+        checked = registrar.check(name, source, options)
+        if isinstance(db, str | Path):  # a Warehouse checks each query itself, in its own dialect
+            for text in registrar.queries(checked):
+                checked_source(text, "duckdb")
+        _not_a_pack(name)
+        with _open(db) as store:
+            return registrar.register(name, checked, store)
     options = check_options(name, options)
     test_source = options.get("test_source")
     for text in (source, test_source) if test_source is not None else (source,):
@@ -202,8 +217,7 @@ def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Sto
             checked_source(text, "duckdb")
         elif not isinstance(text, str):
             raise TaskError(f"task {name!r}: the source is a table name or one SELECT query (got {text!r})")
-    if name in {info.name for info in list_tasks()}:
-        raise TaskError(f"task {name!r} is already a task pack on disk; register the rows under another name")
+    _not_a_pack(name)
     with _open(db) as store:
         rows, types = store.read_source(source)
         test_rows = store.read_source(test_source)[0] if test_source is not None else None
@@ -214,6 +228,21 @@ def register_task(name: str, source: str, options: Mapping[str, Any], *, db: Sto
             raise TaskError(f"task {name!r}: option 'seed_program' is rejected: {rejection}") from None
         store.register_task(name, source, options, types, rows, test_rows)
     return {"task": name, "rows": len(rows), **{s: len(pack.split(s)) for s in ("train", "val", "test")}}
+
+
+def _registrar(name: object, options: object) -> TaskRegistrar | None:
+    """The registrar of the kind option `kind` names (None: a SQL task, `tasks.from_rows`)."""
+    given = options.get("kind") if isinstance(options, Mapping) else None
+    if given is None:
+        return None
+    chosen = TASK_OPTIONS["kind"].check(given, error=TaskError, prefix=f"task {name!r}: ")
+    return kind(chosen).registrar
+
+
+def _not_a_pack(name: str) -> None:
+    """A pack's name means that pack: found by the catalog, without loading every pack (3-4 s)."""
+    if name in discover(default_search_paths()):
+        raise TaskError(f"task {name!r} is already a task pack on disk; register the rows under another name")
 
 
 def status(*, db: Store) -> list[dict[str, Any]]:
@@ -255,7 +284,7 @@ def export(
     task: Task | None = None,
     champion: str | None = None,
 ) -> Champion:
-    """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql_export`:
+    """The champion of run `run_id` (default: the latest run), its code in `form` (`languages.sql.export.forms`:
     sql, duckdb_view, duckdb_macro, snowflake_view, snowflake_function, dbt). The other forms read `source`
     instead of `input`: by default the table a registered task came from, else `input`. A Snowflake function's
     output column gets the task's contract type when the task is still there. With `max_cost` ('500 calls',
@@ -264,7 +293,7 @@ def export(
     `examples` ships them: the other forms create that table first, from the run's task pack (by its name, or
     `task`), which must be the pack the run evolved on; for Snowflake and dbt the rows travel as files
     (`Champion.files`). A form that runs in Snowflake says so at its top when the program's learned proxy was
-    fitted on another embedding model than Cortex's (`sql_export.proxy_note`). `champion` ('best' or
+    fitted on another embedding model than Cortex's (`languages.sql.export.forms.proxy_note`). `champion` ('best' or
     'cheapest_within_se') overrides the run's champion rule (`engine.champion`): 'best' exports the best
     validation score whatever it costs."""
     with _open(db, read_only=True) as store:
@@ -320,7 +349,7 @@ def check_deploy(
     run_id: int | None = None, *, db: Store, code: str | None = None, task: Task | None = None
 ) -> list[Any]:
     """Why a program would not run in Snowflake: every function, argument name and type it uses that Snowflake
-    does not have (the kind's `Exporter.check_deploy`, SQL: `languages.sql_deploy_check`); empty when it would. The program is `code`, written for `task` (its
+    does not have (the kind's `Exporter.check_deploy`, SQL: `languages.sql.export.deploy_check`); empty when it would. The program is `code`, written for `task` (its
     dialect, columns and AI functions), or else the champion of run `run_id` (default: the latest run)."""
     if code is not None:
         if task is None:
@@ -389,6 +418,9 @@ def _task(task: Task, store: Warehouse | None = None) -> TaskPack:
         registered = store.registered_task(task) if store is not None and isinstance(task, str) else None
         if registered is None:
             raise
+    registrar = _registrar(task, registered.options)
+    if registrar is not None:
+        return registrar.load(str(task), registered)
     return task_from_rows(
         str(task),
         registered.source,
@@ -448,7 +480,7 @@ def _resolve_task(task: Task, db: Store) -> TaskPack:
 @contextlib.contextmanager
 def _open(db: Store, *, read_only: bool = False) -> Iterator[Warehouse]:
     if isinstance(db, str | Path):
-        with DuckDBStore(db, read_only=read_only) as store:
+        with contextlib.closing(open_store(db, read_only=read_only)) as store:
             yield store
     else:
         yield db

@@ -84,42 +84,45 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument(
         "--target", type=float, default=None, help="stop once the best validation score reaches this"
     )
-    evolve.add_argument("--islands", type=int, default=RUN_OPTIONS["islands"].default)
+    evolve.add_argument("--islands", type=int, default=None, help=_pack_default("islands"))
     evolve.add_argument(
         "--policy",
-        default=RUN_OPTIONS["policy"].default,
-        help="lp_roster | map_elites | rare_capability | pareto | best",
+        default=None,
+        help="lp_roster | map_elites | rare_capability | pareto | best; " + _pack_default("policy"),
     )
     evolve.add_argument(
-        "--targeting", choices=("infogain", "uniform"), default=RUN_OPTIONS["targeting"].default
+        "--targeting", choices=("infogain", "uniform"), default=None, help=_pack_default("targeting")
     )
     evolve.add_argument(
         "--minibatch",
         type=int,
-        default=RUN_OPTIONS["minibatch"].default,
+        default=None,
         metavar="ROWS",
         help="the mutator works on this many sampled training rows, and each child is evaluated in full only "
-        "if it gains on them and is no worse on as many sampled validation rows (Algorithm 1's T_t; 0: off)",
+        "if it gains on them and is no worse on as many sampled validation rows (Algorithm 1's T_t; 0: off); "
+        + _pack_default("minibatch"),
     )
     evolve.add_argument(
         "--primitives",
         choices=("on", "off"),
-        default="on" if RUN_OPTIONS["primitives"].default else "off",
+        default=None,
         help="PACE: keep a library of primitives (SQL macros, Python functions) credited by Thompson sampling, "
-        "and vary programs with the P1-P4 operators",
+        "and vary programs with the P1-P4 operators; " + _pack_default("primitives"),
     )
     evolve.add_argument(
         "--primitive-k",
         type=int,
-        default=RUN_OPTIONS["primitive_k"].default,
+        default=None,
         metavar="K",
-        help="with --primitives on: at most this many primitives per program",
+        help="with --primitives on: at most this many primitives per program; "
+        + _pack_default("primitive_k"),
     )
     evolve.add_argument(
         "--admission",
         choices=("map_elites", "jp"),
-        default=RUN_OPTIONS["admission"].default,
-        help="archive admission: beat the cell's occupant, or raise the population's J_p (Appendix C.5)",
+        default=None,
+        help="archive admission: beat the cell's occupant, or raise the population's J_p (Appendix C.5); "
+        + _pack_default("admission"),
     )
     evolve.add_argument(
         "--parent-local", action="store_true", help="ablation: no history access for the mutator"
@@ -281,14 +284,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     options = {
         "seed": args.seed,
         "mutator": args.mutator,
-        "islands": args.islands,
-        "policy": args.policy,
         "mutator_settings": settings,
-        "targeting": args.targeting,
-        "minibatch": args.minibatch,
-        "primitives": args.primitives == "on",
-        "primitive_k": args.primitive_k,
-        "admission": args.admission,
         "history": not args.parent_local,
         "target": args.target,
         "max_spend": args.max_spend,
@@ -296,6 +292,16 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         "max_cost": args.max_cost,
         "champion": args.champion,
     }
+    searched = {  # the flags a pack's [run] table may set: given only when the command line sets them
+        "islands": args.islands,
+        "policy": args.policy,
+        "targeting": args.targeting,
+        "minibatch": args.minibatch,
+        "primitives": None if args.primitives is None else args.primitives == "on",
+        "primitive_k": args.primitive_k,
+        "admission": args.admission,
+    }
+    options.update({name: value for name, value in searched.items() if value is not None})
     summary = api.evolve(
         args.task,
         db=args.db,
@@ -305,6 +311,13 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         progress=None if args.quiet else _print_progress,
     )
     return _print_summary(summary, args)
+
+
+def _pack_default(name: str) -> str:
+    """The help text's default of a flag that a task pack's `[run]` table may set."""
+    option = RUN_OPTIONS[name]
+    default = {True: "on", False: "off"}.get(option.default, option.default)
+    return f"default: the pack's [run] {name}, else {default}"
 
 
 def setting_option(text: str) -> tuple[str, object]:

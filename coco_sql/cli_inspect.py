@@ -12,7 +12,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 
 if TYPE_CHECKING:
-    from coco_sql.store import DuckDBStore
+    from coco_sql.engines.duckdb.store import DuckDBStore
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -121,7 +121,7 @@ HISTORY_ALIASES = {"primitives": "get_primitives"}  # `coco-sql history primitiv
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from coco_sql.store import DuckDBStore
+    from coco_sql.engines.duckdb.store import DuckDBStore
 
     with DuckDBStore(args.db, read_only=True) as store:
         run_id = _run_id(store, args)

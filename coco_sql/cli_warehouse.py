@@ -17,7 +17,7 @@ from coco_sql.errors import ConfigError, StoreError
 from coco_sql.stage import STAGE
 
 if TYPE_CHECKING:
-    from coco_sql.stored_procs.deploy import TaskRun
+    from coco_sql.engines.snowflake.procs.deploy import TaskRun
 
 
 def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
@@ -123,8 +123,8 @@ def _check_deploy_parser(commands: argparse._SubParsersAction, default_db: str) 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from coco_sql import api
+    from coco_sql.engines.duckdb.store import DuckDBStore
     from coco_sql.plugins import kind
-    from coco_sql.store import DuckDBStore
 
     champion = api.export(
         args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task,
@@ -185,7 +185,7 @@ def cmd_check_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from coco_sql.stored_procs import deploy as snowflake
+    from coco_sql.engines.snowflake.procs import deploy as snowflake
 
     if not (args.print_script or args.connection or args.zip):
         raise ConfigError("deploy needs --print (the script), --connection NAME (run it) or --zip FILE")
@@ -205,10 +205,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_mirror(args: argparse.Namespace) -> int:
     from coco_sql import api
-    from coco_sql.store import DuckDBStore
-    from coco_sql.store.snowpark_store import SnowparkStore
-    from coco_sql.stored_procs.connection import open_session, snowflake_errors
-    from coco_sql.stored_procs.mirror import mirror_run
+    from coco_sql.engines.duckdb.store import DuckDBStore
+    from coco_sql.engines.snowflake.procs.connection import open_session, snowflake_errors
+    from coco_sql.engines.snowflake.procs.mirror import mirror_run
+    from coco_sql.engines.snowflake.store import SnowparkStore
 
     session = open_session(args.connection, "mirror")
     try:
@@ -224,7 +224,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
 
 
 def _task_run(args: argparse.Namespace) -> TaskRun | None:
-    from coco_sql.stored_procs import deploy as snowflake
+    from coco_sql.engines.snowflake.procs import deploy as snowflake
 
     if args.task_run is None:
         if args.warehouse or args.task_options:

@@ -1,6 +1,6 @@
 """Every option a user gives coco-sql, in one place: its type, its range, its default and one line of doc.
 
-One table per call: `TASK_OPTIONS` (`coco_task`'s options), `RUN_OPTIONS` (`coco_evolve`'s, which are
+One table per call: `TASK_OPTIONS` (`coco_task`'s options; `DBT_TASK_OPTIONS` those of a dbt task, option `kind`), `RUN_OPTIONS` (`coco_evolve`'s, which are
 `engine.RunConfig`'s fields, and the CLI flags of `coco-sql evolve`), `AI_OPTIONS` (`coco_evolve`'s model choices),
 `OFFLINE_SETTINGS` and `AGENT_SETTINGS` (the `mutator_settings` of the offline mutator and of the coding agent) and
 `TOOL_ARGUMENTS` (the integer arguments of the history tools, `coco-sql history -n`). `TASK_NAME` is the pattern a
@@ -249,6 +249,8 @@ SPLIT_SEED = Option(
 TASK_OPTIONS = OptionTable(
     "coco_task(name, source, options)",
     (
+        Option("kind", "choice", "sql", "the program kind: sql, or dbt (a dbt project over several tables, with "
+               "options of its own: CALL coco_help('coco_task dbt'))", choices=("sql", "dbt"), example="'sql'"),
         Option("label", "string", None, "required: the label column", nullable=True, example="'label'"),
         Option("seed_program", "string", None, "required: the SQL program to start from, over `input`; the AI "
                "functions it calls are enabled", nullable=True,
@@ -281,6 +283,44 @@ TASK_OPTIONS = OptionTable(
         TIMEOUT_SECONDS,
         Option("description", "string", None, "one line (default: 'rows of <source>')", nullable=True,
                example="'HotpotQA question types'"),
+    ),
+)  # fmt: skip
+
+DBT_TASK_OPTIONS = OptionTable(
+    "coco_task(name, NULL, {'kind': 'dbt', ...}): a dbt project over several tables",
+    (
+        Option("kind", "choice", None, "required: 'dbt'", choices=("dbt",), nullable=True, example="'dbt'"),
+        Option("sources", "object", None, "required: each source table, 'source.table' as the models' "
+               "source('source', 'table') reads it -> a table name or one SELECT query", nullable=True,
+               example="{'shop.customers': 'customers', 'shop.orders': 'SELECT * FROM orders'}"),
+        Option("targets", "object", None, "required: each scored model -> {'expected': a table or query, "
+               "'key': its primary key, 'columns': the compared columns (default: all but the key), "
+               "'tolerance': {column: abs_tol}, 'key_of': 'source.table.column' (default: entity)}",
+               nullable=True, example="{'customer_totals': {'expected': 'expected_totals', 'key': 'customer_id'}}"),
+        Option("seed_program", "string", None, "required: the dbt project to start from, its files under "
+               "'-- file: PATH' lines (dbt_project.yml, models/**/*.sql and *.yml, macros/*.sql)",
+               nullable=True, example="'-- file: dbt_project.yml (a newline) name: shop ...'"),
+        Option("entity", "string", None, "required: the 'source.table.column' whose values are split into "
+               "train, val and test", nullable=True, example="'shop.customers.id'"),
+        Option("follow", "strings", [], "rows that go with the split of the rows they reference: "
+               "'source.table.column -> source.table.column', parents listed first",
+               example="['shop.orders.customer_id -> shop.customers.id']"),
+        Option("allowed_functions", "strings", [], "functions the models may use on top of the base list "
+               "(AI functions)", example="['AI_CLASSIFY']"),
+        Option("dialect", "choice", "snowflake", "the dialect the models are written in",
+               choices=("snowflake", "duckdb"), example="'duckdb'"),
+        Option("train_fraction", "number", 0.5, "the share of entities in train", low=0, high=1, open_low=True,
+               open_high=True, example="0.6"),
+        Option("test_fraction", "number", 0.2, "the share of entities in test", low=0, high=1, open_low=True,
+               open_high=True, example="0.25"),
+        SPLIT_SEED,
+        Option("timeout_seconds", "number", 60.0, "one evaluation's deadline (every model, its data tests and "
+               "the targets' rows), seconds", low=0, high=MAX_TIMEOUT_S, open_low=True, example="120"),
+        Option("data_tests", "choice", "score", "the seed's data tests (unique, not_null, accepted_values, "
+               "relationships on model columns) as scored instances, or not", choices=("score", "off"),
+               example="'off'"),
+        Option("description", "string", None, "one line (default: 'a dbt project over <sources>')",
+               nullable=True, example="'Customer totals from orders'"),
     ),
 )  # fmt: skip
 
@@ -321,6 +361,10 @@ RUN_OPTIONS = OptionTable(
         Option("model_aliases", "object", {}, "model name the SQL writes -> the model that answers it here"),
     ),
 )  # fmt: skip
+
+PACK_RUN_OPTIONS = ("islands", "policy", "targeting", "admission", "minibatch", "primitives", "primitive_k")
+"""The run options a task pack may recommend in its `[run]` table (`tasks.loader`): how a run searches, never
+its seed, budget or spend, which are the user's."""
 
 AI_OPTIONS = OptionTable(
     "coco_evolve's model choices (not stored with the run)",
@@ -385,6 +429,7 @@ TOOL_ARGUMENTS = OptionTable(
 
 TABLES: Mapping[str, OptionTable] = {
     "coco_task": TASK_OPTIONS,
+    "coco_task dbt": DBT_TASK_OPTIONS,
     "coco_evolve": RUN_OPTIONS,
     "coco_evolve models": AI_OPTIONS,
     "offline mutator": OFFLINE_SETTINGS,

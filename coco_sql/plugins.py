@@ -24,8 +24,11 @@ from typing import TYPE_CHECKING, Any
 from coco_sql.errors import ConfigError, TaskError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from coco_sql.engines import EnginePlugin
     from coco_sql.languages.base import KindPlugin
+    from coco_sql.store import Warehouse
 
 KIND_GROUP = "coco_sql.languages"
 ENGINE_GROUP = "coco_sql.engines"
@@ -40,6 +43,7 @@ BUILTIN_ENGINES: dict[str, str] = {
     "duckdb": "coco_sql.engines.duckdb:PLUGIN",
     "snowflake": "coco_sql.engines.snowflake:PLUGIN",
 }
+FILE_ENGINE = "duckdb"  # the engine of a store given as a database file (`db=` a path)
 
 
 def _installed(group: str) -> dict[str, str]:
@@ -92,4 +96,21 @@ def engine(name: str) -> EnginePlugin:
     return _load(target, ENGINE_GROUP, name)
 
 
-__all__ = ["ENGINE_GROUP", "KIND_GROUP", "engine", "engine_names", "kind", "kind_names"]
+def open_store(path: str | Path, *, read_only: bool = False) -> Warehouse:
+    """The store of the database file `path`: `FILE_ENGINE`'s store class (its `store`), imported now."""
+    plugin = engine(FILE_ENGINE)
+    if not plugin.store:
+        raise ConfigError(f"engine {FILE_ENGINE!r} names no store class to open {path} with")
+    return _load(plugin.store, ENGINE_GROUP, FILE_ENGINE)(path, read_only=read_only)
+
+
+__all__ = [
+    "ENGINE_GROUP",
+    "FILE_ENGINE",
+    "KIND_GROUP",
+    "engine",
+    "engine_names",
+    "kind",
+    "kind_names",
+    "open_store",
+]

@@ -6,7 +6,7 @@ Three layouts, found through `importlib.resources` so that none of them needs a 
     source checkout   sql/ next to the package (the usual `pip install -e .`)
     wheel             coco_sql/_data/sql, copied in by the build
     zip               coco_sql/_data/sql inside coco_sql.zip, imported by zipimport (Snowflake's IMPORTS,
-                      `stored_procs.deploy.build_package_zip`); task packs are not shipped there
+                      `engines.snowflake.procs.deploy.build_package_zip`); task packs are not shipped there
 
 A directory is returned as a `Traversable`: a `Path` on disk, a `zipfile.Path` inside a zip. Both support `/`,
 `is_dir`, `iterdir` and `read_text`. Nothing here reads outside those places.

@@ -1,7 +1,7 @@
 """Write the repository's top-level stored_procs/: what a user deploys to Snowflake, one SQL file per procedure
 (after 00_setup.sql: the stage, the tables and views) and the procedures' Snowpark handlers.
 
-The files are generated from the package (`coco_sql.stored_procs.deploy.repository_files`), so they always equal
+The files are generated from the package (`coco_sql.engines.snowflake.procs.deploy.repository_files`), so they always equal
 what `coco-sql deploy --print` prints; `tests/test_deploy.py` fails when they are stale.
 
 Usage: python scripts/make_stored_procs.py [--out stored_procs]   (or: make stored-procs)
@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from coco_sql.stored_procs.deploy import REPOSITORY_FOLDER, repository_files  # noqa: E402
+from coco_sql.engines.snowflake.procs.deploy import REPOSITORY_FOLDER, repository_files  # noqa: E402
 
 
 def main() -> None:

@@ -3,10 +3,14 @@
 `Harness` holds one `FakeEndpoint` (a real local HTTP server), an `AiRuntime` routed to it through coco_sql's
 OpenAI-compatible client, and the pack's tables; `run` answers questions with a spec in the real SQL sandbox and
 scores each answer with the DABStep scorer, outside the run (the run never sees the expected answer).
+`small_dabstep` copies the pack with nine questions, for whole runs that must stay short.
 """
 
 from __future__ import annotations
 
+import csv
+import re
+import shutil
 import tomllib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -113,3 +117,45 @@ def harness(
 
 def total(scored: Sequence[Scored]) -> float:
     return sum(s.score for s in scored)
+
+
+# -- a small dabstep pack --------------------------------------------------------------------------------------
+#: Training questions, by template: the seed answers the scheme ranking (its query reads the manual's fee
+#: section); the credit fee needs that section's rules; the account fee needs a rule no document states.
+TRAIN = ("average_scenario_scheme", "credit_average_fee", "account_average_fee")
+HELD_OUT = ("credit_average_fee", "average_scenario_scheme", "fee_ids_for_account_aci")
+SMALL = "dabstep_small"  # the copy's task name: a procedure's coco_resume finds the pack by it (in ./tasks)
+
+
+def small_dabstep(root: Path, model: str | None = None, max_drafts: int = 3) -> Path:
+    """A copy of the dabstep pack named `SMALL` in `root`/tasks (where a run from `root` finds it by name) with nine
+    questions (three per split: the training ones of `TRAIN`, held-out ones of `HELD_OUT`), the split seed chosen
+    so that `TRAIN` is the training split, its ``[agent_spec] model`` set to `model` (None: the pack's) and at most
+    `max_drafts` drafts per iteration."""
+    pack = root / "tasks" / SMALL
+    shutil.copytree(PACK, pack)
+    rows = questions()
+    picked: list[str] = []
+    for templates in (TRAIN, HELD_OUT, HELD_OUT):
+        for template in templates:
+            picked.append(next(q.id for q in sorted(rows, key=lambda q: int(q.id))
+                                if q.extra["template"] == template and q.id not in picked))  # fmt: skip
+    config = tomllib.loads((PACK / "task.toml").read_text())
+    s = config["splits"]
+    seed = next(k for k in range(10_000)
+                if partition_ids(picked, k, s["train_fraction"], s["test_fraction"])["train"] == sorted(picked[:3]))  # fmt: skip
+    with (PACK / "data" / "questions.csv").open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns, kept = reader.fieldnames, [row for row in reader if row["id"] in set(picked)]
+    with (pack / "data" / "questions.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)  # type: ignore[arg-type]
+        writer.writeheader()
+        writer.writerows(kept)
+    text = (pack / "task.toml").read_text().replace('name = "dabstep"', f'name = "{SMALL}"', 1)
+    text = text.replace(f"seed = {s['seed']}\n", f"seed = {seed}\n", 1)
+    text = re.sub(r"^max_drafts = \d+", f"max_drafts = {max_drafts}", text, count=1, flags=re.MULTILINE)
+    if model is not None:
+        text = re.sub(r'^model = "[^"]*"', f'model = "{model}"', text, count=1, flags=re.MULTILINE)
+    (pack / "task.toml").write_text(text)
+    assert len(kept) == 9
+    return pack

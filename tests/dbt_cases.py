@@ -57,3 +57,89 @@ def assert_topics(models: dict[str, Any]) -> None:
     }  # fmt: skip
     counts = models["topic_counts"].sort_values("label")
     assert list(counts.itertuples(index=False, name=None)) == [("cooking", 2), ("sport", 2)]
+
+
+# -- a dbt task over plain SQL tables (coco_task with option kind 'dbt'): two sources, one staging model, one mart
+SHOP_SETUP = """
+CREATE OR REPLACE TABLE customers AS SELECT i AS id, 'customer ' || i AS name FROM range(1, 41) t(i);
+CREATE OR REPLACE TABLE orders AS
+  SELECT i AS id, 1 + (i * 7) % 33 AS customer_id, 100 + (i * 37) % 900 AS amount_cents,
+         CASE WHEN i % 5 = 0 THEN 'returned' ELSE 'shipped' END AS status, DATE '2024-01-01' + i::INTEGER AS order_date
+  FROM range(1, 121) t(i);
+CREATE OR REPLACE TABLE expected_totals AS
+  SELECT c.id AS customer_id, c.name, count(o.id) AS n_orders, coalesce(sum(o.amount_cents), 0) / 100.0 AS total
+  FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND o.status <> 'returned'
+  GROUP BY c.id, c.name;
+"""  # 40 customers, 7 of them without orders; a fifth of the orders returned
+SHOP_TABLES = ("customers", "orders", "expected_totals")
+SHOP_SEED = """-- file: dbt_project.yml
+name: shop
+config-version: 2
+models:
+  shop:
+    +materialized: table
+-- file: models/sources.yml
+version: 2
+sources:
+  - name: shop
+    tables:
+      - name: customers
+      - name: orders
+-- file: models/schema.yml
+version: 2
+models:
+  - name: stg_orders
+    columns:
+      - name: status
+        data_tests:
+          - accepted_values:
+              arguments:
+                values: ['shipped']
+      - name: customer_id
+        data_tests:
+          - relationships:
+              arguments:
+                to: source('shop', 'customers')
+                field: id
+  - name: customer_totals
+    columns:
+      - name: customer_id
+        data_tests: [unique, not_null]
+-- file: models/staging/stg_orders.sql
+select id as order_id, customer_id, amount_cents as amount, status
+from {{ source('shop', 'orders') }}
+where status <> 'returned'
+-- file: models/customer_totals.sql
+select c.id as customer_id, c.name, count(o.order_id) as n_orders, coalesce(sum(o.amount), 0) as total
+from {{ source('shop', 'customers') }} c
+join {{ ref('stg_orders') }} o on o.customer_id = c.id
+group by c.id, c.name
+"""  # two planted defects: amounts in cents, and an inner join that loses the customers without orders
+SHOP_FIXED = SHOP_SEED.replace("amount_cents as amount", "amount_cents / 100.0 as amount").replace(
+    "\njoin {{ ref", "\nleft join {{ ref"
+)
+SHOP_OPTIONS = {
+    "kind": "dbt",
+    "sources": {"shop.customers": "customers", "shop.orders": "SELECT * FROM orders"},
+    "targets": {
+        "customer_totals": {
+            "expected": "expected_totals",
+            "key": "customer_id",
+            "tolerance": {"total": 0.005},
+        }
+    },
+    "entity": "shop.customers.id",
+    "follow": ["shop.orders.customer_id -> shop.customers.id"],
+    "seed_program": SHOP_SEED,
+}
+
+
+def shop_frames() -> dict[str, pd.DataFrame]:
+    """The shop tables as DataFrames (from DuckDB, as SHOP_SETUP makes them), named as Snowflake folds them."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute(SHOP_SETUP)
+        frames = {name.upper(): con.execute(f"SELECT * FROM {name}").df() for name in SHOP_TABLES}
+    frames["ORDERS"]["order_date"] = frames["ORDERS"]["order_date"].dt.date  # a DATE, not a timestamp
+    return frames

@@ -11,9 +11,9 @@ import sqlglot
 from pack_copies import small_pack
 
 from coco_sql.evaluate import Evaluator
-from coco_sql.mutate.ai_edits import TrainingView
-from coco_sql.mutate.ai_pipeline import embeddings, training_views
-from coco_sql.mutate.proxy_edits import EMBED_MODELS
+from coco_sql.languages.sql.mutate.ai_edits import TrainingView
+from coco_sql.languages.sql.mutate.ai_pipeline import embeddings, training_views
+from coco_sql.languages.sql.mutate.proxy_edits import EMBED_MODELS
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import load_task
 

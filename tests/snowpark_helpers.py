@@ -1,5 +1,5 @@
 """Local-testing Snowpark sessions for the tests: coco-sql's procedures registered with `session.sproc.register`
-(the real handlers, by `stored_procs.local_deploy`), run under the strict emulation of a stored procedure's limits (`store.snowpark_strict`).
+(the real handlers, by `engines.snowflake.procs.local_deploy`), run under the strict emulation of a stored procedure's limits (`engines.snowflake.strict`).
 Imported only by tests that have skipped themselves when Snowpark is not installed."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 from snowflake.snowpark import Session
 
-from coco_sql.store.snowpark_strict import StrictLimits, strict_procedures
-from coco_sql.stored_procs.local_deploy import deploy_local
+from coco_sql.engines.snowflake.procs.local_deploy import deploy_local
+from coco_sql.engines.snowflake.strict import StrictLimits, strict_procedures
 
 
 def procedure_session(tables: dict[str, pd.DataFrame] | None = None) -> Session:

@@ -24,6 +24,7 @@ from coco_sql import api
 from coco_sql.agent.conversation import Discard
 from coco_sql.agent.toolbox import Toolbox
 from coco_sql.agent.workspace import Workspace
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import ConfigError, ProviderUnavailable
 from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig
@@ -33,7 +34,6 @@ from coco_sql.mutate import MutationRequest
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.context import ProgramView
 from coco_sql.reflect.history import HistoryTools
-from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 
 Script = Callable[[list[dict[str, Any]], list[str]], Turn]

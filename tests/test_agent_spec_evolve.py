@@ -24,11 +24,11 @@ import pytest
 import yaml
 
 from coco_sql import api
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import CocoError, TaskError
 from coco_sql.languages.agent_spec.export import check_documented, sqlglot_reading
 from coco_sql.llm import AiConfig, EndpointConfig
 from coco_sql.reflect.history import HistoryTools
-from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 from tests import leakage_probe
 from tests.agent_model import DataAgentModel
@@ -53,8 +53,20 @@ def env_for(endpoint: FakeEndpoint) -> dict[str, str]:
     }
 
 
-# The completion model is not recorded with the run (as for every AI task): a resume names it again.
-EVOLVE = ("--budget", "3", "--seed", "1", "--completion-model", "openai/data-agent", "--json")
+# The completion model is not recorded with the run (as for every AI task): a resume names it again. The pack's
+# [run] minibatch (8 sampled questions per iteration) is turned off: at budget 3 the scripted model's mutator needs
+# every training question's trace to find the section a solved question read.
+EVOLVE = (
+    "--budget",
+    "3",
+    "--seed",
+    "1",
+    "--minibatch",
+    "0",
+    "--completion-model",
+    "openai/data-agent",
+    "--json",
+)
 
 
 def assert_no_run(db: Path) -> None:

@@ -17,7 +17,8 @@ from coco_sql.languages.agent_spec import ops
 from coco_sql.languages.agent_spec.pack import document_sections, load_tables
 from coco_sql.languages.agent_spec.runtime import RunLimits, run_question
 from coco_sql.languages.agent_spec.spec import AgentSpec, Parameter, Tool, dump, parse
-from coco_sql.languages.agent_spec.tools import ToolBox
+from coco_sql.languages.agent_spec.tools import SandboxQueries, ToolBox
+from coco_sql.languages.agent_spec.toolsql import CheckedQuery
 from coco_sql.languages.agent_spec.trace import MAX_TRACE_CHARS, encode, read_sections
 from coco_sql.llm import AiCache
 from tests import leakage_probe
@@ -189,13 +190,18 @@ def test_a_refused_or_failed_call_goes_back_to_the_model_and_the_run_goes_on() -
 
 
 def test_a_free_sql_tool_runs_where_only_its_tables_exist() -> None:
-    tables = pack_tables()
-    spec = replace(SEED, tools=(replace(SEED.tools[0], tables=("fees",)),))
-    with ToolBox(spec, tables.rows, tables.schemas) as box:
-        sandbox = box._sandbox(("fees",))
-        assert sandbox.run("SELECT count(*) FROM fees", 10.0).rows == [(1000,)]
+    queries = SandboxQueries(pack_tables().rows, memory_mb=1024)
+
+    def count(table: str) -> object:
+        sql = f"SELECT count(*) FROM {table}"
+        return queries.run(CheckedQuery(sql, sql, frozenset({table})), ("fees",), 10.0)[1]
+
+    try:
+        assert count("fees") == [(1000,)]
         with pytest.raises(EvaluationError, match="merchants does not exist"):
-            sandbox.run("SELECT count(*) FROM merchants", 10.0)  # past the validator, the table is not there
+            count("merchants")  # past the validator, the table is not there
+    finally:
+        queries.close()
 
 
 def test_a_large_result_is_cut_to_the_bounds_the_model_and_the_trace_share() -> None:

@@ -14,11 +14,18 @@ from pack_copies import small_pack
 from coco_sql import api
 from coco_sql.engine import iteration_rng
 from coco_sql.evaluate import Evaluator
-from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView
-from coco_sql.mutate.ai_edits import TrainingRow, TrainingView, ai_edits, classify_calls, read_spec
-from coco_sql.mutate.ai_pipeline import is_multi_label, training_views
+from coco_sql.languages.sql.mutate.ai_edits import (
+    TrainingRow,
+    TrainingView,
+    ai_edits,
+    classify_calls,
+    read_spec,
+)
+from coco_sql.languages.sql.mutate.ai_pipeline import is_multi_label, training_views
+from coco_sql.languages.sql.mutate.examples import MAX_EXAMPLES, capped, diverse_subset, label_quotas
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
+from coco_sql.mutate import MutationRequest, ProgramView
 from coco_sql.mutate.choice import NearBest, pick_near_best
-from coco_sql.mutate.examples import MAX_EXAMPLES, capped, diverse_subset, label_quotas
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import load_task
 

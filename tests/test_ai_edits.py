@@ -9,8 +9,7 @@ import sqlglot
 
 from coco_sql.engine import iteration_rng
 from coco_sql.evaluate import Evaluator
-from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView
-from coco_sql.mutate.ai_edits import (
+from coco_sql.languages.sql.mutate.ai_edits import (
     TrainingRow,
     TrainingView,
     ai_edits,
@@ -21,6 +20,8 @@ from coco_sql.mutate.ai_edits import (
     to_node,
     to_python,
 )
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
+from coco_sql.mutate import MutationRequest, ProgramView
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import load_task
 from tests.test_ai_runs import small_goemotions
@@ -102,7 +103,7 @@ def test_offline_mutator_improves_a_real_ai_pipeline(tmp_path: Path) -> None:
 
 
 def test_similarity_threshold_is_tuned_on_the_training_rows() -> None:
-    from coco_sql.mutate.ai_edits import similarity_thresholds
+    from coco_sql.languages.sql.mutate.ai_edits import similarity_thresholds
 
     view = rows(
         ("a", "x", "y"),  # 0.9: guard fixes it (+1)

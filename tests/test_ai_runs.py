@@ -15,10 +15,10 @@ from pack_copies import small_pack, text_pack
 
 from coco_sql import api
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import ProviderUnavailable
 from coco_sql.llm import AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import ProviderLimits
-from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 from tests.conftest import REPO, run_cli
 

@@ -16,15 +16,15 @@ from pack_copies import text_pack
 
 import coco_sql
 from coco_sql import api
+from coco_sql.engines.duckdb.procedures import _SIGNATURES
+from coco_sql.engines.snowflake.procs.signatures import PROCEDURES
 from coco_sql.errors import TaskError
 from coco_sql.evaluate import Evaluator
 from coco_sql.llm import AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import ProviderLimits
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.options import TASK_OPTIONS
-from coco_sql.procedures.duckdb import _SIGNATURES
 from coco_sql.procedures.help import ARGUMENTS
-from coco_sql.stored_procs.signatures import PROCEDURES
 from coco_sql.tasks import load_task, partition_ids
 from tests.conftest import run_cli
 
@@ -256,9 +256,9 @@ def test_coco_progress_ends_finished_and_a_refused_call_writes_none(tmp_path: Pa
 def test_a_start_that_fails_after_it_reported_ends_failed(tmp_path: Path) -> None:
     """The board of a start whose cold embedding reported progress, then failed: its row says `failed` and why
     (the next run, which takes the id, replaces it)."""
+    from coco_sql.engines.duckdb.store import DuckDBStore
     from coco_sql.errors import TaskError
     from coco_sql.procedures.progress import ProgressBoard
-    from coco_sql.store import DuckDBStore
 
     with DuckDBStore(tmp_path / "board.duckdb") as store:
         board = ProgressBoard(store, 1, "questions", 30, stream=None)

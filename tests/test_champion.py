@@ -14,9 +14,9 @@ import coco_sql
 from coco_sql import api
 from coco_sql.engine.champion import Candidate, champion_of, choose, standard_error
 from coco_sql.engine.deploy_cost import CALLS, TOKENS
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import ConfigError
 from coco_sql.report import read_models
-from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 from tests.conftest import run_cli
 from tests.test_proxy import SEED, Cheaper, cheaper_child

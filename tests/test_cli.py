@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import SEED_SQL, CliRunner, PackCopier, run_cli
 
-from coco_sql.store import DuckDBStore
+from coco_sql.engines.duckdb.store import DuckDBStore
 
 TABLES = ("runs", "programs", "evaluations", "program_scores", "archive_entries", "ledger", "events")
 SUMMARY_KEYS = {

@@ -23,12 +23,12 @@ import pytest
 from coco_sql import api
 from coco_sql.engine import RunConfig
 from coco_sql.engine.run_state import RunState
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.evaluate import SEARCH_SPLITS, Evaluator, Outcome
 from coco_sql.languages import language_for
-from coco_sql.mutate.hypothesis_scoring import ParentRows, closeness
+from coco_sql.languages.sql.mutate.hypothesis_scoring import ParentRows, closeness
 from coco_sql.store import rows as store_rows
-from coco_sql.store.duckdb_store import DuckDBStore
 from coco_sql.store.records import (
     EvaluationColumns,
     EvaluationRow,

@@ -13,7 +13,7 @@ from pack_copies import small_pack
 
 from coco_sql import api
 from coco_sql.evaluate import Evaluator
-from coco_sql.mutate.proxy_edits import plan, proxy_ctes, with_proxy
+from coco_sql.languages.sql.mutate.proxy_edits import plan, proxy_ctes, with_proxy
 from coco_sql.tasks import load_task
 
 

@@ -36,6 +36,8 @@ from sqlglot import exp
 from sqlglot.dialects.snowflake import Snowflake
 from sqlglot.tokens import TokenType
 
+from coco_sql.engines.snowflake.procs import deploy
+from coco_sql.engines.snowflake.procs.signatures import PROCEDURES
 from coco_sql.errors import StoreError
 from coco_sql.store.schema import (
     SNOWFLAKE_TYPES,
@@ -44,8 +46,6 @@ from coco_sql.store.schema import (
     snowflake_statements,
     unchecked_constructs,
 )
-from coco_sql.stored_procs import deploy
-from coco_sql.stored_procs.signatures import PROCEDURES
 
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 DISTRIBUTIONS = {"snowflake": "snowflake-snowpark-python"}  # import name -> distribution, where they differ
@@ -259,7 +259,9 @@ def test_the_repository_stored_procs_are_what_deploy_prints(tmp_path: Path) -> N
     sql = [name for name in on_disk if name.endswith(".sql")]
     assert sql == ["00_setup.sql", *(f"{k:02d}_{name}.sql" for k, name in enumerate(PROCEDURES, 1))]
     assert printed.stdout == "\n".join(on_disk[name] for name in sql)
-    assert on_disk["handlers.py"].endswith((REPO / "coco_sql" / "stored_procs" / "handlers.py").read_text())
+    assert on_disk["handlers.py"].endswith(
+        (REPO / "coco_sql" / "engines" / "snowflake" / "procs" / "handlers.py").read_text()
+    )
     from coco_sql.resources import resource_dir
 
     assert resource_dir("stored_procs") == folder
@@ -370,7 +372,7 @@ class NotInSnowflake(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NotInSnowflake())
 import coco_sql, sqlglot, sqlglot.tokens
-import coco_sql.stored_procs.handlers as handlers
+import coco_sql.engines.snowflake.procs.handlers as handlers
 from coco_sql.store.schema import schema_statements
 from coco_sql.tasks import list_tasks
 print(json.dumps({
@@ -408,7 +410,9 @@ def test_the_zip_holds_the_package_its_sql_and_the_pinned_pure_sqlglot(
     package_zip: Path, tmp_path: Path
 ) -> None:
     names = zipfile.ZipFile(package_zip).namelist()
-    assert "coco_sql/stored_procs/handlers.py" in names and "coco_sql/_data/sql/schema.sql" in names
+    assert (
+        "coco_sql/engines/snowflake/procs/handlers.py" in names and "coco_sql/_data/sql/schema.sql" in names
+    )
     assert not [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".so"))]
     assert {n.split("/")[0] for n in names} == {"coco_sql", "sqlglot", "sqlglot-30.30.0.dist-info"}
     pin = next(

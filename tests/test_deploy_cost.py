@@ -21,10 +21,10 @@ import coco_sql
 from coco_sql import api
 from coco_sql.engine.champion import champion_of
 from coco_sql.engine.deploy_cost import CALLS, TOKENS, USD, CostLimit, DeployCost, parse_max_cost, show_cost
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import ConfigError
 from coco_sql.llm.usage import ProviderCall, Usage
 from coco_sql.report import read_models
-from coco_sql.store import DuckDBStore
 from tests.conftest import run_cli
 from tests.test_ai_runs import small_goemotions
 

@@ -118,8 +118,8 @@ def both_engines(tmp_path_factory: pytest.TempPathFactory):
     from pack_copies import small_pack
     from snowflake.snowpark import Session
 
+    from coco_sql.engines.snowflake.store import SnowparkStore
     from coco_sql.languages.sql import SqlLanguage
-    from coco_sql.store.snowpark_store import SnowparkStore
 
     task = load_task(small_pack(tmp_path_factory.mktemp("packs"), "hotpotqa_type", 30, 4))
     session = Session.builder.config("local_testing", True).create()

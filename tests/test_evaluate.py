@@ -263,9 +263,9 @@ def test_a_warehouse_evaluation_answers_and_bills_what_the_duckdb_evaluation_doe
     from snowflake.snowpark import Session
     from test_proxy import SEED
 
+    from coco_sql.engines.snowflake.store import SnowparkStore
     from coco_sql.languages.sql import SqlLanguage
-    from coco_sql.mutate.proxy_edits import plan, proxy_ctes, with_proxy
-    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.languages.sql.mutate.proxy_edits import plan, proxy_ctes, with_proxy
 
     task = load_task(small_pack(tmp_path, "hotpotqa_type", 24, 4))
     where = plan(sqlglot.parse_one(SEED, read="snowflake"), 0, "snowflake")

@@ -10,10 +10,10 @@ import sqlglot
 from proxy_setting import MODEL, SEED, proxy_setting
 
 from coco_sql import api
-from coco_sql.mutate.ai_edits import TrainingView
-from coco_sql.mutate.centroid_head import centroid_cosines, head_probabilities
-from coco_sql.mutate.head_edits import head_edits, read_plan
-from coco_sql.mutate.proxy_edits import (
+from coco_sql.languages.sql.mutate.ai_edits import TrainingView
+from coco_sql.languages.sql.mutate.centroid_head import centroid_cosines, head_probabilities
+from coco_sql.languages.sql.mutate.head_edits import head_edits, read_plan
+from coco_sql.languages.sql.mutate.proxy_edits import (
     plan,
     predictions,
     prototype_vectors,
@@ -23,7 +23,7 @@ from coco_sql.mutate.proxy_edits import (
     written_genes,
     written_proxy,
 )
-from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities
+from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities
 from coco_sql.reflect import DraftEnvironment
 
 LABELS = ["bridge", "comparison"]

@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 
 from coco_sql.engine import EvolutionLoop, RunConfig
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import CocoError, ConfigError
-from coco_sql.mutate import MutationRequest, OfflineMutator, Proposal
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
+from coco_sql.mutate import MutationRequest, Proposal
 from coco_sql.reflect.history import HistoryTools
-from coco_sql.store import DuckDBStore
 from coco_sql.store.history_sql import QUERIES, WITHHELD_ERROR
 from coco_sql.store.records import AgentTurn
 from coco_sql.tasks import load_task

@@ -8,8 +8,9 @@ from sqlglot import exp
 
 from coco_sql.engine import iteration_rng
 from coco_sql.evaluate import REPORT_SPLITS, Evaluator
-from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView
-from coco_sql.mutate.joint_fit import additive_shape, solve_rules, strip_point_guards
+from coco_sql.languages.sql.mutate.joint_fit import additive_shape, solve_rules, strip_point_guards
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
+from coco_sql.mutate import MutationRequest, ProgramView
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.context import ContextBundle, StrategyNote
 from coco_sql.tasks import load_task

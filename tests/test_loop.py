@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 from coco_sql.engine import EvolutionLoop, RunConfig, iteration_rng
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.evaluate import Evaluator
-from coco_sql.mutate import MutationRequest, OfflineMutator, ProgramView, Proposal
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
+from coco_sql.mutate import MutationRequest, ProgramView, Proposal
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.search import Elite, IslandArchive
-from coco_sql.store import DuckDBStore
 from coco_sql.tasks import load_task
 
 # What must be identical between two runs with the same seed (timestamps and latencies are not).
@@ -226,8 +227,8 @@ def test_the_mutator_only_ever_sees_training_rows(tmp_path: Path) -> None:
 
 def test_screening_one_query_equals_testing_each_draft(lockpicking) -> None:
     """Batched screening (adds, swaps and drops in one query) gives every draft exactly its own outputs."""
-    from coco_sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
-    from coco_sql.mutate.sql_edits import drop_guard, duplicate_guard, swap_guard
+    from coco_sql.languages.sql.mutate.edits import drop_guard, duplicate_guard, swap_guard
+    from coco_sql.languages.sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 
     evaluator = Evaluator(lockpicking)
     env = DraftEnvironment(evaluator)

@@ -126,8 +126,9 @@ def test_a_child_scored_on_a_validation_sample_is_never_champion(whole: Whole) -
     validation, in the run state and in the store alike."""
     from coco_sql.engine.config import RunConfig
     from coco_sql.engine.run_state import RunState
+    from coco_sql.engines.duckdb.store import DuckDBStore
     from coco_sql.evaluate import Evaluator
-    from coco_sql.store import DuckDBStore, ProgramRecord
+    from coco_sql.store import ProgramRecord
 
     task = load_task("lockpicking6")
     evaluator = Evaluator(task)

@@ -18,7 +18,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.store import DuckDBStore
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
 from coco_sql.store.portable import (
     double_columns,
@@ -129,8 +129,8 @@ def snowpark_store() -> Iterator[tuple[Any, dict[str, pd.DataFrame]]]:
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_sql import create_tables
-    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.engines.snowflake.sql import create_tables
+    from coco_sql.engines.snowflake.store import SnowparkStore
 
     session = Session.builder.config("local_testing", True).create()
     create_tables(session)

@@ -10,7 +10,7 @@ import pytest
 
 from coco_sql.agent.mutator import AgentSettings
 from coco_sql.errors import ConfigError, TaskError
-from coco_sql.mutate import OfflineMutator
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
 from coco_sql.options import (
     AGENT_SETTINGS,
     OFFLINE_SETTINGS,

@@ -17,7 +17,7 @@ from coco_sql import api
 from coco_sql.engine.registry import build_mutator
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages import language_for
-from coco_sql.languages.sql_export import export_form
+from coco_sql.languages.sql.export.forms import export_form
 from coco_sql.mutate import MutationRequest, Proposal
 from coco_sql.mutate.pace import PrimitiveAwareMutator, plan_operator, swap_calls
 from coco_sql.primitives import Posterior, PrimitiveLibrary, PrimitiveTrial

@@ -11,8 +11,9 @@ from typing import Any
 import duckdb
 import pytest
 
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.primitives import PrimitiveLibrary, posteriors
-from coco_sql.store import DuckDBStore, IterationBatch, ProgramRecord, RunRecord, program_id_for
+from coco_sql.store import IterationBatch, ProgramRecord, RunRecord, program_id_for
 from coco_sql.store.records import Primitive, PrimitiveTrial
 from coco_sql.store.rows import WRITE_ORDER, iteration_rows
 
@@ -93,8 +94,8 @@ snowpark = pytest.importorskip(
 def snowpark_store() -> Iterator[Any]:
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_sql import create_tables
-    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.engines.snowflake.sql import create_tables
+    from coco_sql.engines.snowflake.store import SnowparkStore
 
     session = Session.builder.config("local_testing", True).create()
     try:

@@ -16,9 +16,16 @@ from pack_copies import small_pack
 from coco_sql import api
 from coco_sql.errors import CandidateRejected, TaskError
 from coco_sql.evaluate import Evaluator
+from coco_sql.languages.sql.mutate.ai_edits import TrainingRow, TrainingView
+from coco_sql.languages.sql.mutate.proxy_edits import (
+    plan,
+    predictions,
+    proxy_ctes,
+    proxy_edits,
+    thresholds,
+    with_proxy,
+)
 from coco_sql.mutate import Proposal
-from coco_sql.mutate.ai_edits import TrainingRow, TrainingView
-from coco_sql.mutate.proxy_edits import plan, predictions, proxy_ctes, proxy_edits, thresholds, with_proxy
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import load_task
 

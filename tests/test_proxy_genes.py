@@ -9,9 +9,15 @@ import pytest
 import sqlglot
 from proxy_setting import MODEL, SEED, proxy_setting
 
-from coco_sql.mutate.ai_edits import TrainingRow, TrainingView, ai_edits, answer_of, classify_calls
-from coco_sql.mutate.ai_pipeline import answered_by_call
-from coco_sql.mutate.proxy_edits import (
+from coco_sql.languages.sql.mutate.ai_edits import (
+    TrainingRow,
+    TrainingView,
+    ai_edits,
+    answer_of,
+    classify_calls,
+)
+from coco_sql.languages.sql.mutate.ai_pipeline import answered_by_call
+from coco_sql.languages.sql.mutate.proxy_edits import (
     fitted_genes,
     gene_edits,
     plan,
@@ -23,7 +29,13 @@ from coco_sql.mutate.proxy_edits import (
     written_genes,
     written_proxy,
 )
-from coco_sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities, word_probabilities
+from coco_sql.languages.sql.mutate.proxy_fit import (
+    ProxyGenes,
+    answers,
+    fit,
+    probabilities,
+    word_probabilities,
+)
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,9 @@ from coco_sql.errors import (
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages import Program, language_for
 from coco_sql.languages.python import ALLOWED_MODULES, PythonLanguage
-from coco_sql.mutate import python_ops
+from coco_sql.languages.python import ops as python_ops
+from coco_sql.languages.python.mutator import PythonOfflineMutator
 from coco_sql.mutate.base import MutationRequest
-from coco_sql.mutate.python_mutator import PythonOfflineMutator
 from coco_sql.reflect.context import ContextBundle, ProgramView
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sandbox.python_sandbox import PythonSandbox, PythonSandboxLimits

@@ -28,10 +28,10 @@ import duckdb
 import pytest
 
 from coco_sql import api
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import StoreError
 from coco_sql.report.analysis import confusion, lineage_roots, solve_matrix, strategies
 from coco_sql.report.highlight import diff, highlight
-from coco_sql.store import DuckDBStore
 from tests.conftest import run_cli
 from tests.test_ai_runs import small_goemotions
 
@@ -620,10 +620,10 @@ def test_coco_report_in_snowpark_shows_what_the_duckdb_report_shows(tmp_path: Pa
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
     from snowflake.snowpark import Session
 
+    from coco_sql.engines.snowflake.procs.local_deploy import deploy_local
+    from coco_sql.engines.snowflake.procs.mirror import mirror_run
+    from coco_sql.engines.snowflake.store import SnowparkStore
     from coco_sql.report.page import build
-    from coco_sql.store.snowpark_store import SnowparkStore
-    from coco_sql.stored_procs.local_deploy import deploy_local
-    from coco_sql.stored_procs.mirror import mirror_run
     from tests.test_snowpark import OPTIONS, signals
 
     session = Session.builder.config("local_testing", True).create()

@@ -1,4 +1,4 @@
-"""Scoring hypotheses and drafts inside the engine (`mutate.hypothesis_scoring`) gives exactly what scoring their
+"""Scoring hypotheses and drafts inside the engine (`languages.sql.mutate.hypothesis_scoring`) gives exactly what scoring their
 rows in Python gave: the same gains (bit for bit, so the same ranking), fixed and broken rows, training scores
 and joint-fit effects, for every contract type and scorer it writes in SQL, and the Python path for the others.
 The reference below is the mutator's row scoring as it was before it moved into the engine."""
@@ -13,17 +13,18 @@ import sqlglot
 from sqlglot import exp
 
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.mutate import OfflineMutator, hypothesis_scoring
-from coco_sql.mutate.hypothesis_scoring import (
+from coco_sql.languages.sql.mutate import hypothesis_scoring
+from coco_sql.languages.sql.mutate.edits import Edit, cases, drop_guard, duplicate_guard, swap_guard
+from coco_sql.languages.sql.mutate.hypothesis_scoring import (
     DraftScorer,
     changes_from_rows,
     output_changes,
     score_hypotheses,
 )
-from coco_sql.mutate.joint_fit import additive_shape, guard_edits, strip_point_guards
-from coco_sql.mutate.scoring_sql import _same_rows
-from coco_sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
-from coco_sql.mutate.sql_edits import Edit, cases, drop_guard, duplicate_guard, swap_guard
+from coco_sql.languages.sql.mutate.joint_fit import additive_shape, guard_edits, strip_point_guards
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
+from coco_sql.languages.sql.mutate.scoring_sql import _same_rows
+from coco_sql.languages.sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import TaskPack, load_task
 
@@ -328,8 +329,8 @@ def test_the_screening_query_gives_the_same_rows_and_scores_on_a_warehouse(lockp
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed")
     from snowflake.snowpark import Session
 
+    from coco_sql.engines.snowflake.store import SnowparkStore
     from coco_sql.languages.sql import SqlLanguage
-    from coco_sql.store.snowpark_store import SnowparkStore
 
     task, evaluator = lockpicking_env
     env = DraftEnvironment(evaluator)

@@ -1,12 +1,12 @@
 """coco-sql in Snowflake, through Snowpark's local testing mode: the real Snowpark API, no account.
 
-The procedures are the real handlers (`coco_sql.stored_procs.handlers`), registered with `session.sproc.register`
-by `stored_procs.local_deploy` (with the tables, as `coco-sql deploy` creates them on an account) and run with
+The procedures are the real handlers (`coco_sql.engines.snowflake.procs.handlers`), registered with `session.sproc.register`
+by `engines.snowflake.procs.local_deploy` (with the tables, as `coco-sql deploy` creates them on an account) and run with
 `session.call`. The store reads with the DataFrame API (filters, joins) and writes an iteration as a staged batch
-and one INSERT ALL (`store.snowpark_batch`). Local testing has no `session.sql`, so the store's raw SQL (its
+and one INSERT ALL (`engines.snowflake.batch`). Local testing has no `session.sql`, so the store's raw SQL (its
 `SqlExecutor`: the history and report queries, a task's source query and the candidate programs over a split's
-staged rows) is `snowpark_local.LocalSql` there: sqlglot transpiles each Snowflake statement to DuckDB and DuckDB
-runs it over copies of the session's tables; its INSERT ALL goes to `snowpark_local_writes.LocalWrites`. On an
+staged rows) is `local.LocalSql` there: sqlglot transpiles each Snowflake statement to DuckDB and DuckDB
+runs it over copies of the session's tables; its INSERT ALL goes to `local_writes.LocalWrites`. On an
 account both are `session.sql`.
 
 The tests check that a run started with `session.call('coco_evolve', ...)` holds, table by table, what the same
@@ -38,16 +38,16 @@ from snowpark_helpers import strict_session  # noqa: E402
 import coco_sql  # noqa: E402
 from coco_sql import api  # noqa: E402
 from coco_sql.engine.champion import champion_of  # noqa: E402
+from coco_sql.engines.duckdb.store import DuckDBStore  # noqa: E402
+from coco_sql.engines.snowflake.candidates import LocalQueries  # noqa: E402
+from coco_sql.engines.snowflake.local import LocalSql  # noqa: E402
+from coco_sql.engines.snowflake.procs.mirror import mirror_run  # noqa: E402
+from coco_sql.engines.snowflake.store import SnowparkStore, snowpark_schema  # noqa: E402
 from coco_sql.errors import StoreError  # noqa: E402
 from coco_sql.llm.providers.cortex import COMPLETE_FUNCTION  # noqa: E402
-from coco_sql.store import DuckDBStore  # noqa: E402
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES  # noqa: E402
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES  # noqa: E402
-from coco_sql.store.snowpark_candidates import LocalQueries  # noqa: E402
-from coco_sql.store.snowpark_local import LocalSql  # noqa: E402
-from coco_sql.store.snowpark_store import SnowparkStore, snowpark_schema  # noqa: E402
 from coco_sql.store.table_schema import table_columns  # noqa: E402
-from coco_sql.stored_procs.mirror import mirror_run  # noqa: E402
 
 SIGNALS_SQL = """
 SELECT 's' || lpad(i::VARCHAR, 3, '0') AS id, ['red', 'green', 'amber', 'blue'][1 + i % 4] AS color, i % 7 AS speed,
@@ -341,7 +341,7 @@ def test_a_bad_call_is_one_clear_error_and_writes_nothing(
 def test_a_run_on_a_real_account_holds_what_the_same_run_holds_in_duckdb(tmp_path: Path) -> None:
     """The same comparison on an account: deploy, then the procedures through `session.sql('CALL ...')`, with
     the store's executor being `session.sql` and the candidates running on Snowflake's own engine."""
-    from coco_sql.stored_procs import deploy
+    from coco_sql.engines.snowflake.procs import deploy
 
     name = os.environ["COCO_SNOWFLAKE_CONNECTION"]
     schema = os.environ.get("COCO_SNOWFLAKE_SCHEMA")

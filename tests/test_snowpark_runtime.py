@@ -25,10 +25,10 @@ from snowflake.snowpark.mock.exceptions import SnowparkLocalTestingException
 from snowpark_helpers import plain, procedure_session, strict_session, usage_totals
 
 from coco_sql import api
-from coco_sql.languages import sql_warehouse
-from coco_sql.store import DuckDBStore
-from coco_sql.store.snowpark_store import SnowparkStore
-from coco_sql.store.snowpark_strict import strict_procedures
+from coco_sql.engines.duckdb.store import DuckDBStore
+from coco_sql.engines.snowflake.store import SnowparkStore
+from coco_sql.engines.snowflake.strict import strict_procedures
+from coco_sql.languages.sql import warehouse as sql_warehouse
 
 COMPARED = {
     "programs": ["program_id", "parent_id", "code", "cell", "approach", "valid", "error"],
@@ -116,7 +116,7 @@ TASKS = Path(__file__).resolve().parents[1] / "tasks"
 
 def _account_session() -> Session:
     """The scratch schema with coco-sql deployed in it (`coco-sql deploy`), and a session using it."""
-    from coco_sql.stored_procs import deploy
+    from coco_sql.engines.snowflake.procs import deploy
 
     schema = os.environ.get("COCO_SNOWFLAKE_SCHEMA")
     deploy.deploy(str(ACCOUNT), schema=schema)

@@ -1,4 +1,4 @@
-"""The strict emulation of a Snowflake stored procedure's limits (`store.snowpark_strict`), on a real
+"""The strict emulation of a Snowflake stored procedure's limits (`engines.snowflake.strict`), on a real
 local-testing session with a real procedure registered: what a handler may not do is refused and counted, and
 the same calls outside a handler, or after the block, work. The sandboxes coco-sql used inside a procedure until
 now (the DuckDB worker of the probes, the Python zygote) are refused there.
@@ -23,9 +23,9 @@ from snowflake.snowpark import Session
 from snowflake.snowpark.mock.exceptions import SnowparkLocalTestingException
 from snowflake.snowpark.types import StringType
 
+from coco_sql.engines.snowflake.strict import StrictLimits, strict_procedures
 from coco_sql.sandbox import Sandbox
 from coco_sql.sandbox.python_sandbox import PythonSandbox
-from coco_sql.store.snowpark_strict import StrictLimits, strict_procedures
 
 
 def _noop() -> None:

@@ -1,6 +1,6 @@
 """The Snowpark store's writes in a bounded number of statements (issue 27, item 4), in Snowpark's local testing.
 
-Statements are counted by `store.snowpark_counting.StatementCounter`, which follows what each Snowpark call sends
+Statements are counted by `engines.snowflake.counting.StatementCounter`, which follows what each Snowpark call sends
 to an account (its own checks below pin that model on plain Snowpark calls). The values of a batch must come
 back exactly as DuckDB stores them, through the JSON text of the staging table and the INSERT ALL."""
 
@@ -19,21 +19,22 @@ snowpark = pytest.importorskip(
 import numpy as np  # noqa: E402
 from snowflake.snowpark import Session  # noqa: E402
 
-from coco_sql.llm.cache import CachedEmbedding, CachedResponse  # noqa: E402
-from coco_sql.store import DuckDBStore, Event, IterationBatch  # noqa: E402
-from coco_sql.store.portable import double_columns, portability_problems, snowflake_query  # noqa: E402
-from coco_sql.store.snowpark_batch import (  # noqa: E402
+from coco_sql.engines.duckdb.store import DuckDBStore  # noqa: E402
+from coco_sql.engines.snowflake.batch import (  # noqa: E402
     LITERAL_BYTES,
     RECOVER_SQL,
     chunks,
     insert_all,
     staged_rows,
 )
-from coco_sql.store.snowpark_counting import StatementCounter  # noqa: E402
-from coco_sql.store.snowpark_local import LocalSql  # noqa: E402
-from coco_sql.store.snowpark_local_writes import LocalWrites  # noqa: E402
-from coco_sql.store.snowpark_sql import create_tables  # noqa: E402
-from coco_sql.store.snowpark_store import SnowparkStore, default_writer  # noqa: E402
+from coco_sql.engines.snowflake.counting import StatementCounter  # noqa: E402
+from coco_sql.engines.snowflake.local import LocalSql  # noqa: E402
+from coco_sql.engines.snowflake.local_writes import LocalWrites  # noqa: E402
+from coco_sql.engines.snowflake.sql import create_tables  # noqa: E402
+from coco_sql.engines.snowflake.store import SnowparkStore, default_writer  # noqa: E402
+from coco_sql.llm.cache import CachedEmbedding, CachedResponse  # noqa: E402
+from coco_sql.store import Event, IterationBatch  # noqa: E402
+from coco_sql.store.portable import double_columns, portability_problems, snowflake_query  # noqa: E402
 from tests.named_query_data import batches  # noqa: E402
 
 
@@ -186,7 +187,7 @@ def test_array_and_vector_columns_are_typed_as_an_account_types_them() -> None:
     way; a VECTOR column of a source reads as the list type AI_EMBED returns locally."""
     from snowflake.snowpark import types as t
 
-    from coco_sql.store.snowpark_sql import duckdb_type, snowpark_type
+    from coco_sql.engines.snowflake.sql import duckdb_type, snowpark_type
     from coco_sql.store.table_schema import table_columns
 
     vector = next(c for c in table_columns()["ai_embeddings"] if c.name == "vector")

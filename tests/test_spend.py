@@ -22,11 +22,13 @@ import pytest
 
 import coco_sql
 from coco_sql import api
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import ConfigError
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
 from coco_sql.llm.usage import ProviderCall, Usage
-from coco_sql.mutate import MutationRequest, OfflineMutator, Proposal
+from coco_sql.mutate import MutationRequest, Proposal
 from coco_sql.reflect.history import HistoryTools
-from coco_sql.store import AgentTurn, DuckDBStore, IterationBatch
+from coco_sql.store import AgentTurn, IterationBatch
 from coco_sql.store.rows import iteration_rows
 from coco_sql.tasks import load_task
 from tests.conftest import run_cli
@@ -299,8 +301,8 @@ def test_snowpark_stores_the_turns_and_spending_as_duckdb_does(tmp_path: Path) -
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
     from snowflake.snowpark import Session
 
-    from coco_sql.store.snowpark_sql import create_tables
-    from coco_sql.store.snowpark_store import SnowparkStore
+    from coco_sql.engines.snowflake.sql import create_tables
+    from coco_sql.engines.snowflake.store import SnowparkStore
     from tests.test_snowpark import OPTIONS, SIGNALS_SQL, signals
 
     options = {**FAST, "max_spend": "3000 tokens"}

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 import coco_sql
 from coco_sql.errors import ConfigError
-from coco_sql.languages.sql_export import export_bundle, export_form, proxy_note
+from coco_sql.languages.sql.export.forms import export_bundle, export_form, proxy_note
 
 PROGRAM = "WITH g AS (SELECT id, code FROM input) SELECT g.id, CASE WHEN code LIKE '4%' THEN 1 ELSE 0 END AS label FROM g"
 

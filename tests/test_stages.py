@@ -36,14 +36,16 @@ from coco_sql.engine.stages.admit import JpAdmission, MapElitesAdmission
 from coco_sql.engine.stages.curate import bundle_summary
 from coco_sql.engine.stages.mutate import drafts_usage
 from coco_sql.engine.stages.select import nothing_left
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import ConfigError
 from coco_sql.evaluate import SEARCH_SPLITS, Evaluator
+from coco_sql.languages.sql.mutate.offline import OfflineMutator
 from coco_sql.llm.usage import ProviderCall, Usage
-from coco_sql.mutate import MutationRequest, OfflineMutator, Proposal
+from coco_sql.mutate import MutationRequest, Proposal
 from coco_sql.mutate.base import calls_models, declared_models
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.search import Elite, Population
-from coco_sql.store import DuckDBStore, IterationBatch, RunRecord
+from coco_sql.store import IterationBatch, RunRecord
 from coco_sql.store.committer import Committer
 from coco_sql.tasks import TaskPack, load_task
 

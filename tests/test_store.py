@@ -12,11 +12,11 @@ import duckdb
 import pytest
 
 from coco_sql.engine.champion import champion_of
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import StoreError
 from coco_sql.report import read_models
 from coco_sql.store import (
     ArchiveEntry,
-    DuckDBStore,
     EvaluationRow,
     Event,
     IterationBatch,

@@ -499,6 +499,18 @@ MALFORMED = [
         r"key 'program\.timeout_seconds': must be a number in \(0, 3600\] \(got 1e\+308\)",
     ),
     (
+        "run option a pack may not set",  # the seed, budget and spend are the user's
+        lambda t: t + "\n[run]\nseed = 3\n",
+        None,
+        r"key 'run\.seed': unknown key \(allowed: islands, policy, .*minibatch",
+    ),
+    (
+        "run option out of range",
+        lambda t: t + "\n[run]\nminibatch = -2\n",
+        None,
+        r"key 'run\.minibatch': must be an integer in \[0, 1000000\] \(got -2\)",
+    ),
+    (
         "negative split seed",
         lambda t: t.replace("seed = 1", "seed = -1"),
         None,
@@ -555,3 +567,27 @@ def test_a_pack_file_that_is_a_symbolic_link_is_refused(tmp_path: Path, linked: 
         load_task(root)
     message = str(info.value)
     assert "\n" not in message and f"key '{key}'" in message and "is a symbolic link" in message, message
+
+
+def test_a_packs_run_table_sets_what_a_run_leaves_unset(tmp_path: Path) -> None:
+    """`[run]` holds the pack's recommended search options: a run that does not set them gets them (stored in
+    the run's config), a run that sets one keeps its own, the command line's flag included."""
+    from coco_sql import api, cli
+    from coco_sql.engines.duckdb.store import DuckDBStore
+
+    root = make_pack(tmp_path, MINI_TOML + "\n[run]\nminibatch = 2\nislands = 1\n")
+    assert dict(load_task(root).run_defaults) == {"minibatch": 2, "islands": 1}
+
+    def stored(db: Path) -> dict:
+        with DuckDBStore(db, read_only=True) as store:
+            return store.get_run(store.latest_run_id(None)).config
+
+    api.evolve(root, db=tmp_path / "a.duckdb", budget=1, options={"seed": 1})
+    assert (stored(tmp_path / "a.duckdb")["minibatch"], stored(tmp_path / "a.duckdb")["islands"]) == (2, 1)
+    api.evolve(root, db=tmp_path / "b.duckdb", budget=1, options={"seed": 1, "minibatch": 0})
+    assert (stored(tmp_path / "b.duckdb")["minibatch"], stored(tmp_path / "b.duckdb")["islands"]) == (0, 1)
+    for flags, expected in (((), 2), (("--minibatch", "0"), 0)):
+        db = tmp_path / f"cli{len(flags)}.duckdb"
+        argv = ["evolve", str(root), "--budget", "1", "--seed", "1", "--db", str(db), "--quiet", *flags]
+        assert cli.main(argv) == 0
+        assert stored(db)["minibatch"] == expected

@@ -16,12 +16,12 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 from scipy.spatial.distance import cdist
 
 from coco_sql.engine import EvolutionLoop, RunConfig
+from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import TaskError
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages import language_for
 from coco_sql.languages.python import PythonLanguage
-from coco_sql.mutate.python_mutator import PythonOfflineMutator
-from coco_sql.store import DuckDBStore
+from coco_sql.languages.python.mutator import PythonOfflineMutator
 from coco_sql.tasks import TaskPack, load_task
 from coco_sql.tasks.scorers import BoundRatioScorer
 

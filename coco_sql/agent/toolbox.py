@@ -1,7 +1,10 @@
 """The agent's tools, each with a JSON schema, and their dispatch.
 
     history     the paper's Table 6 (`reflect.history.HistoryTools`): programs, lineages, per-row solvers, the
-                thinking traces of earlier iterations (training rows only, validation as aggregates)
+                thinking traces of earlier iterations (training rows only, validation as aggregates); and, for
+                a kind whose runs leave a trace per row (`KindPlugin.row_traces`: a data agent's messages, tool
+                calls, SQL and results), `get_row_trace`. Offered to those kinds only: a tool more in the list
+                changes every request the agent sends, so the cached agent runs of the other kinds stay valid
     data        query (read-only SQL over the training rows), check, show_draft
     workspace   read_candidate, write_candidate, edit_candidate
     test_draft  the candidate on training rows: the train score and at most `test_rows` rows (failures first),
@@ -76,6 +79,7 @@ class Toolbox:
     test_rows: int = 10
     tests_used: int = 0
     invalid_candidates: int = 0
+    row_traces: bool = False  # offer `get_row_trace` (with the history tools): the kind's runs leave traces
     _specs: dict[str, ToolSpec] = field(default_factory=dict, init=False)
     _shown: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)  # tested code -> its rows
 
@@ -86,7 +90,9 @@ class Toolbox:
         if self.offline is not None:
             specs.append(_OFFLINE)
         if self.history is not None:
-            specs.extend(_history_specs())
+            specs.extend(
+                _history_specs(HistoryTools.TOOLS + (HistoryTools.ROW_TOOLS if self.row_traces else ()))
+            )
         if self.request.operator is not None:
             specs.append(_CHECK_PRIMITIVES)
         self._specs = {spec.name: spec for spec in specs}
@@ -253,10 +259,10 @@ def _data_specs() -> list[ToolSpec]:
     ]  # fmt: skip
 
 
-def _history_specs() -> list[ToolSpec]:
-    """One spec per history tool, its parameters read off `HistoryTools`' signature and docstring."""
+def _history_specs(names: tuple[str, ...]) -> list[ToolSpec]:
+    """One spec per history tool of `names`, its parameters read off `HistoryTools`' signature and docstring."""
     specs = []
-    for name in HistoryTools.TOOLS:
+    for name in names:
         method = getattr(HistoryTools, name)
         properties: dict[str, Any] = {}
         required = []

@@ -1,7 +1,7 @@
 """The arguments of AI function calls: decoding the binder's JSON cells, Cortex's argument checks and the
 errors it raises (`AiCallRefused`), PROMPT rendering, and AI_CLASSIFY's categories and examples.
 
-Shared by `aifuncs.functions` (the calls) and the offline mutator (`mutate.ai_pipeline`), which reads
+Shared by `aifuncs.functions` (the calls) and the offline mutator (`languages.sql.mutate.ai_pipeline`), which reads
 categories the way AI_CLASSIFY does. Limits come from `aifuncs.catalogue`.
 """
 

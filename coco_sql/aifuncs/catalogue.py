@@ -5,8 +5,8 @@ documented names (the names accepted as ``name => value``), which are optional, 
 values, the DuckDB UDF a call binds to with its return type, and the name of the
 :class:`~coco_sql.aifuncs.functions.AiFunctions` method that answers that UDF. Derived from it:
 
-- ``sqlcheck.allowlist.AI_SIGNATURES``: parameter names and arities (validator, named-argument rewrite);
-- ``sqlcheck.ai_binding.UDFS``: the UDF each SQL name binds to, padded to one JSON argument per parameter;
+- ``languages.sql.check.allowlist.AI_SIGNATURES``: parameter names and arities (validator, named-argument rewrite);
+- ``languages.sql.check.ai_binding.UDFS``: the UDF each SQL name binds to, padded to one JSON argument per parameter;
 - ``aifuncs.duckdb_udfs``: the UDFs registered in every sandbox, their return types and implementations;
 - ``aifuncs.functions``: the limits (:class:`Limits`) whose violation Cortex answers with an error.
 
@@ -20,8 +20,8 @@ Names this project accepted before it followed the documentation (``categories =
 may still use them; in Snowflake dialect they are refused with the documented name (:func:`check_named_argument`,
 which a deploy checker calls too).
 
-This module imports only the standard library (and never ``sqlcheck``, ``functions`` or ``runtime``), so
-``sqlcheck`` reads it without an import cycle, and without loading DuckDB, arrow, a model or a socket.
+This module imports only the standard library (and never ``languages.sql.check``, ``functions`` or ``runtime``), so
+``languages.sql.check`` reads it without an import cycle, and without loading DuckDB, arrow, a model or a socket.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Register the AI functions in a DuckDB connection as arrow-vectorized Python UDFs.
 
-The validator's binder (`sqlcheck.ai_binding`) rewrites every AI call to one of these UDFs with a fixed
+The validator's binder (`languages.sql.check.ai_binding`) rewrites every AI call to one of these UDFs with a fixed
 arity and JSON arguments, so each UDF receives whole chunks (about 2,000 rows) of JSON text and answers them in
 one batch: identical inputs within the chunk are embedded or completed once, and cached ones not at all.
 Which UDFs exist, their arity, return types and the `AiFunctions` method answering each come from
@@ -63,7 +63,7 @@ def register_udfs(
     """Create every bound AI UDF in `con` (before its configuration is locked); each chunk goes to
     `call(udf_name, columns)`, which answers one value per row. Inside a sandbox worker `call` forwards the chunk
     to the parent process, which owns the AI runtime (`sandbox`). `name` renames a UDF in DuckDB (a
-    `coco_sql.connect` connection's own names, `procedures.ai_functions`); `call` still gets the bound name."""
+    `coco_sql.connect` connection's own names, `engines.duckdb.ai_functions`); `call` still gets the bound name."""
     for udf, arity in bound_udfs():
         returns = arrow_type(udf.returns.arrow)
         con.create_function(

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from coco_sql.primitives.library import Primitive, PrimitiveLibrary
     from coco_sql.reflect.environment import DraftEnvironment
     from coco_sql.sandbox.lockdown import QueryResult
-    from coco_sql.store.base import CandidateEngine
+    from coco_sql.store.base import CandidateEngine, Warehouse
+    from coco_sql.store.registered import RegisteredTask
     from coco_sql.tasks import Split, TaskPack
     from coco_sql.tasks.pack_files import Reader
 
@@ -81,7 +82,7 @@ class RunResult:
 class QueryEngine(Protocol):
     """One split's rows, queried read-only by the mutator (probes, draft tests in the engine, screening): the
     DuckDB sandbox, or a warehouse over the split's staged rows. Queries are DuckDB text; `dialect` is what the
-    engine runs (a warehouse translates them: `languages.sql_warehouse`). `run` raises EvaluationError."""
+    engine runs (a warehouse translates them: `languages.sql.warehouse`). `run` raises EvaluationError."""
 
     dialect: str
 
@@ -346,6 +347,23 @@ class PackLoader(Protocol):
     ) -> TaskPack: ...
 
 
+class TaskRegistrar(Protocol):
+    """A kind whose tasks `coco_task` registers from the user's own tables (its option `kind`), with options of
+    its own (dbt: several source tables, an expected table per target model). `check` refuses bad options
+    before anything is read or written; `queries` are the user's queries `register` will read (the caller
+    checks them as read-only before a store is opened); `register` reads them through the store, builds and
+    checks the task, validates its seed and stores it as rows (`Warehouse.register_task`), returning the
+    coco_task row (task, rows, train, val, test); `load` builds the task again from those rows."""
+
+    def check(self, name: object, source: object, options: object) -> Mapping[str, Any]: ...
+
+    def queries(self, checked: Mapping[str, Any]) -> list[str]: ...
+
+    def register(self, name: str, checked: Mapping[str, Any], store: Warehouse) -> dict[str, Any]: ...
+
+    def load(self, name: str, registered: RegisteredTask) -> TaskPack: ...
+
+
 class FolderExport(Protocol):
     """A kind's export forms that are a folder of files (dbt: a project `dbt build` runs): the export's text
     form written out as the folder (`coco-sql export --out DIR`)."""
@@ -385,12 +403,15 @@ class KindPlugin:
     references: Callable[[TaskPack], bool] | None = None  # whether a task gets reference tables (`examples`)
     in_engine_drafts: InEngineDrafts | None = None
     pack_loader: PackLoader | None = None
+    registrar: TaskRegistrar | None = None  # coco_task of this kind over the user's tables
     folder_export: FolderExport | None = None
     parts: Callable[[str], ProgramParts | None] | None = None  # a program of several files, for the report
     # a champion larger than this gets a warning after a run (SQL, issue 15: inline few-shot examples make a
     # program hard to review and costly per row; they belong in a small subset or a table); None: no warning
     warn_bytes: int | None = None
     dialects: bool = False  # programs are written in the task's dialect (task.toml `dialect`)
+    # each run leaves a trace per row (`RunResult.observations`): the coding agent is offered `get_row_trace`
+    row_traces: bool = False
 
 
 def language_for(task: TaskPack, engine: CandidateEngine | None = None) -> Language:

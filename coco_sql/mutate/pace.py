@@ -7,7 +7,7 @@ request (`MutationRequest.primitives`), and every draw uses the injected RNG, so
 - P1 insertion: FOCUS (Thompson's pick among the primitives the parent does not call) is put into the parent:
   SQL as a new first WHEN arm `FOCUS(cols) THEN v` of a CASE (v: each value that CASE already returns), or,
   when the parent holds FOCUS's body verbatim, by refactoring it into a call; Python as a new weighted term of
-  an argmin/argmax objective (`python_ops.insert_terms`). The drafts are tested on the training rows and the
+  an argmin/argmax objective (`languages.python.ops.insert_terms`). The drafts are tested on the training rows and the
   best is the child.
 - P2 replacement: every call of a primitive the parent calls (TARGET, uniform) becomes a call of Thompson's pick
   among the others (REPLACEMENT), with the replacement's own parameters as arguments: a primitive's parameters
@@ -32,33 +32,19 @@ is unverified and does not move any posterior.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-import sqlglot
-from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
 from coco_sql.mutate.base import MutationRequest, Mutator, OperatorBrief, Proposal
-from coco_sql.mutate.python_ops import insert_terms
 from coco_sql.primitives.calls import adapter, call_set
 from coco_sql.primitives.context import PrimitiveContext
 from coco_sql.primitives.contracts import Contract, verify
-from coco_sql.primitives.edits import (
-    prune_definitions,
-    refactor_into_call,
-    sql_with_definitions,
-    with_definitions,
-)
+from coco_sql.primitives.edits import prune_definitions, with_definitions
 from coco_sql.primitives.library import OPERATORS, Primitive, PrimitiveLibrary
-from coco_sql.primitives.python_defs import definition_dumps, insert_definitions
-from coco_sql.primitives.sql_macros import expand_program, split_macros
 from coco_sql.primitives.thompson import thompson_pick
-
-if TYPE_CHECKING:
-    pass
 
 MAX_INSERTIONS = 16  # drafts tested for one insertion (P1, P4)
 
@@ -276,43 +262,7 @@ def swap_calls(
     return adapter(language).swap_calls(code, target, replacement, dialect=dialect)
 
 
-def sql_swap_calls(code: str, target: Primitive, replacement: Primitive, dialect: str) -> str | None:
-    """`swap_calls` for SQL: on the query's sqlglot tree, its macros kept in front."""
-    own = _params(replacement)
-    macros, query_text = split_macros(code, dialect)
-    try:
-        query = sqlglot.parse_one(query_text, read=dialect)
-    except sqlglot.errors.ParseError:
-        return None
-    calls = [n for n in query.find_all(exp.Anonymous) if str(n.this).lower() == target.name]
-    if not calls:
-        return None
-    for node in calls:
-        node.replace(exp.Anonymous(this=replacement.name, expressions=[exp.column(p) for p in own]))
-    body = query.sql(dialect=dialect, pretty=True, normalize_functions=False)
-    return "\n".join([*(f"{m.text};" for m in macros), body])
-
-
-def python_swap_calls(code: str, target: Primitive, replacement: Primitive) -> str | None:
-    """`swap_calls` for Python: on the module's `ast`."""
-    own = _params(replacement)
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    hits = 0
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == target.name:
-            node.func.id, node.args, node.keywords = (
-                replacement.name,
-                [ast.Name(p, ast.Load()) for p in own],
-                [],
-            )
-            hits += 1
-    return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if hits else None
-
-
-def _params(primitive: Primitive) -> list[str]:
+def signature_params(primitive: Primitive) -> list[str]:
     return [p.strip() for p in primitive.signature.partition("(")[2].rstrip(")").split(",") if p.strip()]
 
 
@@ -343,74 +293,6 @@ def brief(plan: Plan, library: PrimitiveLibrary, language: str) -> str:
     return "\n".join(text)
 
 
-# -- SQL ----------------------------------------------------------------------------------------------------
-def sql_insertions(code: str, focus: Primitive, dialect: str) -> list[tuple[str, str]]:
-    """(description, program) drafts that call `focus`: its body folded into a call where the parent holds it,
-    then a new first arm `WHEN focus(params) THEN v` in each CASE, for each value v that CASE returns."""
-    drafts: list[tuple[str, str]] = []
-    folded = refactor_into_call(code, focus, dialect=dialect)
-    if folded is not None:
-        drafts.append((f"its body, already in the program, becomes a call of {focus.name}", folded))
-    macros, query_text = split_macros(code, dialect)
-    try:
-        query = sqlglot.parse_one(query_text, read=dialect)
-    except sqlglot.errors.ParseError:
-        return drafts
-    call = exp.Anonymous(this=focus.name, expressions=[exp.column(p) for p in _params(focus)])
-    header = [f"{m.text};" for m in macros]
-    for index, case in enumerate(query.find_all(exp.Case)):
-        values: list[exp.Expression] = []
-        for branch in [
-            *(arm.args.get("true") for arm in case.args.get("ifs") or []),
-            case.args.get("default"),
-        ]:
-            if isinstance(branch, exp.Literal) and not any(branch == v for v in values):
-                values.append(branch)
-        for value in values:
-            edited = query.copy()
-            target = list(edited.find_all(exp.Case))[index]
-            target.set("ifs", [exp.If(this=call.copy(), true=value.copy()), *(target.args.get("ifs") or [])])
-            body = edited.sql(dialect=dialect, pretty=True, normalize_functions=False)
-            program = "\n".join([*header, body])
-            try:
-                program = sql_with_definitions(program, [focus], dialect)
-            except CandidateRejected:
-                continue
-            drafts.append(
-                (
-                    f"new first arm WHEN {focus.name} THEN {value.sql(dialect=dialect)} in CASE {index}",
-                    program,
-                )
-            )
-    return drafts
-
-
-def fold(code: str, primitives: list[Primitive], dialect: str) -> str:
-    """A SQL program (no macros) with each primitive's body folded back into calls, and the definitions of the
-    primitives it then calls put in front: the inverse of expansion for the calls an edit left intact."""
-    for primitive in primitives:
-        folded = refactor_into_call(code, primitive, dialect=dialect)
-        if folded is not None:
-            code = folded
-    return code
-
-
-def _pretty(code: str, dialect: str) -> str:
-    """The expanded program as the inner mutator expects it: a call that was a whole WHEN condition is a bare
-    condition again (`WHEN p1 = 4`, not `WHEN (p1 = 4)`), so its rule operators and the joint fit see the
-    point guards they know."""
-    try:
-        query = sqlglot.parse_one(code, read=dialect)
-    except sqlglot.errors.ParseError:
-        return code
-    bare = query.transform(
-        lambda n: (
-            n.this if isinstance(n, exp.Paren) and isinstance(n.parent, exp.If) and n.arg_key == "this" else n
-        )
-    )
-    return bare.sql(dialect=dialect, pretty=True)
-
-
 def inner_approaches(tried: frozenset[str]) -> frozenset[str]:
     """The approaches as the inner mutator wrote them: 'P3: x' is x, and 'P1: insert p: ...; then x' is x."""
     found = set(tried)
@@ -420,46 +302,6 @@ def inner_approaches(tried: frozenset[str]) -> frozenset[str]:
             found.add(rest)
             found.add(rest.rpartition("; then ")[2])
     return frozenset(found)
-
-
-# -- Python -------------------------------------------------------------------------------------------------
-def python_insertions(
-    code: str, focus: Primitive, frozen: frozenset[str] = frozenset()
-) -> list[tuple[str, str]]:
-    """(description, program) drafts that call `focus` as a new weighted term of an argmin/argmax objective,
-    its arguments the parameters of the same names; never inside a `frozen` function (a primitive)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
-    params = _params(focus)
-    call = ast.Call(
-        func=ast.Name(focus.name, ast.Load()), args=[ast.Name(p, ast.Load()) for p in params], keywords=[]
-    )
-    drafts = []
-    kept = definition_dumps(tree, frozen)
-    for edit in insert_terms(tree, [(call, None)]):
-        if definition_dumps(ast.parse(edit.code), frozen) == kept:
-            drafts.append((edit.approach, insert_definitions(edit.code, [focus.code])))
-    return drafts
-
-
-def sql_refine(
-    inner: Mutator,
-    request: MutationRequest,
-    library: PrimitiveLibrary,
-    rng: np.random.Generator,
-    dialect: str,
-) -> Proposal:
-    """P3 for SQL: the inner mutator edits the parent with its macros expanded, and the macro bodies still
-    present afterwards are folded back into calls."""
-    macros, _ = split_macros(request.parent.code, dialect)
-    expanded = expand_program(request.parent.code, dialect)
-    if not macros or expanded is None:
-        return inner.propose(request, rng)
-    flat = replace(request.parent, code=_pretty(expanded, dialect))
-    proposal = inner.propose(replace(request, parent=flat), rng)
-    return replace(proposal, code=fold(proposal.code, [library.get(m.name) for m in macros], dialect))
 
 
 def _verify(

@@ -36,7 +36,8 @@ ARGUMENTS: Mapping[str, OptionTable] = {
         "coco_task(name, source, options)",
         Option("name", "string", None, "the task's name: a letter or _, then letters, digits or _",
                example="'questions'"),
-        Option("source", "string", None, "the labelled rows: a table name or one SELECT query",
+        Option("source", "string", None, "the labelled rows: a table name or one SELECT query (NULL for a dbt "
+               "task, whose tables are its options)",
                example="'questions'"),
         Option("options", "object", None, "the task's options: the rows options.* below",
                example="{'label': 'label', 'seed_program': '...'}"),
@@ -77,8 +78,9 @@ ARGUMENTS: Mapping[str, OptionTable] = {
     "coco_report": _arguments("coco_report(run_id)", _RUN_ID),
     "coco_help": _arguments(
         "coco_help(topic)",
-        Option("topic", "string", None, "a procedure (its arguments and options), or the settings of "
-               "'offline mutator', 'agent mutator' or 'history tools'", nullable=True, example="'coco_task'"),
+        Option("topic", "string", None, "a procedure (its arguments and options), a dbt task's options "
+               "('coco_task dbt'), or the settings of 'offline mutator', 'agent mutator' or 'history tools'",
+               nullable=True, example="'coco_task'"),
     ),
 }  # fmt: skip
 
@@ -100,7 +102,7 @@ _OPTIONS: Mapping[str, tuple[OptionTable, ...]] = {
     "coco_task": (TASK_OPTIONS,),
     "coco_evolve": (RUN_OPTIONS, AI_OPTIONS),
 }
-_SETTINGS = ("offline mutator", "agent mutator", "history tools")
+_SETTINGS = ("coco_task dbt", "offline mutator", "agent mutator", "history tools")
 
 
 def topics() -> list[str]:

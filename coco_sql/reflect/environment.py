@@ -135,7 +135,7 @@ class DraftEnvironment:
 
     def labels_sql(self) -> str | None:
         """The training rows' labels as a parenthesised SQL subquery with columns (pos, id, expected), for a probe
-        that scores outputs inside the engine (`mutate.hypothesis_scoring`).
+        that scores outputs inside the engine (`languages.sql.mutate.hypothesis_scoring`).
 
         `pos` is the row's place in the order `test_draft` scores rows in, `id` is VARCHAR and `expected` has the
         contract's DuckDB type (INTEGER labels as HUGEINT). The text holds the training split's labels and nothing

@@ -57,8 +57,9 @@ class HistoryTools:
         "get_hard_questions",
         "get_primitives",
     )
-    # Read by `call` and the CLI, not yet offered to the coding agent: a new tool in its list changes every request
-    # it sends, so every cached agent run would be asked again.
+    # Read by `call` and the CLI; offered to the coding agent only for kinds whose runs leave traces
+    # (`KindPlugin.row_traces`): a new tool in its list changes every request it sends, so the cached agent runs
+    # of the other kinds would be asked again.
     ROW_TOOLS: ClassVar[tuple[str, ...]] = ("get_row_trace",)
 
     def __init__(self, store: Warehouse, run_id: int) -> None:

@@ -1,11 +1,11 @@
-"""Warehouse stores: the tables are the source of truth for every run. Exports load on first use
-(`coco_sql.lazy`): a module that needs only the records does not load DuckDB's store."""
+"""What every warehouse store shares: the `Warehouse` protocol, the records, the committer, the named history and
+report queries and the SQL both engines mean the same way (the stores themselves are engines:
+`engines.duckdb.store`, `engines.snowflake.store`). Exports load on first use (`coco_sql.lazy`)."""
 
 from coco_sql.lazy import lazy_exports
 
 _WHERE = {
     "Warehouse": ".base",
-    "DuckDBStore": ".duckdb_store",
     "AgentTurn": ".records",
     "ArchiveEntry": ".records",
     "EvaluationRow": ".records",

@@ -1,7 +1,7 @@
 """The warehouse interface. The loop, the CLI and the reflection tools talk to this protocol only.
 
-Implementations hold every piece of raw SQL (``DuckDBStore`` now, a Snowpark store later). Engine differences
-stay inside them, so the loop never branches on the engine.
+Implementations hold every piece of raw SQL (``engines.duckdb.store.DuckDBStore``, ``engines.snowflake.store.
+SnowparkStore``). Engine differences stay inside them, so the loop never branches on the engine.
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ class CandidateEngine(Protocol):
     def query(self, sql: str, deadline_s: float) -> QueryRows:
         """The rows of one read-only query in the engine's dialect; EvaluationError when it fails,
         EvaluationTimeout past the deadline."""
+        ...
+
+    def create_table(self, sql: str, deadline_s: float) -> str:
+        """A temporary table holding the rows of one read-only query in the engine's dialect (a dbt model's
+        materialisation); its name, dropped by `drop_staged`. Fails as `query` does."""
         ...
 
     def run_python(self, source: str, staged: str, deadline_s: float) -> list[tuple[str, str | None]]:

@@ -45,8 +45,8 @@ from typing import Any
 import pandas as pd
 
 from coco_sql.errors import TaskError
+from coco_sql.languages.sql.check.calls import ai_functions_called
 from coco_sql.options import TASK_OPTIONS, as_object, check_task_name
-from coco_sql.sqlcheck.calls import ai_functions_called
 from coco_sql.tasks.loader import TaskPack
 from coco_sql.tasks.lookup import load_task
 

@@ -46,6 +46,9 @@ task.toml format (every key is validated; unknown keys are errors)::
 
     [source]                         # optional attribution: name, url, license, revision, notes (strings)
 
+    [run]                            # optional: the run options this pack recommends (`PACK_RUN_OPTIONS` of
+    minibatch = 8                    #   `options.RUN_OPTIONS`, same checks); a run's own options win
+
     [agent_spec]                     # optional: a table named after the language, that kind's own settings,
                                      #   checked by the kind (`languages.<kind>`); a string in it naming a file
                                      #   of the pack is checked as a pack path and fingerprinted
@@ -71,7 +74,7 @@ from typing import Any
 import duckdb
 
 from coco_sql.errors import TaskError
-from coco_sql.options import PACK_NAME, SPLIT_SEED, TASK_NAME, TIMEOUT_SECONDS
+from coco_sql.options import PACK_NAME, PACK_RUN_OPTIONS, RUN_OPTIONS, SPLIT_SEED, TASK_NAME, TIMEOUT_SECONDS
 from coco_sql.plugins import BUILTIN_ENGINES, engine_names, kind, kind_names
 from coco_sql.tasks.catalog import TASK_FILE
 from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR
@@ -113,6 +116,7 @@ _TOP_KEYS = (
     "scorer",
     "program",
     "source",
+    "run",
 )
 _DATA_KEYS = ("pool", "test", "id_column", "expected_column", "input_columns")
 _SPLIT_KEYS = ("seed", "mode", "train_fraction", "test_fraction")
@@ -162,6 +166,7 @@ class TaskPack:
     settings: Mapping[str, Any] = field(default_factory=dict)  # the table named after the kind, as written
     settings_files: Mapping[str, Path] = field(default_factory=dict)  # its strings naming pack files: checked
     kind_data: Any = None  # what a kind with its own pack loader adds (`KindPlugin.pack_loader`)
+    run_defaults: Mapping[str, Any] = field(default_factory=dict)  # [run]: options a run does not set itself
 
     def split(self, name: str) -> Split:
         """Return split ``name`` (train, val or test). Copies, so callers cannot corrupt the cache."""
@@ -181,7 +186,7 @@ class TaskPack:
     @property
     def uses_ai(self) -> bool:
         """True when the task enables any AI function (its sandboxes then get the AI UDFs)."""
-        from coco_sql.sqlcheck.ai_binding import UDFS
+        from coco_sql.languages.sql.check.ai_binding import UDFS
 
         return any(name in UDFS or name == "PROMPT" for name in self.allowed_functions)
 
@@ -409,6 +414,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
 
         source_table = reader.table(doc, "source", _SOURCE_KEYS, required=False)
         source = {key: reader.get(source_table, f"source.{key}", str) for key in source_table}
+        run_defaults = read_run_defaults(reader, doc)
 
         load = {
             "id_column": id_column,
@@ -469,7 +475,23 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         **kind_fields,
         settings=settings,
         settings_files=settings_files,
+        run_defaults=run_defaults,
     )
+
+
+def read_run_defaults(reader: Reader, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The pack's `[run]` table: run options it recommends (a data agent's pack, whose every question is model
+    calls, samples a minibatch), each checked as `coco_evolve` checks it. A run's own options win over them."""
+    table = reader.table(doc, "run", PACK_RUN_OPTIONS, required=False)
+    defaults = {}
+    for name, value in table.items():
+        try:
+            defaults[name] = RUN_OPTIONS[name].check(value, error=TaskError)
+        except TaskError:
+            raise reader.error(
+                f"run.{name}", f"must be {RUN_OPTIONS[name].expects()} (got {short(value)})"
+            ) from None
+    return defaults
 
 
 # ---------------------------------------------------------------------------------------- discovery

@@ -26,7 +26,8 @@ FORMS = frozenset({"cortex_agent"})
 def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
     from coco_sql.languages.agent_spec.language import AgentSpecLanguage
 
-    return AgentSpecLanguage(task)  # the tools run in coco-sql's sandboxes over the task's tables
+    # without an engine the tools run in coco-sql's sandboxes; with one, as its queries (`warehouse`)
+    return AgentSpecLanguage(task, engine)
 
 
 def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
@@ -83,4 +84,5 @@ PLUGIN = KindPlugin(
     offline_mutator=_offline,
     exports=AgentSpecExports(),
     folder_export=AgentSpecFolder(),
+    row_traces=True,
 )

@@ -5,8 +5,10 @@ runs it on every question row of a split, and each row keeps the run's trace as 
   canonical YAML (`spec.dump`), so two texts of one spec share the evaluator's memo and the cache's requests.
 - `runner`: an `AgentRunner` over the split's questions. It runs inside the evaluator's AI evaluation (which
   accounts every model call and bounds the whole split by the task's timeout), each question with the task's
-  `RunLimits`, the spec's tools in SQL sandboxes over the task's tables only (`tools.ToolBox`). The answer is the
-  row's output, the bounded trace (`trace.py`) its observation; the expected answer never reaches the run.
+  `RunLimits`, the spec's tools over the task's tables only (`tools.ToolBox`): in SQL sandboxes, or, when the
+  kind is bound to a store's `CandidateEngine` (Snowflake), as warehouse queries over the tables staged there,
+  with the chat on Cortex COMPLETE (`warehouse`). The answer is the row's output, the bounded trace
+  (`trace.py`) its observation; the expected answer never reaches the run.
 - `score_rows` (`languages.base.ScoresRows`): DABStep scoring (`scoring.score`), which reads the row's guidelines
   for the rounding asked; it runs here, on the evaluator's side, on answers only.
 - its export form, ``cortex_agent``, is `export_form` (the plug-in, `kind.py`).
@@ -30,21 +32,27 @@ from coco_sql.languages.agent_spec.settings import AgentTask, agent_task
 from coco_sql.languages.agent_spec.spec import AgentSpec, dump, parse
 from coco_sql.languages.agent_spec.tools import ToolBox
 from coco_sql.languages.agent_spec.validate import validate_spec
+from coco_sql.languages.agent_spec.warehouse import SplitProbes, WarehouseToolQueries, cortex_model
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.search.features import cell_of_counts
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.llm.runtime import AiRuntime
+    from coco_sql.store.base import CandidateEngine
     from coco_sql.tasks import Split, TaskPack
 
 
 class AgentSpecLanguage:
     name = "agent_spec"
 
-    def __init__(self, task: TaskPack) -> None:
+    def __init__(self, task: TaskPack, engine: CandidateEngine | None = None) -> None:
+        """`engine`: the store's, when it runs candidates itself: the tools run there, the chat on Cortex."""
         self.task = task
         self.agent: AgentTask = agent_task(task)  # TaskError (one line) before anything runs
+        self._warehouse = (
+            None if engine is None else WarehouseToolQueries(engine, self.agent.tables.rows, task.dialect)
+        )
 
     def validate(self, code: str) -> Program:
         spec = validate_spec(parse(code), self.agent.tables.schemas, dialect=self.task.dialect)
@@ -75,7 +83,9 @@ class AgentSpecLanguage:
             raise ConfigError(
                 f"task {self.task.name!r}: an agent spec needs a model runtime (none was given)"
             )
-        return AgentRunner(self, split, ai.runtime)
+        if self._warehouse is not None:
+            cortex_model(ai.runtime.config, self.model(ai.runtime), self.task.name)
+        return AgentRunner(self, split, ai.runtime, self._warehouse)
 
     def score_rows(
         self, split: Split, ids: Sequence[str], outputs: Sequence[object | None], expected: Sequence[object]
@@ -100,9 +110,21 @@ class AgentSpecLanguage:
 class AgentRunner:
     """Runs specs over one split's questions; the answers are the outputs, the traces the observations."""
 
-    def __init__(self, language: AgentSpecLanguage, split: Split, runtime: AiRuntime) -> None:
+    def __init__(
+        self,
+        language: AgentSpecLanguage,
+        split: Split,
+        runtime: AiRuntime,
+        warehouse: WarehouseToolQueries | None = None,
+    ) -> None:
+        """`warehouse`: the binding's staged tables, shared with its other runners (None: SQL sandboxes)."""
         self.language = language
         self.runtime = runtime
+        self._warehouse = warehouse.acquire() if warehouse is not None else None
+        # the mutator's probes over the questions: in the warehouse too (None: the evaluator's own sandbox)
+        self.probe_sandbox = (
+            None if warehouse is None else SplitProbes(warehouse.engine, split.name, split.inputs)
+        )
         agent = language.agent
         frame = split.inputs
         guidelines = frame[agent.guidelines_column] if agent.guidelines_column else [""] * len(frame)
@@ -121,7 +143,7 @@ class AgentRunner:
         errors: dict[str, str] = {}
         observations = {}
         with ToolBox(spec, agent.tables.rows, agent.tables.schemas, dialect=self.language.task.dialect,
-                     limits=agent.tool_limits) as toolbox:  # fmt: skip
+                     limits=agent.tool_limits, queries=self._warehouse) as toolbox:  # fmt: skip
             for question_id, question, guidelines in self.questions:
                 left = deadline_s - (time.monotonic() - started)
                 if left <= 0:
@@ -140,4 +162,10 @@ class AgentRunner:
         return RunResult(outputs, (time.monotonic() - started) * 1000, errors, observations=observations)
 
     def close(self) -> None:
-        """Nothing to close: each run's sandboxes close with its toolbox."""
+        """Each run's sandboxes close with its toolbox; the warehouse's staged tables with the binding's last
+        runner."""
+        warehouse, self._warehouse = self._warehouse, None
+        if warehouse is not None:
+            warehouse.release()
+        if self.probe_sandbox is not None:
+            self.probe_sandbox.close()

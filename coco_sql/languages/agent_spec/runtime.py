@@ -8,19 +8,18 @@ cache without an HTTP request, and a resumed run replays exactly. Temperature is
 through what it chooses (which spec, which questions), not through the requests.
 
 One run: the system prompt (the spec, `prompt.system_prompt`) and the question; then, until the model answers
-without calling a tool, each call is executed by the `ToolBox` (in the SQL sandbox over the task's tables) and its
+without calling a tool, each call is executed by the `ToolBox` (in the SQL sandbox or the warehouse, over the task's tables) and its
 bounded result returned as the tool turn. Budgets: model turns, prompt + completion tokens and wall seconds, each
 the smaller of the task's limit (`RunLimits`) and the spec's ``orchestration.budget``; a spent budget ends the run
 without an answer (``stop`` says which). A dead endpoint (`ProviderUnavailable`) is not the spec's fault and is
 raised, so the run stops and resumes later from the cache.
 
-In Snowflake, the same loop runs with ``cortex:<model>``: Cortex COMPLETE with the tools described in the prompt
-(`llm.providers.cortex`, the prompted tool protocol of `tool_wire`), the tool calls executed by the procedure. The
-agent-run API is also callable from a procedure (SNOWFLAKE.CORTEX.DATA_AGENT_RUN for an agent object,
-SNOWFLAKE.CORTEX.AGENT_RUN without one: SQL functions wrapping the Cortex Agents Run API, docs
-"DATA_AGENT_RUN (SNOWFLAKE.CORTEX)"), but there Snowflake runs the orchestration and the tools: no request of ours
-to cache and replay, and a trace in its format. So evaluation uses COMPLETE; the agent-run API is for checking an
-exported agent (`export.py`), not for the search.
+In Snowflake (the kind bound to the store's `CandidateEngine`: `warehouse`), the same loop runs inside the
+procedure with ``cortex:<model>``: each turn one ``SNOWFLAKE.CORTEX.COMPLETE`` through the session, the tools in
+the prompted protocol of `tool_wire` (COMPLETE's documented options carry no tools), each call executed as a
+warehouse query; the cache keys the same whole requests. The Cortex Agents run API (its SQL wrappers
+SNOWFLAKE.CORTEX.DATA_AGENT_RUN and AGENT_RUN) would run Snowflake's orchestration and tools instead of ours, with
+no request of ours to cache and replay, so it is for checking an exported agent (`export.py`), not for the search.
 """
 
 from __future__ import annotations

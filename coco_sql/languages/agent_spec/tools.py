@@ -1,12 +1,14 @@
-"""A spec's tools, offered to the model and executed in the SQL sandbox over the task's tables.
+"""A spec's tools, offered to the model and run over the task's tables: in the SQL sandbox, or in the warehouse.
 
 Each tool becomes a `ToolSpec` for the chat (its name, its description, its input_schema). A call is answered by
 `ToolBox.call`: the arguments are checked and bound (`toolsql.bind_query`), or, for a free SQL tool, the query the
-model wrote is checked against the tool's tables; the DuckDB query then runs in a `Sandbox` that holds only the
-tables the tool may read (so a free SQL tool's table list is enforced by what the worker process has, not only by
-the validator), with the tool's deadline. What comes back is bounded: at most `max_rows` rows, each cell at most
-`max_cell_chars` characters, the whole result at most `max_result_chars` characters of JSON, which is exactly what
-the model reads and what the trace keeps.
+model wrote is checked against the tool's tables; the checked query then runs where the toolbox's `ToolQueries`
+run it, with the tool's deadline. Locally (`SandboxQueries`) that is the DuckDB text in a `Sandbox` that holds only
+the tables the tool may read (so a free SQL tool's table list is enforced by what the worker process has, not only
+by the validator); when the store runs candidates itself (Snowflake), `warehouse.WarehouseToolQueries`: the query
+as written, over the task's tables staged in the warehouse. What comes back is bounded: at most `max_rows` rows,
+each cell at most `max_cell_chars` characters, the whole result at most `max_result_chars` characters of JSON,
+which is exactly what the model reads and what the trace keeps.
 
 A refused or failed call is not an error of the run: the model reads the one-line reason and may try again.
 """
@@ -17,7 +19,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -78,21 +80,66 @@ class ToolOutcome:
         return step
 
 
+class ToolQueries(Protocol):
+    """Where a checked tool query runs."""
+
+    def run(
+        self, checked: CheckedQuery, readable: tuple[str, ...], deadline_s: float
+    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        """(columns, rows) of `checked`, which may read the tables `readable` only; EvaluationError (one line)
+        when it fails or passes its deadline."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SandboxQueries:
+    """The DuckDB text of each query in a SQL sandbox holding only the tables the tool may read: sandboxes start
+    on first use, one per set of readable tables; `close()` stops them."""
+
+    def __init__(self, tables: Mapping[str, pd.DataFrame], memory_mb: int) -> None:
+        self._rows = tables
+        self._memory_mb = memory_mb
+        self._sandboxes: dict[frozenset[str], Sandbox] = {}
+
+    def run(
+        self, checked: CheckedQuery, readable: tuple[str, ...], deadline_s: float
+    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        result = self._sandbox(readable).run(checked.runnable, deadline_s)
+        return result.columns, result.rows
+
+    def _sandbox(self, readable: tuple[str, ...]) -> Sandbox:
+        key = frozenset(readable)
+        if key not in self._sandboxes:
+            names = sorted(key)
+            self._sandboxes[key] = Sandbox(
+                self._rows[names[0]], relation=names[0], limits=SandboxLimits(memory_mb=self._memory_mb),
+                tables={name: self._rows[name] for name in names[1:]},
+            )  # fmt: skip
+        return self._sandboxes[key]
+
+    def close(self) -> None:
+        for sandbox in self._sandboxes.values():
+            sandbox.close()
+        self._sandboxes.clear()
+
+
 class ToolBox:
-    """The spec's tools over one task's tables. Sandboxes start on first use, one per set of readable tables;
-    `close()` stops them. Not thread-safe (one question at a time)."""
+    """The spec's tools over one task's tables, run by `queries` (default: SQL sandboxes over `tables`, started
+    on first use and stopped by `close()`; queries given by the caller stay the caller's to close). Not
+    thread-safe (one question at a time)."""
 
     def __init__(
         self, spec: AgentSpec, tables: Mapping[str, pd.DataFrame], schemas: TableSchemas,
-        *, dialect: str = "snowflake", limits: ToolLimits | None = None,
+        *, dialect: str = "snowflake", limits: ToolLimits | None = None, queries: ToolQueries | None = None,
     ) -> None:  # fmt: skip
         self.spec = spec
         self.limits = limits or ToolLimits()
         self.dialect = dialect
-        self._rows = tables
         self._schemas = schemas
         self._tools = {tool.name: tool for tool in spec.tools}
-        self._sandboxes: dict[frozenset[str], Sandbox] = {}
+        self._owned = queries is None
+        self._queries = queries if queries is not None else SandboxQueries(tables, self.limits.memory_mb)
 
     @property
     def schemas(self) -> TableSchemas:
@@ -124,14 +171,14 @@ class ToolBox:
         )
         tables = tuple(sorted(checked.tables))
         try:
-            result = self._sandbox(readable).run(checked.runnable, deadline)
+            found_columns, found_rows = self._queries.run(checked, tuple(readable), deadline)
         except EvaluationError as error:
             return ToolOutcome(
                 tool.name, arguments, checked.source, tables, error=" ".join(str(error).split())[:400]
             )
-        columns, rows, truncated = _bounded(result.columns, result.rows, self.limits)
+        columns, rows, truncated = _bounded(found_columns, found_rows, self.limits)
         return ToolOutcome(
-            tool.name, arguments, checked.source, tables, columns, rows, len(result.rows), truncated
+            tool.name, arguments, checked.source, tables, columns, rows, len(found_rows), truncated
         )
 
     def _check(self, tool: Tool, arguments: Mapping[str, Any]) -> CheckedQuery:
@@ -147,20 +194,9 @@ class ToolBox:
         return bind_query(tool.sql or "", self._schemas, self._schemas.keys(), dialect=self.dialect,
                           parameters=parameters, arguments=arguments)  # fmt: skip
 
-    def _sandbox(self, readable: tuple[str, ...]) -> Sandbox:
-        key = frozenset(readable)
-        if key not in self._sandboxes:
-            names = sorted(key)
-            self._sandboxes[key] = Sandbox(
-                self._rows[names[0]], relation=names[0], limits=SandboxLimits(memory_mb=self.limits.memory_mb),
-                tables={name: self._rows[name] for name in names[1:]},
-            )  # fmt: skip
-        return self._sandboxes[key]
-
     def close(self) -> None:
-        for sandbox in self._sandboxes.values():
-            sandbox.close()
-        self._sandboxes.clear()
+        if self._owned:
+            self._queries.close()
 
     def __enter__(self) -> ToolBox:
         return self

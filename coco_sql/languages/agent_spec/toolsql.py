@@ -1,7 +1,7 @@
 """The SQL of an agent's tools, checked by the candidate validator's own rules and bound to a call's arguments.
 
 A tool's query (a parameterised tool's ``sql``, a verified query, or what the model writes for a free SQL tool)
-goes through the checks of `coco_sql.sqlcheck.validator`, composed here without its output contract (a tool
+goes through the checks of `coco_sql.languages.sql.check.validator`, composed here without its output contract (a tool
 returns whatever columns it selects): one statement; read-only anywhere in the tree; no sampling; allow-listed
 functions with their arities (Snowflake's names in the Snowflake dialect); only the tables the tool may read and
 the query's own CTEs; every column resolved against those tables. A Snowflake query is then transpiled to the
@@ -25,9 +25,9 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.sqlcheck.rejection import one_line
-from coco_sql.sqlcheck.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
-from coco_sql.sqlcheck.validator import (
+from coco_sql.languages.sql.check.rejection import one_line
+from coco_sql.languages.sql.check.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
+from coco_sql.languages.sql.check.validator import (
     ValidationSpec,
     check_deterministic_constructs,
     check_functions,

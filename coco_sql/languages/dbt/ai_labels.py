@@ -1,7 +1,7 @@
 """The dbt repair mutator's edit of an AI step: an AI_CLASSIFY whose label set lacks labels its pipeline counts.
 
 A mart scored per key rarely says which comment was misclassified, so the SQL kind's per-row AI edits (few-shot
-examples, descriptions, guards: `mutate.ai_edits`) have no gold labels to work from here. What the project
+examples, descriptions, guards: `languages.sql.mutate.ai_edits`) have no gold labels to work from here. What the project
 itself says is enough for one repair: a downstream model compares the classified column with string literals
 (`count_if(sentiment = 'neutral')`, `sentiment in ('a', 'b')`), and a literal the call's categories do not hold
 can never be returned, so every column counting it is stuck at zero. The edit appends those labels to the
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from coco_sql.mutate.ai_edits import ClassifySpec, classify_calls, read_spec, set_spec
+from coco_sql.languages.sql.mutate.ai_edits import ClassifySpec, classify_calls, read_spec, set_spec
 
 if TYPE_CHECKING:
     from coco_sql.languages.dbt.edits import Evidence, Model

@@ -3,7 +3,7 @@
 
 Each model is rendered by the validator's own Jinja (`render.render_models`: ref, source, config, var and the
 project's macros; nothing else runs) and its SQL goes through the SQL kind's deploy check
-(`sql_deploy_check.check_program`): every function Snowflake lacks, argument count, AI argument name and type,
+(`languages.sql.export.deploy_check.check_program`): every function Snowflake lacks, argument count, AI argument name and type,
 each a finding labelled with the model's file. A DuckDB-dialect project is checked as sqlglot writes it for
 Snowflake, which is what dbt-snowflake would run. A project that does not render is one finding, not an error:
 check-deploy lists, it does not refuse.
@@ -17,7 +17,7 @@ from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.render import render_models
 from coco_sql.languages.dbt.yaml_check import check_yaml
-from coco_sql.languages.sql_deploy_check import Finding, check_program
+from coco_sql.languages.sql.export.deploy_check import Finding, check_program
 
 if TYPE_CHECKING:
     from coco_sql.tasks import TaskPack

@@ -14,15 +14,24 @@ from typing import TYPE_CHECKING, Any
 from coco_sql.languages.base import Exported, ExportRequest, KindPlugin, Language, ProgramParts
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from coco_sql.mutate.base import Mutator
-    from coco_sql.store.base import CandidateEngine
+    from coco_sql.store.base import CandidateEngine, Warehouse
+    from coco_sql.store.registered import RegisteredTask
     from coco_sql.tasks import TaskPack
 
 
 def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
+    """The dbt sandbox locally; on a warehouse that runs candidates itself, each model compiled by our renderer
+    and run as its query (`warehouse`: a stored procedure may not start dbt's process)."""
+    if engine is not None:
+        from coco_sql.languages.dbt.warehouse import DbtWarehouseLanguage
+
+        return DbtWarehouseLanguage(task, engine)
     from coco_sql.languages.dbt.language import DbtLanguage
 
-    return DbtLanguage(task)  # a warehouse engine runs no dbt: candidates run in the local dbt sandbox
+    return DbtLanguage(task)
 
 
 def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
@@ -45,6 +54,30 @@ def _load(root: Path, reader: Any, doc: Any, fingerprint: Any) -> TaskPack:
     from coco_sql.languages.dbt.task import load_dbt_pack
 
     return load_dbt_pack(root, reader, doc, fingerprint)
+
+
+class DbtRegistrar:
+    """`CALL coco_task(name, NULL, {'kind': 'dbt', ...})`: a dbt task over the user's own tables (`registered`)."""
+
+    def check(self, name: object, source: object, options: object) -> Mapping[str, Any]:
+        from coco_sql.languages.dbt.registered import check
+
+        return check(name, source, options)
+
+    def queries(self, checked: Mapping[str, Any]) -> list[str]:
+        from coco_sql.languages.dbt.registered import queries
+
+        return queries(checked)
+
+    def register(self, name: str, checked: Mapping[str, Any], store: Warehouse) -> dict[str, Any]:
+        from coco_sql.languages.dbt.registered import register
+
+        return register(name, checked, store)
+
+    def load(self, name: str, registered: RegisteredTask) -> TaskPack:
+        from coco_sql.languages.dbt.registered import load
+
+        return load(name, registered.options, registered.rows)  # type: ignore[no-any-return]
 
 
 class DbtExports:
@@ -91,6 +124,7 @@ PLUGIN = KindPlugin(
     offline_mutator=_offline,
     exports=DbtExports(),
     pack_loader=_load,
+    registrar=DbtRegistrar(),
     folder_export=DbtFolder(),
     parts=_parts,
 )

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.languages.dbt.runner import DbtRunResult
     from coco_sql.languages.dbt.sandbox import DbtSandbox
+    from coco_sql.llm.usage import Usage
     from coco_sql.tasks import Split, TaskPack
 
 _BRANCH_WORDS = ("join", "case", "where", "union", "having", "distinct", "coalesce")
@@ -68,8 +69,7 @@ class DbtLanguage:
         return known
 
     def cell(self, program: Program) -> str:
-        sql = " ".join(program.tree.files[path] for path in program.tree.models().values()).lower()
-        return cell_of_counts(len(sql.split()) // 4, sum(sql.count(word) for word in _BRANCH_WORDS))
+        return project_cell(program.tree)
 
     def runner(self, split: Split, ai: AiFunctions | None) -> DbtRunner:
         whole = len(split) == len(self.task.split(split.name))
@@ -119,18 +119,32 @@ class DbtRunner:
         result = self.sandbox.run(
             program.tree, targets, deadline_s, tests=bool(data.tests), on_timeout=on_timeout
         )
-        outputs, errors = instance_outputs(result, data)
-        outputs = [(i, o) for i, o in outputs if i in self.ids]
-        if not any(not str(i).startswith("test:") for i, _ in outputs) and result.errors:
-            model, message = next(iter(sorted(result.errors.items())))
-            raise EvaluationError(f"no target produced rows; {model}: {message}")
-        elapsed = sum(v for k, v in result.timings.items() if k != "write") * 1000
-        reasons = {i: m for prefix, m in errors.items() for i in self.ids if i.startswith(prefix)}
-        return RunResult(outputs, elapsed, reasons)
+        return scored_run(result, data, self.ids)
 
     def close(self) -> None:
         if self.owner:
             self.language.close(self.split_name)
+
+
+def project_cell(run_form: DbtProject) -> str:
+    """A project's MAP-Elites cell: the size and branching of its models' SQL."""
+    sql = " ".join(run_form.files[path] for path in run_form.models().values()).lower()
+    return cell_of_counts(len(sql.split()) // 4, sum(sql.count(word) for word in _BRANCH_WORDS))
+
+
+def scored_run(
+    result: DbtRunResult, data: DbtTask, ids: frozenset[str], usage: Usage | None = None
+) -> RunResult:
+    """A run's outputs for the instances `ids` (`instance_outputs`), each failed target's reason on its rows;
+    EvaluationError when no target produced a row. Shared by dbt's runner and the warehouse's (`warehouse`)."""
+    outputs, errors = instance_outputs(result, data)
+    outputs = [(i, o) for i, o in outputs if i in ids]
+    if not any(not str(i).startswith("test:") for i, _ in outputs) and result.errors:
+        model, message = next(iter(sorted(result.errors.items())))
+        raise EvaluationError(f"no target produced rows; {model}: {message}")
+    elapsed = sum(v for k, v in result.timings.items() if k != "write") * 1000
+    reasons = {i: m for prefix, m in errors.items() for i in ids if i.startswith(prefix)}
+    return RunResult(outputs, elapsed, reasons, usage=usage)
 
 
 def instance_outputs(result: DbtRunResult, data: DbtTask) -> tuple[list[tuple[str, str]], dict[str, str]]:

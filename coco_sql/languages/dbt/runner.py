@@ -35,7 +35,7 @@ from coco_sql.errors import EvaluationError, EvaluationTimeout
 from coco_sql.languages.dbt.inputs import RegisterUdfs, RunInputs, new_token, opened
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
-from coco_sql.sqlcheck.rejection import one_line
+from coco_sql.languages.sql.check.rejection import one_line
 
 PROFILE = "coco"
 SCHEMA = "main"

@@ -24,7 +24,7 @@ task.toml keys (besides name, description, language, dialect, [source])::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.compare import Tolerance, _agree, _value
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec
+from coco_sql.languages.dbt.yaml_check import check_yaml
 from coco_sql.options import SPLIT_SEED, TIMEOUT_SECONDS
 from coco_sql.tasks.pack_files import Reader, check_duckdb_type, display
 from coco_sql.tasks.splits import SPLIT_NAMES, Split, partition_ids
@@ -105,8 +106,20 @@ def _column_ref(
         raise reader.error(key, f"must name a source column as 'source.table.column' (got {value!r})")
     table, column = value.rsplit(".", 1)
     if table not in tables or column not in tables[table].columns:
-        raise reader.error(key, f"{value!r} is not a column of the pack's sources")
+        raise reader.error(key, f"{value!r} is not a column of the task's sources")
     return table, column
+
+
+def check_source_name(reader: Reader, key: str, name: object) -> tuple[str, str]:
+    """(source, table) of a source table's name 'source.table', as dbt's ``source('source', 'table')`` reads it."""
+    if (
+        not isinstance(name, str)
+        or name.count(".") != 1
+        or not all(p.isidentifier() for p in name.split("."))
+    ):
+        raise reader.error(key, f"must be 'source.table' (got {name!r})")
+    source, table = name.split(".")
+    return source, table
 
 
 def _sources(reader: Reader, root: Path, doc: Mapping[str, Any], con: duckdb.DuckDBPyConnection) -> tuple[
@@ -123,8 +136,7 @@ def _sources(reader: Reader, root: Path, doc: Mapping[str, Any], con: duckdb.Duc
             raise reader.error(key, "must be a table")
         reader.check_keys(entry, key, ("name", "file", "columns"))
         name = reader.get(entry, f"{key}.name", str)
-        if name.count(".") != 1 or not all(part.isidentifier() for part in name.split(".")):
-            raise reader.error(f"{key}.name", f"must be 'source.table' (got {name!r})")
+        check_source_name(reader, f"{key}.name", name)
         path = reader.file_path(root, entry, f"{key}.file")
         types = reader.get(entry, f"{key}.columns", dict)
         checked = {c: check_duckdb_type(reader, f"{key}.columns.{c}", str(t), con) for c, t in types.items()}
@@ -186,33 +198,43 @@ def _split_sources(
     return result
 
 
-def _targets(reader: Reader, root: Path, doc: Mapping[str, Any], splits: Mapping[str, Mapping[str, pd.DataFrame]],
-             entity: str) -> tuple[list[Target], dict[str, dict[str, str]]]:  # fmt: skip
-    """The targets and, per split, each row instance's expected JSON."""
+def expected_files(reader: Reader, root: Path, doc: Mapping[str, Any]) -> list[tuple[pd.DataFrame, str]]:
+    """Each target's expected rows as read from its CSV file (every cell text), and how messages name it."""
+    found = []
+    for i, entry in enumerate(doc.get("targets") or []):
+        if not isinstance(entry, dict):
+            raise reader.error(f"targets[{i}]", "must be a table")
+        path = reader.file_path(root, entry, f"targets[{i}].expected")
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])  # type: ignore[arg-type]
+        found.append((frame, display(path)))  # type: ignore[arg-type]
+    return found
+
+
+def _targets(reader: Reader, doc: Mapping[str, Any], frames: Sequence[tuple[pd.DataFrame, str]],
+             splits: Mapping[str, Mapping[str, pd.DataFrame]], entity: str,
+             key_text: Callable[[Any], str]) -> tuple[list[Target], dict[str, dict[str, str]]]:  # fmt: skip
+    """The targets and, per split, each row instance's expected JSON (`frames`: each target's expected rows and
+    its name in messages; `key_text`: a key value as instance ids and split membership read it)."""
     entries = doc.get("targets")
     if not isinstance(entries, list) or not entries:
         raise reader.error("targets", "a dbt pack needs at least one [[targets]] model")
     targets: list[Target] = []
     expected: dict[str, dict[str, str]] = {name: {} for name in SPLIT_NAMES}
-    for i, entry in enumerate(entries):
+    for i, (entry, (frame, label)) in enumerate(zip(entries, frames, strict=True)):
         key = f"targets[{i}]"
         if not isinstance(entry, dict):
             raise reader.error(key, "must be a table")
         reader.check_keys(entry, key, ("model", "key", "expected", "columns", "tolerance", "key_of"))
         model, key_column = reader.get(entry, f"{key}.model", str), reader.get(entry, f"{key}.key", str)
         columns = tuple(reader.get(entry, f"{key}.columns", list))
-        path = reader.file_path(root, entry, f"{key}.expected")
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])  # type: ignore[arg-type]
         lacking = [c for c in (key_column, *columns) if c not in frame.columns]
         if lacking:
             raise reader.error(
                 f"{key}.expected",
-                f"{display(path)} has no column {lacking[0]!r} (columns: {', '.join(frame.columns)})",
-            )  # type: ignore[arg-type]
+                f"{label} has no column {lacking[0]!r} (columns: {', '.join(map(str, frame.columns))})",
+            )
         if frame[key_column].isna().any() or frame[key_column].duplicated().any():
-            raise reader.error(
-                f"{key}.key", f"{display(path)}: key {key_column!r} must be unique and never empty"
-            )  # type: ignore[arg-type]
+            raise reader.error(f"{key}.key", f"{label}: key {key_column!r} must be unique and never empty")
         tolerances = {}
         for column, tol in reader.get(entry, f"{key}.tolerance", dict, {}).items():
             if column not in columns or not isinstance(tol, dict) or set(tol) - {"abs_tol", "rel_tol"}:
@@ -221,10 +243,12 @@ def _targets(reader: Reader, root: Path, doc: Mapping[str, Any], splits: Mapping
                 )
             tolerances[column] = Tolerance(float(tol.get("abs_tol", 1e-9)), float(tol.get("rel_tol", 0.0)))
         table, column = _column_ref(reader, f"{key}.key_of", entry.get("key_of", entity), splits["train"])
+        keys = [key_text(v) for v in frame[key_column]]
         for split, sources in splits.items():
-            owned = set(sources[table][column].astype(str))
-            for record in frame[frame[key_column].isin(owned)].to_dict(orient="records"):
-                expected[split][f"{model}:{record[key_column]}"] = row_json(record, columns)
+            owned = {key_text(v) for v in sources[table][column]}
+            for name, record in zip(keys, frame.to_dict(orient="records"), strict=True):
+                if name in owned:
+                    expected[split][f"{model}:{name}"] = row_json(record, columns)
         targets.append(Target(model, key_column, columns, tolerances))
     return targets, expected
 
@@ -247,13 +271,10 @@ def seed_tests(project: DbtProject) -> tuple[str, ...]:
 
 def load_dbt_pack(root: Path, reader: Reader, doc: Mapping[str, Any], fingerprint: Any) -> Any:
     """The `TaskPack` of a dbt pack (see the module docstring); TaskError (one line) for anything wrong."""
-    from coco_sql.tasks.loader import Contract, TaskPack
-
     reader.check_keys(doc, "", _TOP)
     name = reader.get(doc, "name", str)
     if name != root.name:
         raise reader.error("name", f"must equal the pack directory name {root.name!r} (got {name!r})")
-    dialect = reader.choice(doc, "dialect", ("duckdb", "snowflake"), "duckdb")
     program = reader.table(doc, "program", ("seed", "allowed_functions", "timeout_seconds"))
     seed_dir = root / reader.get(program, "program.seed", str)
     if not seed_dir.is_dir() or not seed_dir.resolve().is_relative_to(root.resolve()):
@@ -262,37 +283,69 @@ def load_dbt_pack(root: Path, reader: Reader, doc: Mapping[str, Any], fingerprin
         seed = DbtProject.from_dir(seed_dir)
     except CandidateRejected as error:
         raise reader.error("program.seed", str(error)) from None
+    with duckdb.connect(":memory:") as con:
+        tables, source_columns = _sources(reader, root, doc, con)
+    expected = expected_files(reader, root, doc)
+    files = [reader.path, *sorted(p for p in root.rglob("*") if p.is_file() and "reference" not in p.parts
+                                  and "solution" not in p.parts)]  # fmt: skip
+    return assemble_dbt_task(reader, doc, DbtTables(seed, tables, source_columns, expected),
+                             root=root, fingerprint=fingerprint(root, files))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DbtTables:
+    """What a dbt task is read from, however it was read (a pack's files, a registered task's stored rows): the
+    seed project, each source table's rows and column types, and each target's expected rows with their name
+    in messages."""
+
+    seed: DbtProject
+    tables: Mapping[str, pd.DataFrame]  # "source.table" -> rows
+    source_columns: Mapping[tuple[str, str], Mapping[str, str]]
+    expected: Sequence[tuple[pd.DataFrame, str]]
+
+
+def assemble_dbt_task(reader: Reader, doc: Mapping[str, Any], read: DbtTables, *, root: Path, fingerprint: str,
+                      key_text: Callable[[Any], str] = str) -> Any:  # fmt: skip
+    """The `TaskPack` of a dbt task from its task.toml document `doc` (read through `reader`, whose errors name
+    what the user wrote) and its tables: every check of the loader but reading files."""
+    from coco_sql.tasks.loader import Contract, TaskPack
+
+    name = reader.get(doc, "name", str)
+    dialect = reader.choice(doc, "dialect", ("duckdb", "snowflake"), "duckdb")
+    program = reader.table(doc, "program", ("seed", "allowed_functions", "timeout_seconds"))
     functions = frozenset(str(f).upper() for f in reader.get(program, "program.allowed_functions", list, []))
     timeout = float(reader.bounded(program, "program.timeout_seconds", TIMEOUT_SECONDS))
     splits_table = reader.table(
         doc, "splits", ("seed", "mode", "train_fraction", "test_fraction", "entity", "follow")
     )
     split_seed = reader.bounded(splits_table, "splits.seed", SPLIT_SEED)
-    with duckdb.connect(":memory:") as con:
-        tables, source_columns = _sources(reader, root, doc, con)
-    per_split = _split_sources(reader, splits_table, tables, split_seed)
-    targets, expected = _targets(reader, root, doc, per_split, str(splits_table.get("entity")))
+    per_split = _split_sources(reader, splits_table, read.tables, split_seed)
+    targets, expected = _targets(
+        reader, doc, read.expected, per_split, str(splits_table.get("entity")), key_text
+    )
     tests_mode = reader.choice(reader.table(doc, "data_tests", ("mode",), required=False), "data_tests.mode",
                                ("score", "off", "report"), "score")  # fmt: skip
-    tests = seed_tests(seed) if tests_mode == "score" else ()
+    try:
+        check_yaml(read.seed)  # the seed's YAML, before its tests are read from it
+    except CandidateRejected as error:
+        raise reader.error("program.seed", str(error)) from None
+    tests = seed_tests(read.seed) if tests_mode == "score" else ()
     splits = {}
     for split in SPLIT_NAMES:
         rows = dict(sorted(expected[split].items())) | dict.fromkeys(tests, json.dumps("pass"))
         if not rows:
             raise reader.error("splits.train_fraction", f"leaves the {split} split without expected rows")
         splits[split] = Split(split, pd.DataFrame({"id": list(rows)}), rows)
-    spec = DbtSpec(dialect=dialect, allowed_functions=functions, source_columns=source_columns,
+    spec = DbtSpec(dialect=dialect, allowed_functions=functions, source_columns=dict(read.source_columns),
                    targets={t.model: (t.key, *t.columns) for t in targets})  # fmt: skip
     tolerances = {c: tol for t in targets for c, tol in t.tolerances.items()}
     source = {k: str(v) for k, v in reader.table(doc, "source", ("name", "url", "license", "revision", "notes"),
                                                   required=False).items()}  # fmt: skip
-    files = [reader.path, *sorted(p for p in root.rglob("*") if p.is_file() and "reference" not in p.parts
-                                  and "solution" not in p.parts)]  # fmt: skip
     return TaskPack(
         name=name, description=reader.get(doc, "description", str).strip(), root=root, dialect=dialect,
         input_columns={}, contract=Contract("row", "VARCHAR"), scorer=RowScorer(tolerances),
-        seed_program=seed.to_text(), allowed_functions=functions, timeout_seconds=timeout,
+        seed_program=read.seed.to_text(), allowed_functions=functions, timeout_seconds=timeout,
         split_seed=split_seed, split_mode="partition", source=source, _splits=splits,
-        _fingerprint=fingerprint(root, files), language="dbt",
+        _fingerprint=fingerprint, language="dbt",
         kind_data=DbtTask(spec, tuple(targets), per_split, tests),
     )  # fmt: skip

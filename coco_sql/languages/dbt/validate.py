@@ -7,7 +7,7 @@ The checks, in order, each failing with one line that names the file and the pro
 3. the Jinja (`render`): ref / source / config / var and the project's macros, rendered by us in a sandbox;
    a ref to a missing model or an undeclared source fails here;
 4. the graph: model names are identifiers, refs form no cycle, targets exist and are not ephemeral;
-5. each rendered model, with the SQL candidates' own checks from `sqlcheck.validator` (one read-only query,
+5. each rendered model, with the SQL candidates' own checks from `languages.sql.check.validator` (one read-only query,
    allow-listed functions with their arity, no sampling or parameters, no file or table functions) where the
    relations a model may read are its declared refs and sources (rendered as placeholders) and its own CTEs;
    with the sources' columns known, every column must resolve (the models' columns are inferred in
@@ -37,9 +37,9 @@ from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.project import PROJECT_FILE, DbtProject
 from coco_sql.languages.dbt.render import REF_PREFIX, SOURCE_PREFIX, RenderedModel, render_models
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
-from coco_sql.sqlcheck.ai_binding import bind_ai_calls
-from coco_sql.sqlcheck.rejection import one_line
-from coco_sql.sqlcheck.validator import ValidationSpec, checked_query
+from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
+from coco_sql.languages.sql.check.rejection import one_line
+from coco_sql.languages.sql.check.validator import ValidationSpec, checked_query
 
 _PLACEHOLDER = re.compile(rf"""(['"]?)\b((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)\b\1""")
 _NO_RELATION = "__coco_no_relation"
@@ -99,6 +99,8 @@ class ValidatedModel:
     refs: tuple[str, ...]
     sources: tuple[tuple[str, str], ...]
     columns: tuple[str, ...] | None  # None when the sources' columns were not given
+    # the model as rendered, in the task's dialect with placeholder relations (what a warehouse runs: `compiled`)
+    rendered: RenderedModel | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ def validate_project(program: DbtProject | str, spec: DbtSpec | None = None) -> 
             refs=tuple(dict.fromkeys(model.refs.values())),
             sources=tuple(dict.fromkeys(model.sources.values())),
             columns=model_columns,
+            rendered=model,
         )
     _check_targets(models, spec)
     return ValidatedProject(project, properties, MappingProxyType({n: models[n] for n in sorted(models)}))
@@ -302,7 +305,7 @@ def _columns(
 
 
 def _explain(message: str, model: RenderedModel) -> str:
-    """A sqlcheck message in a model's terms: placeholders read as ref()/source(), 'candidate' as 'model'."""
+    """A SQL check's message in a model's terms: placeholders read as ref()/source(), 'candidate' as 'model'."""
     text = _PLACEHOLDER.sub(lambda m: model.relation_label(m.group(2)), message)
     text = text.replace(
         f"only the relation '{_NO_RELATION}' and the query's own CTEs may be read",

@@ -1,5 +1,5 @@
 """Python programs: `ast` validation (`validate`), the Python worker sandbox (`sandbox.python_sandbox`) and
-AST features. Its offline operators are `mutate.python_mutator`.
+AST features. Its offline operators are `languages.python.mutator`.
 
 A program is a module that defines the task's entry function; the pack's harness (`[program] harness`) calls it
 on every instance of a split inside the sandbox (`run(entry, instance)`) and answers for each instance. The answer

@@ -29,9 +29,9 @@ def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
 
 
 def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
-    """The Python operators (`mutate.python_mutator`). `max_examples` caps the few-shot examples of SQL AI
+    """The Python operators (`languages.python.mutator`). `max_examples` caps the few-shot examples of SQL AI
     pipelines: a Python task takes only 0."""
-    from coco_sql.mutate.python_mutator import PythonOfflineMutator
+    from coco_sql.languages.python.mutator import PythonOfflineMutator
 
     if max_examples:
         raise ConfigError(

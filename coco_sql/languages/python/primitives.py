@@ -5,13 +5,20 @@ sub-expressions (E2), mixed by a weighted sum (E3), inserted as a weighted term 
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from coco_sql.mutate.pace import python_insertions, python_swap_calls
+from coco_sql.languages.python.ops import insert_terms
+from coco_sql.mutate.pace import signature_params
 from coco_sql.primitives import adopt as adopting
 from coco_sql.primitives import calls, extraction
-from coco_sql.primitives.python_defs import insert_definitions, remove_definitions, rename_calls
+from coco_sql.primitives.python_defs import (
+    definition_dumps,
+    insert_definitions,
+    remove_definitions,
+    rename_calls,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -104,3 +111,44 @@ class PythonPrimitives:
         dialect: str,
     ) -> Proposal:
         return inner.propose(request, rng)
+
+
+# -- PACE's operators on a Python program (`mutate.pace` draws them) -----------------------------------------
+def python_swap_calls(code: str, target: Primitive, replacement: Primitive) -> str | None:
+    """`swap_calls` for Python: on the module's `ast`."""
+    own = signature_params(replacement)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    hits = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == target.name:
+            node.func.id, node.args, node.keywords = (
+                replacement.name,
+                [ast.Name(p, ast.Load()) for p in own],
+                [],
+            )
+            hits += 1
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if hits else None
+
+
+def python_insertions(
+    code: str, focus: Primitive, frozen: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
+    """(description, program) drafts that call `focus` as a new weighted term of an argmin/argmax objective,
+    its arguments the parameters of the same names; never inside a `frozen` function (a primitive)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    params = signature_params(focus)
+    call = ast.Call(
+        func=ast.Name(focus.name, ast.Load()), args=[ast.Name(p, ast.Load()) for p in params], keywords=[]
+    )
+    drafts = []
+    kept = definition_dumps(tree, frozen)
+    for edit in insert_terms(tree, [(call, None)]):
+        if definition_dumps(ast.parse(edit.code), frozen) == kept:
+            drafts.append((edit.approach, insert_definitions(edit.code, [focus.code])))
+    return drafts

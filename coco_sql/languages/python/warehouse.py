@@ -10,7 +10,7 @@ coco-sql's process, on its own copy of the instance (`language.finished`), exact
 
 The validator (`languages.python.validate`) is the first layer in front of this, as on DuckDB. The deadline is
 the statement's timeout and the memory bound the warehouse's. Snowpark's local testing mode runs a UDF in this
-process (under `store.snowpark_strict`'s limits in the tests): there the deadline is not enforced.
+process (under `engines.snowflake.strict`'s limits in the tests): there the deadline is not enforced.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pandas as pd
 
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.python.language import Measure, finished, instance_rows
-from coco_sql.languages.sql_warehouse import WarehouseQueries
+from coco_sql.languages.sql.warehouse import WarehouseQueries
 from coco_sql.store.base import PYTHON_HANDLER, CandidateEngine
 
 if TYPE_CHECKING:

@@ -1,7 +1,13 @@
-"""SQL programs: one read-only query (with its primitives as DuckDB macros), checked by `sqlcheck`, run in the
-DuckDB sandbox or on a warehouse engine. `PLUGIN` is the kind as `coco_sql.plugins` finds it."""
+"""SQL programs: one read-only query (with its primitives as DuckDB macros, `macros`), checked by `check`, run
+in the DuckDB sandbox or on a warehouse engine (`warehouse`). `PLUGIN` is the kind as `coco_sql.plugins` finds
+it.
 
-from coco_sql.languages.sql.language import SqlLanguage, SqlRunner
-from coco_sql.languages.sql.plugin import PLUGIN
+Exports load on first use (`coco_sql.lazy`): the layers below the loop read the SQL checker
+(`languages.sql.check`) without loading the kind."""
 
-__all__ = ["PLUGIN", "SqlLanguage", "SqlRunner"]
+from coco_sql.lazy import lazy_exports
+
+_WHERE = {"PLUGIN": ".plugin", "SqlLanguage": ".language", "SqlRunner": ".language"}
+
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+__all__ = sorted(_WHERE)

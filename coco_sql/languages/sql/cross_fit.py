@@ -4,7 +4,7 @@ A program whose AI_CLASSIFY calls carry training rows as examples grades those r
 every training row an example its stored train score is about 1.0, which misleads the parent policies (the l_p
 roster and the islands read per-row train scores), InfoGain's targets and anyone reading `program_scores`. So
 the loop stores the training outcome the offline mutator scores its drafts with
-(`mutate.ai_pipeline.cross_fitted`): each row whose text is an example is predicted by a variant of the program
+(`languages.sql.mutate.ai_pipeline.cross_fitted`): each row whose text is an example is predicted by a variant of the program
 without that row's fold of examples; every other row keeps the program's own prediction.
 
 Scope: SQL programs on the whole training split (the SQL kind's `CrossFit`; `engine.cross_fit` asks the kind). Validation and test rows are never examples, so their scores
@@ -20,11 +20,11 @@ from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
 from coco_sql.evaluate import Outcome
-from coco_sql.mutate.ai_edits import classify_calls, read_spec
-from coco_sql.mutate.ai_pipeline import cross_fitted, training_views
-from coco_sql.mutate.proxy_edits import written_proxy
+from coco_sql.languages.sql.check import ValidationSpec, parse_program
+from coco_sql.languages.sql.mutate.ai_edits import classify_calls, read_spec
+from coco_sql.languages.sql.mutate.ai_pipeline import cross_fitted, training_views
+from coco_sql.languages.sql.mutate.proxy_edits import written_proxy
 from coco_sql.reflect.environment import DraftEnvironment
-from coco_sql.sqlcheck import ValidationSpec, parse_program
 
 TRAIN = "train"
 

@@ -1,11 +1,11 @@
 """The SQL kind's export forms and deploy check, behind `languages.base.Exporter` (what `api.export`,
 `api.export_findings` and the report ask of a kind).
 
-The forms are `languages.sql_export`'s; a DuckDB form of a program that calls AI functions exports the query the
-run evaluated (`sql_ai_export`); a program that reads the training rows as `examples` ships them
-(`sql_reference_export`), from the run's task pack, which must be the pack the run evolved on; a form that runs
+The forms are `languages.sql.export.forms`'s; a DuckDB form of a program that calls AI functions exports the query the
+run evaluated (`export.ai`); a program that reads the training rows as `examples` ships them
+(`export.references`), from the run's task pack, which must be the pack the run evolved on; a form that runs
 in Snowflake says so at its top when the program's learned proxy was fitted on another embedding model than
-Cortex's (`sql_export.proxy_note`). The deploy check is `sql_deploy_check`: why a program would not run in
+Cortex's (`export.forms.proxy_note`). The deploy check is `export.deploy_check`: why a program would not run in
 Snowflake.
 """
 
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from coco_sql.errors import TaskError
 from coco_sql.languages.base import Exported, ExportRequest
-from coco_sql.languages.sql_ai_export import DUCKDB_FORMS, bound_program
-from coco_sql.languages.sql_deploy_check import Finding, check_program
-from coco_sql.languages.sql_export import FORMS, export_bundle, proxy_note
-from coco_sql.languages.sql_reference_export import reads_table
+from coco_sql.languages.sql.export.ai import DUCKDB_FORMS, bound_program
+from coco_sql.languages.sql.export.deploy_check import Finding, check_program
+from coco_sql.languages.sql.export.forms import FORMS, export_bundle, proxy_note
+from coco_sql.languages.sql.export.references import reads_table
 from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
-"""SQL programs: sqlglot validation (`sqlcheck`), the DuckDB worker sandbox (`sandbox`), AST features and
-the offline SQL mutator (`mutate.offline`).
+"""SQL programs: sqlglot validation (`languages.sql.check`), the DuckDB worker sandbox (`sandbox`), AST features and
+the offline SQL mutator (`languages.sql.mutate.offline`).
 
 The task's dialect (duckdb or snowflake) is a validator setting: Snowflake SQL is transpiled to DuckDB before it
 runs locally. The engine a program runs on is the runner's business, not the loop's: the DuckDB sandbox, or the
-warehouse when the store runs candidates itself (`sql_warehouse`, Snowflake).
+warehouse when the store runs candidates itself (`warehouse`, Snowflake).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from sqlglot import exp
 
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
-from coco_sql.languages.sql_warehouse import WarehouseSqlRunner
-from coco_sql.primitives.sql_macros import expand_program, has_macro_word
+from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
+from coco_sql.languages.sql.macros import expand_program, has_macro_word
+from coco_sql.languages.sql.warehouse import WarehouseSqlRunner
 from coco_sql.sandbox.database import Sandbox
 from coco_sql.search.features import cell_of_counts
-from coco_sql.sqlcheck import ValidationSpec, validate_candidate
 from coco_sql.tasks.references import reference_columns, reference_tables
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class SqlLanguage:
 
     def validate(self, code: str) -> Program:
         """A program may carry its primitives as DuckDB scalar macros before its one query
-        (`primitives.sql_macros`): they are expanded inline first, and every check runs on the query as it
+        (`languages.sql.macros`): they are expanded inline first, and every check runs on the query as it
         will run. `source` keeps the macros and their calls; `runnable` and `tree` are the expanded query."""
         if has_macro_word(code):
             expanded = expand_program(code, self.spec.dialect)

@@ -28,7 +28,7 @@ def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
 
 
 def _offline(**settings: Any) -> Mutator:
-    from coco_sql.mutate.offline import OfflineMutator
+    from coco_sql.languages.sql.mutate.offline import OfflineMutator
 
     return OfflineMutator(**settings)
 
