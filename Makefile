@@ -51,10 +51,11 @@ chromium:
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; } || \
 	  echo "no chromium: the report's browser checks will skip"
 
-# The suite runs on every core (at most 4), one test file per worker (its module fixtures are built once); PYTEST_ARGS adds
+# The suite runs on every core (at most 4), one test file per worker (its module fixtures are built once), the
+# heaviest files first (tests/conftest.py: HEAVY_FIRST; --no-loadscope-reorder keeps that order); PYTEST_ARGS adds
 # flags (.ci/run: --durations=30).
 WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
-PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile $(PYTEST_ARGS)
+PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 test: $(STAMP) $(LLM) chromium lint  ## lint, then the whole test suite (what CI runs)
 	$(PYTEST)
 

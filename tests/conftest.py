@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import re
 import shutil
 import subprocess
@@ -16,6 +17,64 @@ from coco_sql.child import ChildProcess
 REPO = Path(__file__).resolve().parents[1]
 LOCKPICKING6 = REPO / "tasks" / "lockpicking6"
 SEED_SQL = LOCKPICKING6 / "seed.sql"
+
+# Bytecode caches, even where PYTHONDONTWRITEBYTECODE is set (it is on our CI machine): without them each xdist
+# worker rewrote and compiled every test module at collection, and each of the suite's Python subprocesses (the CLI
+# runs, the sandbox and dbt workers: hundreds) compiled the coco_sql modules it imports from source. The caches go
+# to __pycache__ folders, which git ignores. Set here, before pytest imports any test module.
+sys.dont_write_bytecode = False
+
+# The test files that take longest (CPU seconds of the test process and its children, measured file by file on
+# 2026-12-02), heaviest first. `make test` hands whole files to its workers (--dist loadfile) in collection order
+# (--no-loadscope-reorder): these start first and the many short files fill in at the end, so that the workers
+# finish together. (xdist's own order, the files with the most tests first, left these few-test whole runs for
+# last.) A file not listed keeps its place after them; the tests of a file keep their order.
+HEAVY_FIRST = (
+    "test_agent_spec_evolve.py",
+    "test_dbt_warehouse.py",  # from main after the measurement: one test took 343 s at load 10
+    "test_loop.py",
+    "test_snowpark.py",
+    "test_dbt_sandbox.py",
+    "test_history.py",
+    "test_procedures.py",
+    "test_agent.py",
+    "test_columnar_outcome.py",
+    "test_report_html.py",
+    "test_cli.py",
+    "test_minibatch.py",
+    "test_analyst_path.py",
+    "test_dbt_sql.py",
+    "test_deploy_cost.py",
+    "test_champion.py",
+    "test_cortex_catalogue.py",
+    "test_readme_from_sql.py",
+    "test_dbt_kind.py",
+    "test_model_aliases.py",
+    "test_screening.py",
+    "test_aifuncs.py",
+    "test_evaluate.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: n for n, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the package once (in the controller, before the workers start), for the modules only the
+    subprocesses import (the sandbox and dbt workers). First, a cache folder left in a folder whose modules moved
+    away goes, and the folder with it when nothing else is left: it would keep an empty package in the tree."""
+    if hasattr(session.config, "workerinput"):
+        return
+    for cache in sorted((REPO / "coco_sql").rglob("__pycache__"), reverse=True):
+        folder = cache.parent
+        if not any(folder.glob("*.py")):
+            shutil.rmtree(cache)
+            if not any(folder.iterdir()):
+                folder.rmdir()
+    compileall.compile_dir(REPO / "coco_sql", quiet=1)
+
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 PackCopier = Callable[..., Path]

@@ -14,6 +14,8 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,35 +82,50 @@ def train_scores(db: Path) -> dict[str, float]:
     return dict(rows)
 
 
+@dataclass(frozen=True)
+class CliRun:
+    """A whole run of the CLI (`EVOLVE`), which the tests only read, and the endpoint it used (still serving)."""
+
+    endpoint: FakeEndpoint
+    db: Path
+    done: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliRun]:
+    whole = tmp_path_factory.mktemp("cli") / "whole.duckdb"
+    with FakeEndpoint(script=DataAgentModel(), full_tools=True) as endpoint:
+        done = subprocess.run(cli(endpoint, "evolve", str(PACK), "--db", str(whole), *EVOLVE), env=env_for(endpoint),
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        yield CliRun(endpoint, whole, done)
+
+
 @pytest.mark.slow
 def test_the_cli_evolves_the_seed_spec_resumes_exactly_after_a_kill_and_exports_a_create_agent(
-    tmp_path: Path,
+    tmp_path: Path, cli_run: CliRun
 ) -> None:
-    whole, killed = tmp_path / "whole.duckdb", tmp_path / "killed.duckdb"
-    with FakeEndpoint(script=DataAgentModel(), full_tools=True) as endpoint:
-        env = env_for(endpoint)
-        done = subprocess.run(cli(endpoint, "evolve", str(PACK), "--db", str(whole), *EVOLVE), env=env,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        summary = json.loads(done.stdout.splitlines()[-1])
-        scores = train_scores(whole)
-        # the seed states no rule; the champion carries the manual's fee section, which solved runs read
-        assert summary["champion_id"] != "1-0"
-        assert scores[summary["champion_id"]] > scores["1-0"]
-        assert summary["champion_val_score"] > summary["seed_val_score"]
+    whole, killed, done, endpoint = cli_run.db, tmp_path / "killed.duckdb", cli_run.done, cli_run.endpoint
+    env = env_for(endpoint)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    scores = train_scores(whole)
+    # the seed states no rule; the champion carries the manual's fee section, which solved runs read
+    assert summary["champion_id"] != "1-0"
+    assert scores[summary["champion_id"]] > scores["1-0"]
+    assert summary["champion_val_score"] > summary["seed_val_score"]
 
-        process = subprocess.Popen(cli(endpoint, "evolve", str(PACK), "--db", str(killed), *EVOLVE), env=env,
-                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
-        assert process.stderr is not None
-        for line in process.stderr:  # iteration 1 is committed, iteration 2 in flight
-            if line.startswith("[  1/3]"):
-                process.send_signal(signal.SIGKILL)
-                break
-        process.wait(timeout=60)
-        assert process.returncode == -signal.SIGKILL
-        resumed = subprocess.run(cli(endpoint, "evolve", str(PACK), "--db", str(killed), "--resume", *EVOLVE[-3:]),
-                                 env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
-        assert resumed.returncode == 0, resumed.stderr
+    process = subprocess.Popen(cli(endpoint, "evolve", str(PACK), "--db", str(killed), *EVOLVE), env=env,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert process.stderr is not None
+    for line in process.stderr:  # iteration 1 is committed, iteration 2 in flight
+        if line.startswith("[  1/3]"):
+            process.send_signal(signal.SIGKILL)
+            break
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    resumed = subprocess.run(cli(endpoint, "evolve", str(PACK), "--db", str(killed), "--resume", *EVOLVE[-3:]),
+                             env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
     assert snapshot(killed) == snapshot(whole)  # programs, every row with its trace, archive, ledger
     assert resumed.stdout.splitlines()[-1] == done.stdout.splitlines()[-1]
 
@@ -129,11 +146,9 @@ def test_the_cli_evolves_the_seed_spec_resumes_exactly_after_a_kill_and_exports_
         assert not sqlglot_reading(statement).startswith("error"), statement
 
 
-def test_each_row_keeps_its_trace_and_the_history_tools_read_it(tmp_path: Path) -> None:
-    db = tmp_path / "runs.duckdb"
-    with FakeEndpoint(script=DataAgentModel(), full_tools=True) as endpoint:
-        ai = AiConfig(endpoints={"fake": EndpointConfig("openai", endpoint.base_url)}, completion_model=MODEL)
-        api.evolve(PACK, db=db, budget=1, options={"seed": 2}, ai=ai)
+def test_each_row_keeps_its_trace_and_the_history_tools_read_it(cli_run: CliRun) -> None:
+    db = cli_run.db
+    assert cli_run.done.returncode == 0, cli_run.done.stderr
     task = load_task(PACK)
     train = sorted(task.split("train").expected)
     with DuckDBStore(db, read_only=True) as store:

@@ -153,7 +153,26 @@ def reference_database() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def reference_rows(task: TaskPack, code: str, data: Split, outcome: Outcome) -> Any:
+class Runners:
+    """The reference's runners, one per set of rows (a split or a sample), each started once (a sandbox worker) and
+    used for every program run on those rows, as the evaluator uses its own."""
+
+    def __init__(self, task: TaskPack) -> None:
+        self.task = task
+        self._open: dict[tuple[str, ...], Any] = {}
+
+    def on(self, data: Split) -> Any:
+        key = tuple(data.expected)
+        if key not in self._open:
+            self._open[key] = language_for(self.task).runner(data, None)
+        return self._open[key]
+
+    def close(self) -> None:
+        for runner in self._open.values():
+            runner.close()
+
+
+def reference_rows(task: TaskPack, code: str, data: Split, outcome: Outcome, runners: Runners) -> Any:
     """What the row path made of `code` on `data`, given the new outcome's wall time (timings differ per run)."""
     expected_json = {i: to_json(v) for i, v in data.expected.items()}
     if outcome.error is not None:
@@ -163,13 +182,10 @@ def reference_rows(task: TaskPack, code: str, data: Split, outcome: Outcome) -> 
         program = language.validate(code)
     except CandidateRejected as rejection:  # pragma: no cover - the outcome would have said so
         raise AssertionError(f"the evaluator accepted what the validator rejects: {rejection}") from None
-    runner = language.runner(data, None)
     try:
-        result = runner.run(program, task.timeout_seconds)
+        result = runners.on(data).run(program, task.timeout_seconds)
     except EvaluationError as error:  # pragma: no cover - the outcome would have said so
         raise AssertionError(f"the reference run failed: {error}") from None
-    finally:
-        runner.close()
     return old_score(task, data, expected_json, result.outputs, outcome.latency_ms, result.errors)
 
 
@@ -185,9 +201,20 @@ def evaluator(lockpicking6: TaskPack) -> Iterator[Evaluator]:
     ev.close()
 
 
+@pytest.fixture
+def runners(lockpicking6: TaskPack) -> Iterator[Runners]:
+    opened = Runners(lockpicking6)
+    yield opened
+    opened.close()
+
+
 # -- byte identity ----------------------------------------------------------------------------------------
 def test_every_row_rule_stores_the_row_paths_text(
-    lockpicking6: TaskPack, evaluator: Evaluator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    lockpicking6: TaskPack,
+    evaluator: Evaluator,
+    runners: Runners,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Whole splits and a sample, each kind of row error, extra ids and program errors: the rows as rows, the
     summary and the stored table equal the row path's. Chunks of 7 rows make every evaluation span several."""
@@ -202,7 +229,7 @@ def test_every_row_rule_stores_the_row_paths_text(
             pid = f"1-{n}" if ids is None else f"1-{n}s"
             outcome = evaluator.evaluate(code, split, ids)
             data = lockpicking6.split(split) if ids is None else lockpicking6.split(split).subset(ids)
-            rows, mean = reference_rows(lockpicking6, code, data, outcome)
+            rows, mean = reference_rows(lockpicking6, code, data, outcome, runners)
             assert tuple(outcome.rows) == rows, name
             assert outcome.score == mean, name
             summary = outcome.as_split_evaluation(pid).summary
@@ -227,7 +254,9 @@ def test_every_row_rule_stores_the_row_paths_text(
     store.close()
 
 
-def test_a_run_stores_what_the_row_path_stored(lockpicking6: TaskPack, tmp_path: Path) -> None:
+def test_a_run_stores_what_the_row_path_stored(
+    lockpicking6: TaskPack, runners: Runners, tmp_path: Path
+) -> None:
     """Every evaluation a lockpicking6 run stored, with minibatches (sampled and full evaluations, the seed, a
     stopped child), equals the row path's evaluation of the same program on the same rows, to the byte (each
     row's timing is its evaluation's wall time, from program_scores, over its rows)."""
@@ -255,7 +284,7 @@ def test_a_run_stores_what_the_row_path_stored(lockpicking6: TaskPack, tmp_path:
         outcome = Outcome(
             split, (), score, error, wall
         )  # what reference_rows reads: the error and the timing
-        reference, mean = reference_rows(lockpicking6, programs[pid], data, outcome)
+        reference, mean = reference_rows(lockpicking6, programs[pid], data, outcome, runners)
         con = reference_database()
         old_insert(con, 1, pid, split, reference)
         assert rows == con.execute(STORED).fetchall(), (pid, split)

@@ -287,11 +287,11 @@ def test_a_resumed_run_under_max_cost_equals_an_uninterrupted_one(
     pack: Path, seed_cost: DeployCost, tmp_path: Path
 ) -> None:
     options = {**FAST, "max_cost": f"{seed_cost.tokens + 1e-6:.6f} tokens"}  # no child dearer than the seed
-    first = api.evolve(pack, db=tmp_path / "a.duckdb", budget=3, options=options)
-    resumed = api.resume(db=tmp_path / "a.duckdb", task=pack, budget=6)
-    whole = api.evolve(pack, db=tmp_path / "b.duckdb", budget=6, options=options)
+    first = api.evolve(pack, db=tmp_path / "a.duckdb", budget=2, options=options)
+    resumed = api.resume(db=tmp_path / "a.duckdb", task=pack, budget=4)
+    whole = api.evolve(pack, db=tmp_path / "b.duckdb", budget=4, options=options)
     assert resumed.champion_id == whole.champion_id and resumed.champion_val_score == whole.champion_val_score
-    assert first.iterations == 3 and resumed.iterations == whole.iterations == 6
+    assert first.iterations == 2 and resumed.iterations == whole.iterations == 4
     for sql in (
         "SELECT iteration, code, valid, approach FROM programs ORDER BY iteration",
         "SELECT program_id, split, instance_id, score FROM evaluations WHERE split <> 'test' ORDER BY ALL",

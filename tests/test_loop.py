@@ -69,15 +69,15 @@ def test_same_seed_same_run_and_other_seed_differs(tmp_path: Path, lockpicking) 
 
 
 def test_sigkill_mid_iteration_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
-    args = ("--budget", "8", "--seed", "3", "--max-drafts", "8", "--json")
+    args = ("--budget", "4", "--seed", "3", "--max-drafts", "8", "--json")
     whole, killed = tmp_path / "whole.duckdb", tmp_path / "killed.duckdb"
     done = subprocess.run(evolve_cli(whole, *args), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
     process = subprocess.Popen(evolve_cli(killed, *args), stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
-    for line in process.stderr:  # kill as soon as iteration 3 is committed: iteration 4 is in flight
-        if line.startswith("[  3/8]"):
+    for line in process.stderr:  # kill as soon as iteration 2 is committed: iteration 3 is in flight
+        if line.startswith("[  2/4]"):
             process.send_signal(signal.SIGKILL)
             break
     process.wait(timeout=60)
@@ -85,7 +85,7 @@ def test_sigkill_mid_iteration_then_resume_equals_uninterrupted(tmp_path: Path) 
     with duckdb.connect(str(killed), read_only=True) as con:
         (last,) = con.execute("SELECT MAX(iteration) FROM programs").fetchone()
         (status,) = con.execute("SELECT status FROM runs").fetchone()
-    assert 3 <= last < 8 and status == "running"
+    assert 2 <= last < 4 and status == "running"
 
     resumed = subprocess.run(
         evolve_cli(killed, "--resume", "--json"), capture_output=True, text=True, timeout=300

@@ -8,6 +8,7 @@ sampled rows and never enter the archive. A resumed run equals an uninterrupted 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -16,6 +17,7 @@ import pytest
 
 from coco_sql import api
 from coco_sql.engine.champion import champion_of
+from coco_sql.engine.config import RunSummary
 from coco_sql.engine.minibatch import Minibatch
 from coco_sql.engine.registry import build_mutator
 from coco_sql.errors import ConfigError
@@ -49,6 +51,23 @@ def rows(db: Path, sql: str) -> list[tuple]:
         return con.execute(sql).fetchall()
 
 
+@dataclass(frozen=True)
+class Whole:
+    """An uninterrupted minibatch run of 6 iterations (which the tests only read), its mutator and summary."""
+
+    db: Path
+    mutator: Alternating
+    summary: RunSummary
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> Whole:
+    db = tmp_path_factory.mktemp("minibatch") / "whole.duckdb"
+    mutator = Alternating()
+    summary = api.evolve("lockpicking6", db=db, budget=6, options=OPTIONS, mutator=mutator)
+    return Whole(db, mutator, summary)
+
+
 def test_the_sample_is_drawn_from_the_seed_holds_the_targets_and_is_skipped_when_it_is_everything() -> None:
     train = [f"t{i:03d}" for i in range(100)]
     val = [f"v{i:03d}" for i in range(80)]
@@ -59,10 +78,8 @@ def test_the_sample_is_drawn_from_the_seed_holds_the_targets_and_is_skipped_when
     assert Minibatch.draw(100, train, val, [], np.random.default_rng(3)) is None
 
 
-def test_children_worse_on_the_sample_stop_there_and_the_rest_are_validated_in_full(tmp_path: Path) -> None:
-    db = tmp_path / "mb.duckdb"
-    mutator = Alternating()
-    summary = api.evolve("lockpicking6", db=db, budget=8, options=OPTIONS, mutator=mutator)
+def test_children_worse_on_the_sample_stop_there_and_the_rest_are_validated_in_full(whole: Whole) -> None:
+    db, mutator, summary = whole.db, whole.mutator, whole.summary
     assert set(mutator.rows_seen.values()) == {30}  # the mutator works on the training sample only
     gates = {
         it: json.loads(p)
@@ -86,16 +103,15 @@ def test_children_worse_on_the_sample_stop_there_and_the_rest_are_validated_in_f
     assert summary.champion_val_score > summary.seed_val_score
 
 
-def test_a_resumed_minibatch_run_equals_an_uninterrupted_one(tmp_path: Path) -> None:
+def test_a_resumed_minibatch_run_equals_an_uninterrupted_one(tmp_path: Path, whole: Whole) -> None:
     api.evolve("lockpicking6", db=tmp_path / "a.duckdb", budget=3, options=OPTIONS, mutator=Alternating())
     api.resume(db=tmp_path / "a.duckdb", budget=6, mutator=Alternating())
-    api.evolve("lockpicking6", db=tmp_path / "b.duckdb", budget=6, options=OPTIONS, mutator=Alternating())
     for sql in (
         "SELECT iteration, code, valid FROM programs ORDER BY iteration",
         "SELECT program_id, split, instance_id, score FROM evaluations WHERE split <> 'test' ORDER BY ALL",
         "SELECT iteration, payload FROM events WHERE kind = 'minibatch' ORDER BY iteration",
     ):
-        assert rows(tmp_path / "a.duckdb", sql) == rows(tmp_path / "b.duckdb", sql), sql
+        assert rows(tmp_path / "a.duckdb", sql) == rows(whole.db, sql), sql
 
 
 def test_a_negative_minibatch_is_a_config_error(tmp_path: Path) -> None:
@@ -105,7 +121,7 @@ def test_a_negative_minibatch_is_a_config_error(tmp_path: Path) -> None:
         api.evolve("lockpicking6", db=tmp_path / "x.duckdb", budget=1, options={"minibatch": -1})
 
 
-def test_a_child_scored_on_a_validation_sample_is_never_champion(tmp_path: Path) -> None:
+def test_a_child_scored_on_a_validation_sample_is_never_champion(whole: Whole) -> None:
     """Its sample's mean can beat the champion's full score; admission and the champion rest on full
     validation, in the run state and in the store alike."""
     from coco_sql.engine.config import RunConfig
@@ -133,8 +149,7 @@ def test_a_child_scored_on_a_validation_sample_is_never_champion(tmp_path: Path)
     state.add(ProgramRecord("1-1", 1, 1, "1-0", None, task.seed_program, "sql", "duckdb", 0, "0:0", "x", "hillclimb", True, None), sample)  # fmt: skip
     assert state.champion_id() == "1-0" and state.best_score() == seed["val"].score
     # the same from the tables, as a resumed run and the CLI read them
-    db = tmp_path / "mb.duckdb"
-    api.evolve("lockpicking6", db=db, budget=6, options=OPTIONS, mutator=Alternating())
+    db = whole.db
     with DuckDBStore(db, read_only=True) as store:
         found = champion_of(store, 1)
         assert found is not None
