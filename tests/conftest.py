@@ -63,16 +63,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile the package once (in the controller, before the workers start), for the modules only the
-    subprocesses import (the sandbox and dbt workers). First, a cache folder left in a folder whose modules moved
-    away goes, and the folder with it when nothing else is left: it would keep an empty package in the tree."""
+    subprocesses import (the sandbox and dbt workers)."""
     if hasattr(session.config, "workerinput"):
         return
-    for cache in sorted((REPO / "coco_sql").rglob("__pycache__"), reverse=True):
-        folder = cache.parent
-        if not any(folder.glob("*.py")):
-            shutil.rmtree(cache)
-            if not any(folder.iterdir()):
-                folder.rmdir()
     compileall.compile_dir(REPO / "coco_sql", quiet=1)
 
 
