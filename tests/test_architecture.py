@@ -191,7 +191,9 @@ def _misplaced_modules(root: Path = PACKAGE) -> list[str]:
     """Modules outside `languages/<kind>/` named for a kind: a top-level SQL checker, `languages/sql_*.py`,
     `mutate/python_*.py` and the like (the kind's package holds them)."""
     kinds = ("sql", "python", "dbt", "agent_spec")
-    found = [str(p.relative_to(root)) for p in (root / "sqlcheck",) if any(p.rglob("*.py"))]  # not a stale cache
+    found = [
+        str(p.relative_to(root)) for p in (root / "sqlcheck",) if any(p.rglob("*.py"))
+    ]  # not a stale cache
     for folder in ("languages", *GENERIC):
         found += [
             str(p.relative_to(root))
