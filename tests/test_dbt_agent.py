@@ -25,9 +25,12 @@ import pytest
 
 from coco_sql import api
 from coco_sql.agent.workspace import Workspace, WorkspaceError
+from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.llm import AiConfig
 from coco_sql.llm.providers.base import ProviderLimits
 from coco_sql.llm.routing import EndpointConfig
+from coco_sql.plugins import kind
+from coco_sql.store.records import EvaluationRow
 from coco_sql.tasks import load_task
 from tests import leakage_probe
 from tests.llm_double import FakeEndpoint, Turn
@@ -187,3 +190,92 @@ def test_without_a_file_marker_a_marker_line_is_plain_text() -> None:
     with pytest.raises(WorkspaceError, match="does not occur"):
         space.edit(f"{MARKER}b.sql\nfrom y\n", "")
     assert space.edit(f"{MARKER}b.sql\nselect", f"{MARKER}b.sql\nSELECT") == "edited the candidate"
+
+
+# -- what the agent is told and shown, without running dbt -------------------------------------------------------
+def test_the_prompt_gives_the_layout_sources_targets_and_the_file_scope() -> None:
+    task = load_task(PACK)
+    text = kind("dbt").program_prompt(task)
+    for path in DbtProject.from_text(task.seed_program).files:
+        assert f"- {path}: " in text
+    assert (
+        "- models/customers.sql: model customers (a target), reads stg_customers, stg_orders, stg_payments"
+        in text
+    )
+    assert "- jaffle_shop.raw_payments (query: raw_payments): id INTEGER, order_id INTEGER" in text
+    assert "- orders: key order_id; customer_id, order_date, status, credit_card_amount (±0.005)" in text
+    assert f"start `edit_candidate`'s `search` with that file's '{MARKER}PATH' line" in text
+
+
+def _rows(
+    task: Any, changes: dict[str, dict[str, Any] | None], close: str, failing_test: str
+) -> list[EvaluationRow]:
+    """The training rows of a draft whose outputs are the expected rows but for `changes` (id -> columns to
+    change, None: no row; `close`'s change stays within the tolerance), and whose data tests pass but one."""
+    rows = []
+    for instance, expected in task.split("train").expected.items():
+        if instance.startswith("test:"):
+            status = "fail" if instance == failing_test else "pass"
+            rows.append(
+                EvaluationRow(
+                    instance,
+                    float(status == "pass"),
+                    json.dumps(json.dumps(status)),
+                    json.dumps(expected),
+                    None,
+                )
+            )
+        elif changes.get(instance, {}) is None:
+            rows.append(EvaluationRow(instance, 0.0, None, json.dumps(expected), "no output row for this id"))
+        else:
+            output = json.dumps({**json.loads(expected), **changes.get(instance, {})})
+            score = float(instance not in changes or instance == close)
+            rows.append(EvaluationRow(instance, score, json.dumps(output), json.dumps(expected), None))
+    return rows
+
+
+def test_a_draft_answer_names_target_key_and_column_from_training_rows_only() -> None:
+    task = load_task(PACK)
+    train = task.split("train").expected
+    customers = sorted(i for i in train if i.startswith("customers:"))
+    orders = sorted(i for i in train if i.startswith("orders:"))
+    clv = {i: json.loads(train[i])["customer_lifetime_value"] for i in customers[:6]}
+    changes: dict[str, dict[str, Any] | None] = {
+        **{i: {"customer_lifetime_value": v * 100} for i, v in clv.items() if v},
+        customers[6]: {
+            "customer_lifetime_value": json.loads(train[customers[6]])["customer_lifetime_value"] + 0.004
+        },  # within the tolerance
+        customers[7]: None,
+        **{i: {"status": "completed"} for i in orders[:3] if json.loads(train[i])["status"] != "completed"},
+    }
+    failing = next(i for i in train if i.startswith("test:"))
+    rows = _rows(task, changes, customers[6], failing)
+    answer = kind("dbt").draft_view(task, rows, 4, None)
+    scaled = sum(1 for v in clv.values() if v)
+    assert answer["targets"]["customers"]["mismatching_columns"] == {"customer_lifetime_value": scaled}
+    assert answer["targets"]["customers"]["without_row"] == 1
+    assert answer["targets"]["customers"]["matching"] == len(customers) - scaled - 1
+    assert any("about 100" in p for p in answer["targets"]["customers"]["patterns"])
+    assert any(p.startswith("status: 'completed' where") for p in answer["targets"]["orders"]["patterns"])
+    assert answer["data_tests"] == {"passing": len(task.kind_data.tests) - 1, "failing": [failing]}
+    # one row of each kind of failure before a second of any, the largest kind first
+    kinds = [(r.get("target"), tuple(r.get("differs", {})), "no_row" in r) for r in answer["rows"]]
+    assert len(answer["rows"]) == 4 and len(set(kinds)) == 4
+    assert kinds[0] == ("customers", ("customer_lifetime_value",), False)
+    first = answer["rows"][0]
+    assert (
+        first["differs"]["customer_lifetime_value"]["output"]
+        == 100 * first["differs"]["customer_lifetime_value"]["expected"]
+    )
+    # exactly the rows asked for, a matching one included
+    asked = [r for r in rows if r.instance_id in (customers[6], customers[7])]
+    shown = kind("dbt").draft_view(task, rows, 10, asked)["rows"]
+    assert shown == [
+        {"id": customers[6], "target": "customers", "key": customers[6].split(":")[1], "matches": True},
+        {
+            "id": customers[7],
+            "target": "customers",
+            "key": customers[7].split(":")[1],
+            "no_row": "no output row for this id",
+        },
+    ]
