@@ -159,11 +159,12 @@ class AgentMutator:
         direction: Direction | None,
     ) -> Proposal:
         s = self.settings
+        plugin = kind(request.env.task.language)
         toolbox = Toolbox(
-            request, Workspace(request.parent.code), rng,
+            request, Workspace(request.parent.code, plugin.file_marker), rng,
             history=request.history if s.history else None, offline=self.offline,
             self_test=s.mode == "self_test", max_tests=s.max_tests, test_rows=s.test_rows,
-            row_traces=kind(request.env.task.language).row_traces,
+            row_traces=plugin.row_traces,
         )  # fmt: skip
         system = render("agent_system", **self._task_context(request, toolbox))
         chat.add(Message("system", system.text), template=system.ref)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from coco_sql.reflect.environment import DraftEnvironment
     from coco_sql.sandbox.lockdown import QueryResult
     from coco_sql.store.base import CandidateEngine, Warehouse
+    from coco_sql.store.records import EvaluationRow
     from coco_sql.store.registered import RegisteredTask
     from coco_sql.tasks import Split, TaskPack
     from coco_sql.tasks.pack_files import Reader
@@ -384,6 +385,21 @@ class InEngineDrafts(Protocol):
     def query(self, runnable: str, output_column: str) -> str: ...
 
 
+class DraftView(Protocol):
+    """How the coding agent's draft test (`show_draft`, `test_draft`) shows a kind's training rows: what beside
+    the train score it answers, with at most `limit` rows in "rows" (`chosen`: exactly these rows, in order;
+    None: the kind picks, failures first, so that a shorter list is a prefix). The rows are the training split's
+    only; the answer must be JSON-ready."""
+
+    def __call__(
+        self,
+        task: TaskPack,
+        rows: Sequence[EvaluationRow],
+        limit: int,
+        chosen: Sequence[EvaluationRow] | None,
+    ) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class KindPlugin:
     """One program kind, as an entry point of group `coco_sql.languages` resolves to (`coco_sql.plugins`).
@@ -412,6 +428,12 @@ class KindPlugin:
     dialects: bool = False  # programs are written in the task's dialect (task.toml `dialect`)
     # each run leaves a trace per row (`RunResult.observations`): the coding agent is offered `get_row_trace`
     row_traces: bool = False
+    # a program of several files in one text, each under a line `{file_marker}PATH`: the coding agent's
+    # edit_candidate may scope a search to one file by starting it with that line (`agent.workspace`)
+    file_marker: str | None = None
+    draft_view: DraftView | None = (
+        None  # the kind's own answer to a draft test; None: output against expected
+    )
 
 
 def language_for(task: TaskPack, engine: CandidateEngine | None = None) -> Language:

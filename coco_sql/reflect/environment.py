@@ -166,17 +166,24 @@ class DraftEnvironment:
         """Run a draft and show outputs against expected on up to `limit` training rows.
 
         Without `instance_ids`, the rows shown are the draft's failures first. An id that is not a training row
-        is refused with the same message whether or not it exists elsewhere.
+        is refused with the same message whether or not it exists elsewhere. A kind with a `draft_view` (dbt:
+        which target, key and column mismatch) answers in its own shape beside the train score and error.
         """
         outcome = self.test_draft(code)
         by_id = {row.instance_id: row for row in outcome.rows}
-        if instance_ids is None:
-            chosen = sorted(outcome.rows, key=lambda r: (r.score >= 1.0, r.instance_id))[:limit]
-        else:
+        picked: list[EvaluationRow] | None = None
+        if instance_ids is not None:
             unknown = [i for i in instance_ids if i not in by_id]
             if unknown:
                 raise ConfigError(f"no training instance {unknown[0]!r}")
-            chosen = [by_id[i] for i in list(instance_ids)[:limit]]
+            picked = [by_id[i] for i in list(instance_ids)[:limit]]
+        view = kind(self.task.language).draft_view
+        if view is not None:
+            shown = view(self.task, outcome.rows, limit, picked)
+            return {"train_score": outcome.score, "error": outcome.error, **shown}
+        chosen = picked
+        if chosen is None:
+            chosen = sorted(outcome.rows, key=lambda r: (r.score >= 1.0, r.instance_id))[:limit]
         return {
             "train_score": outcome.score,
             "error": outcome.error,

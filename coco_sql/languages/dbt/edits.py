@@ -47,7 +47,7 @@ class Evidence:
         evidence = cls()
         for instance, got, want in zip(ids, outputs, expected, strict=True):
             model = str(instance).split(":", 1)[0]
-            wanted, found = _row(want), _row(got)
+            wanted, found = decode_row(want), decode_row(got)
             if not isinstance(wanted, dict):
                 continue
             if not isinstance(found, dict):
@@ -80,15 +80,17 @@ class Evidence:
         return None
 
 
-def _row(text: str | None) -> object:
+def decode_row(text: str | None) -> object:
+    """A stored output or expected value: the row as a dict (stored outputs are JSON texts of the JSON row), a
+    data test's status as text, None for no output or text that is not JSON."""
     value: object = text
-    for _ in range(2):  # stored outputs are JSON texts of the JSON row
+    for depth in range(2):
         if not isinstance(value, str):
             break
         try:
             value = json.loads(value)
         except ValueError:
-            return None
+            return value if depth else None
     return value
 
 

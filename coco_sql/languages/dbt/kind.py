@@ -3,7 +3,9 @@
 (`plugin.py` in this package is dbt-duckdb's plugin, which dbt itself imports inside the sandbox.) A dbt pack's
 task.toml has tables of its own (sources, targets, expected rows: `task.load_dbt_pack`), its offline operators
 repair models from the mismatching training rows (`mutator`), and its export form `dbt_project` is a folder that
-plain `dbt build` runs (`export`). Everything loads when a dbt task is used, never when the registry is read.
+plain `dbt build` runs (`export`). The coding agent is told the project's layout, sources and targets
+(`prompt`), may edit one file at a time (`file_marker`), and its draft tests show which target, key and column
+mismatch (`draft_view`). Everything loads when a dbt task is used, never when the registry is read.
 """
 
 from __future__ import annotations
@@ -44,10 +46,15 @@ def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
 
 
 def _prompt(task: TaskPack) -> str:
-    return (
-        "A program is a dbt project: files under '-- file: PATH' headers (dbt_project.yml, models/**/*.sql and "
-        "*.yml, macros/*.sql); its target models are compared with the expected rows by key.\n"
-    )
+    from coco_sql.languages.dbt.prompt import program_prompt
+
+    return program_prompt(task)
+
+
+def _draft_view(task: TaskPack, rows: Any, limit: int, chosen: Any) -> dict[str, Any]:
+    from coco_sql.languages.dbt.draft_view import draft_view
+
+    return draft_view(task, rows, limit, chosen)
 
 
 def _load(root: Path, reader: Any, doc: Any, fingerprint: Any) -> TaskPack:
@@ -127,4 +134,6 @@ PLUGIN = KindPlugin(
     registrar=DbtRegistrar(),
     folder_export=DbtFolder(),
     parts=_parts,
+    file_marker="-- file: ",  # project.MARKER: edit_candidate may scope a search to one file
+    draft_view=_draft_view,
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from coco_sql.errors import CandidateRejected, EvaluationError
@@ -26,10 +26,13 @@ from coco_sql.languages.dbt.task import TEST_KINDS, DbtTask, row_json
 from coco_sql.search.features import cell_of_counts
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.languages.dbt.runner import DbtRunResult
     from coco_sql.languages.dbt.sandbox import DbtSandbox
     from coco_sql.llm.usage import Usage
+    from coco_sql.sandbox import Sandbox
     from coco_sql.tasks import Split, TaskPack
 
 _BRANCH_WORDS = ("join", "case", "where", "union", "having", "distinct", "coalesce")
@@ -45,6 +48,7 @@ class DbtLanguage:
         self.task = task
         self.data: DbtTask = task.kind_data
         self._sandboxes: dict[str, DbtSandbox] = {}
+        self._probes: dict[str, Sandbox] = {}
         self._ai: AiFunctions | None = None
         self._validated: OrderedDict[str, Program | str] = OrderedDict()
 
@@ -90,11 +94,24 @@ class DbtLanguage:
             known = self._sandboxes[split] = DbtSandbox(self.data.sources[split], ai=self._ai)
         return known
 
+    def probe_sandbox(self, split: str) -> Sandbox:
+        """The split's query engine for probes (the coding agent's `query`): a locked-down DuckDB holding the
+        split's instance ids as `input` and its copy of the sources, each under its `probe_tables` name. No
+        expected rows: the sources are the pipeline's inputs."""
+        from coco_sql.sandbox import Sandbox
+
+        known = self._probes.get(split)
+        if known is None:
+            ids = self.task.split(split).inputs
+            known = self._probes[split] = Sandbox(ids, tables=probe_tables(self.data.sources[split]))
+        return known
+
     def close(self, split: str | None = None) -> None:
-        for name in [split] if split is not None else list(self._sandboxes):
-            sandbox = self._sandboxes.pop(name, None)
-            if sandbox is not None:
-                sandbox.close()
+        for name in [split] if split is not None else list(self._sandboxes) + list(self._probes):
+            for opened in (self._sandboxes, self._probes):
+                sandbox = opened.pop(name, None)
+                if sandbox is not None:
+                    sandbox.close()
 
     def _validator(self) -> DbtSandbox:
         """Any open sandbox (validation needs no rows); the train split's when none is."""
@@ -121,6 +138,11 @@ class DbtRunner:
         )
         return scored_run(result, data, self.ids)
 
+    @property
+    def probe_sandbox(self) -> Sandbox:
+        """The split's probe engine (`DbtLanguage.probe_sandbox`), which the evaluator's `probe` finds here."""
+        return self.language.probe_sandbox(self.split_name)
+
     def close(self) -> None:
         if self.owner:
             self.language.close(self.split_name)
@@ -145,6 +167,16 @@ def scored_run(
     elapsed = sum(v for k, v in result.timings.items() if k != "write") * 1000
     reasons = {i: m for prefix, m in errors.items() for i in ids if i.startswith(prefix)}
     return RunResult(outputs, elapsed, reasons, usage=usage)
+
+
+def probe_tables(sources: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The sources as a probe reads them: ``source.table`` under its table's name, or ``source__table`` when two
+    sources share a table name."""
+    tables = [name.split(".", 1)[1] for name in sources]
+    return {
+        (name.split(".", 1)[1] if tables.count(name.split(".", 1)[1]) == 1 else name.replace(".", "__")): rows
+        for name, rows in sources.items()
+    }
 
 
 def instance_outputs(result: DbtRunResult, data: DbtTask) -> tuple[list[tuple[str, str]], dict[str, str]]:
