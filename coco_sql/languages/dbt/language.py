@@ -14,7 +14,6 @@ runner over the whole split owns it and closes it.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -23,6 +22,7 @@ from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.dbt.compare import _value
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.task import TEST_KINDS, DbtTask, row_json
+from coco_sql.languages.dbt.verdicts import Verdicts
 from coco_sql.search.features import cell_of_counts
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from coco_sql.tasks import Split, TaskPack
 
 _BRANCH_WORDS = ("join", "case", "where", "union", "having", "distinct", "coalesce")
-_VALIDATED_KEPT = 256
 
 
 class DbtLanguage:
@@ -50,27 +49,18 @@ class DbtLanguage:
         self._sandboxes: dict[str, DbtSandbox] = {}
         self._probes: dict[str, Sandbox] = {}
         self._ai: AiFunctions | None = None
-        self._validated: OrderedDict[str, Program | str] = OrderedDict()
+        self._validated: Verdicts[Program] = Verdicts(self._check)
 
     def validate(self, code: str) -> Program:
-        known = self._validated.get(code)
-        if known is None:
-            try:
-                project = DbtProject.from_text(code)
-                run_form = self._validator().validate(
-                    project, self.data.spec, self.data.spec.render_deadline_s
-                )
-                known = Program(self.name, code, run_form.to_text(), run_form)
-            except CandidateRejected as error:
-                known = str(error)
-            except EvaluationError as error:  # the render ran past its deadline, or the worker failed
-                known = f"the project could not be checked: {error}"
-            self._validated[code] = known
-            while len(self._validated) > _VALIDATED_KEPT:
-                self._validated.popitem(last=False)
-        if isinstance(known, str):
-            raise CandidateRejected(known)
-        return known
+        return self._validated(code)
+
+    def _check(self, code: str) -> Program:
+        try:
+            project = DbtProject.from_text(code)
+            run_form = self._validator().validate(project, self.data.spec, self.data.spec.render_deadline_s)
+        except EvaluationError as error:  # the render ran past its deadline, or the worker failed
+            raise CandidateRejected(f"the project could not be checked: {error}") from None
+        return Program(self.name, code, run_form.to_text(), run_form)
 
     def cell(self, program: Program) -> str:
         return project_cell(program.tree)

@@ -30,13 +30,12 @@ the runners of its minibatches; the runner over the whole split owns them and dr
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from coco_sql.errors import CandidateRejected, EvaluationError
+from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.dbt.compiled import Deadline, read_targets, run_models, run_result
 from coco_sql.languages.dbt.data_tests import run_tests
@@ -45,14 +44,13 @@ from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.runner import PROFILE
 from coco_sql.languages.dbt.task import DbtTask
 from coco_sql.languages.dbt.validate import ValidatedProject, validate_project
+from coco_sql.languages.dbt.verdicts import Verdicts
 from coco_sql.store.base import CandidateEngine
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.languages.sql.warehouse import WarehouseQueries
     from coco_sql.tasks import Split, TaskPack
-
-_VALIDATED_KEPT = 256
 
 
 class DbtWarehouseLanguage:
@@ -66,7 +64,9 @@ class DbtWarehouseLanguage:
         self.task = task
         self.data: DbtTask = task.kind_data
         self.engine = engine
-        self._validated: OrderedDict[str, ValidatedProject | str] = OrderedDict()
+        self._validated: Verdicts[ValidatedProject] = Verdicts(
+            lambda code: validate_project(code, self.data.spec)
+        )
         self._staged: dict[str, dict[tuple[str, str], str]] = {}
 
     def validate(self, code: str) -> Program:
@@ -76,18 +76,7 @@ class DbtWarehouseLanguage:
 
     def validated(self, code: str) -> ValidatedProject:
         """The checked project of `code` (kept for the last few hundred programs); CandidateRejected else."""
-        known = self._validated.get(code)
-        if known is None:
-            try:
-                known = validate_project(code, self.data.spec)
-            except CandidateRejected as error:
-                known = str(error)
-            self._validated[code] = known
-            while len(self._validated) > _VALIDATED_KEPT:
-                self._validated.popitem(last=False)
-        if isinstance(known, str):
-            raise CandidateRejected(known)
-        return known
+        return self._validated(code)
 
     def cell(self, program: Program) -> str:
         return project_cell(program.tree)
