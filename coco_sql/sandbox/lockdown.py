@@ -19,10 +19,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 
@@ -40,6 +39,11 @@ LOCKDOWN = (
     "SET python_enable_replacements = false",
     "SET lock_configuration = true",
 )
+
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -62,12 +66,12 @@ class LockedDuckDB:
 
     def __init__(
         self,
-        inputs: pd.DataFrame,
+        inputs: pd.DataFrame | pa.Table,
         *,
         relation: str = "input",
         memory_limit: str = "1GB",
         register_udfs: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-        tables: Mapping[str, pd.DataFrame] | None = None,
+        tables: Mapping[str, pd.DataFrame | pa.Table] | None = None,
     ) -> None:
         self.relation = relation
         self._lock = threading.Lock()

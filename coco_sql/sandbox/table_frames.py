@@ -6,9 +6,13 @@ the column types it would have inferred from the pandas frame, and the worker re
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import duckdb
-import pandas as pd
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pandas as pd  # the parent's side only: the worker reads the stream without pandas
 
 
 def table_bytes(rows: pd.DataFrame) -> bytes:

@@ -32,7 +32,7 @@ from typing import Any
 
 from coco_sql.messages import SQL_PARENT, SQL_RESULT_MAX_BYTES
 from coco_sql.sandbox.ai_pipe import ask_parent
-from coco_sql.sandbox.lockdown import LockedDuckDB, QueryResult  # DuckDB and pandas, before the limits
+from coco_sql.sandbox.lockdown import LockedDuckDB, QueryResult  # DuckDB, before the limits
 from coco_sql.sandbox.table_frames import table_from  # pyarrow, before the limits
 from coco_sql.wire import Channel, child_end, dumps, exact
 
@@ -70,6 +70,10 @@ def serve(channel: Channel) -> None:
     init = channel.receive()
     if init is None or init["type"] != "init":
         raise RuntimeError("the parent must start with init")
+    if init["with_ai"]:
+        # pyarrow imports pandas when an AI function builds its answer column: import it now, before the limits
+        # and outside any query's deadline. A split without AI functions never needs it (0.6 s CPU a worker).
+        import pandas  # noqa: F401
     _limit(resource.RLIMIT_DATA, init["memory_bytes"])
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_CORE, 0)
