@@ -140,16 +140,3 @@ def test_the_exported_project_runs_with_plain_dbt_build(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         write_export(text, taken)
     assert [p.name for p in taken.iterdir()] == ["keep.txt"]
-
-
-@pytest.mark.slow
-def test_a_dbt_champion_gets_no_sql_size_warning(tmp_path: Path) -> None:
-    """The 8 KB warning is the SQL kind's (`KindPlugin.warn_bytes`): a dbt project of 8.7 KB, mostly YAML and
-    docs, is not 'KB of SQL' with inline examples."""
-    from coco_sql import api
-
-    summary = api.evolve(JAFFLE, db=tmp_path / "runs.duckdb", budget=0, options={"seed": 1})
-    with duckdb.connect(str(tmp_path / "runs.duckdb"), read_only=True) as con:
-        (size,) = con.execute("SELECT length(code) FROM programs WHERE program_id = '1-0'").fetchone()
-    assert size > 8 * 1024
-    assert api.champion_warnings(summary.run_id, db=tmp_path / "runs.duckdb") == []

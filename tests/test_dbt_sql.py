@@ -7,7 +7,8 @@ on real dbt and DuckDB:
 - `coco_report(1)` draws the champion's model DAG (sources -> staging -> marts, the edited models marked) and a
   diff per changed file, not one diff of the whole text;
 - check-deploy checks each model of the champion for Snowflake: none of jaffle_shop's has a finding, and a
-  model using a function Snowflake lacks is named by its file.
+  model using a function Snowflake lacks is named by its file;
+- the champion, a project of more than 8 KB (mostly YAML and docs), gets no SQL size warning.
 """
 
 from __future__ import annotations
@@ -79,3 +80,12 @@ def test_check_deploy_checks_every_model_of_the_champion_for_snowflake(run_db: P
         "program models/orders.sql: NOW: function NOW does not exist in Snowflake (not in coco-sql's Snowflake "
         "function catalogue)"
     ]
+
+
+def test_a_dbt_champion_gets_no_sql_size_warning(run_db: Path) -> None:
+    """The 8 KB warning is the SQL kind's (`KindPlugin.warn_bytes`): a dbt project of 8.7 KB, mostly YAML and
+    docs, is not 'KB of SQL' with inline examples."""
+    with duckdb.connect(str(run_db), read_only=True) as con:
+        (smallest,) = con.execute("SELECT min(length(code)) FROM programs WHERE run_id = 1").fetchone()
+    assert smallest > 8 * 1024  # the champion among them
+    assert api.champion_warnings(1, db=run_db) == []
