@@ -142,6 +142,12 @@ def repoint(
     return condition
 
 
+def _value_key(value: object) -> str:
+    """The SQL of the literal `repoint` sets for `value` ("" for NULL, which it refuses)."""
+    new = literal(value)
+    return "" if new is None else new.sql(dialect="duckdb")
+
+
 def _with_arm(case_index: int, arm: exp.If) -> Callable[[exp.Expression], exp.Expression]:
     def apply(query: exp.Expression) -> exp.Expression:
         child = query.copy()
@@ -167,18 +173,29 @@ def duplicate_guard(
         if any(True for _ in arm.this.find_all(exp.Column))
     ]
     candidates: dict[int, dict[str, tuple[exp.Expression, exp.Expression]]] = {}
+    # The CASEs of a query usually share one target row, so the same (arm, column, value) comes up once per CASE:
+    # each is re-pointed and rendered once (a copy and a render per hypothesis were most of a mutation's CPU).
+    # The conditions are shared between CASEs, so an arm made from one takes a copy.
+    repointed: dict[tuple[int, str, str], tuple[str, exp.Expression] | None] = {}
     for target_index in range(len(all_cases)):
         scope = scopes.get(target_index)
         if scope is None or scope.target_row is None:
             continue
         found = candidates.setdefault(target_index, {})
-        for source in sources:
+        values = {column: _value_key(scope.target_row.get(column)) for column in scope.columns}
+        for source_index, source in enumerate(sources):
             for column in scope.columns:
                 if column == "id":
                     continue
-                condition = repoint(source.this, column, scope.target_row.get)
-                if condition is not None:
-                    found.setdefault(condition.sql(dialect="duckdb"), (condition, source.args["true"]))
+                memo_key = (source_index, column, values[column])
+                if memo_key not in repointed:
+                    condition = repoint(source.this, column, scope.target_row.get)
+                    repointed[memo_key] = (
+                        None if condition is None else (condition.sql(dialect="duckdb"), condition)
+                    )
+                hit = repointed[memo_key]
+                if hit is not None:
+                    found.setdefault(hit[0], (hit[1], source.args["true"]))
     holding: dict[str, bool] = {}
     if fires is not None:
         for target_index, found in candidates.items():
@@ -192,7 +209,7 @@ def duplicate_guard(
         for key, (condition, then) in found.items():
             if fires is not None and not holding.get(key, False):
                 continue
-            arm = exp.If(this=condition, true=then.copy())
+            arm = exp.If(this=condition.copy(), true=then.copy())
             if arm.sql(dialect="duckdb") in existing:
                 continue
             edits.append(
