@@ -26,7 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,13 +48,114 @@ class ChildMisbehaved(Exception):
     message says what, on one line. Nothing of it was used; the caller stops the child."""
 
 
+class Process(typing.Protocol):
+    """How a child's process is watched and ended, whoever started it: this process (`SpawnedProcess`) or a
+    template it was forked from (`sandbox.fork_server`)."""
+
+    pid: int
+    peak_rss_bytes: int | None  # known once it was reaped
+
+    def reaped(self) -> int | None:
+        """Its return code (negative: the signal that killed it) once it ended, reaping it; None while it runs.
+        Never blocks."""
+        ...
+
+    def kill(self) -> None:
+        """SIGKILL, unless it was reaped already."""
+        ...
+
+
+@dataclass
+class SpawnedProcess:
+    """A child started here with `subprocess.Popen`, reaped with wait4 (which also tells its peak RSS)."""
+
+    popen: subprocess.Popen[bytes]
+    peak_rss_bytes: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def reaped(self) -> int | None:
+        if self.popen.returncode is None:
+            pid, status, usage = os.wait4(self.popen.pid, os.WNOHANG)
+            if pid:
+                self.popen.returncode = os.waitstatus_to_exitcode(status)
+                self.peak_rss_bytes = usage.ru_maxrss * 1024
+        return self.popen.returncode
+
+    def kill(self) -> None:
+        if self.popen.returncode is None:
+            self.popen.kill()
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """What every child gets besides its process: an empty working folder, and a file for its stderr (outside
+    the folder: the child cannot read it back)."""
+
+    folder: str
+    stderr_path: str
+
+    @classmethod
+    def make(cls) -> Workspace:
+        folder = tempfile.mkdtemp(prefix="coco-child-")
+        stderr_fd, stderr_path = tempfile.mkstemp(prefix="coco-child-", suffix=".stderr")
+        os.close(stderr_fd)
+        return cls(folder, stderr_path)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(self.stderr_path)
+
+
+def child_environment(threads: int, settings: Mapping[str, str] | None) -> dict[str, str]:
+    """The whole environment of a child: what Python and the BLAS need, and `settings` (no credentials)."""
+    env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
+    return env | {
+        "PYTHONPATH": PACKAGE_ROOT,
+        "PYTHONHASHSEED": "0",  # set and str iteration order is the same in every worker: runs reproduce
+        "OPENBLAS_NUM_THREADS": str(threads),
+        "OMP_NUM_THREADS": str(threads),
+        **(settings or {}),
+    }
+
+
+def spawn(
+    module: str, args: Sequence[str], stdin: int, stdout: int, workspace: Workspace, env: Mapping[str, str]
+) -> SpawnedProcess:
+    """`python -m module args...` in `workspace`, its stdin and stdout the descriptors given, and no other of
+    this process's descriptors."""
+    with open(workspace.stderr_path, "wb") as stderr:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            close_fds=True,
+            cwd=workspace.folder,
+            env=dict(env),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    return SpawnedProcess(popen)
+
+
+def pipes() -> tuple[tuple[int, int], tuple[int, int]]:
+    """(parent's read end, child's write end), (child's read end, parent's write end), the parent's ends with
+    a larger buffer."""
+    parent_in, child_out = os.pipe()
+    child_in, parent_out = os.pipe()
+    for fd in (parent_in, parent_out):
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    return (parent_in, child_out), (child_in, parent_out)
+
+
 @dataclass
 class ChildProcess:
-    process: subprocess.Popen[bytes]
+    process: Process
     channel: Channel
-    folder: str
-    stderr_path: str  # what the child wrote on stderr (outside its folder: the child cannot read it back)
-    peak_rss_bytes: int | None = None  # the child's peak resident memory, known once it is reaped by stop()
+    workspace: Workspace
 
     @classmethod
     def start(
@@ -65,45 +167,36 @@ class ChildProcess:
         settings: Mapping[str, str] | None = None,
     ) -> ChildProcess:
         """Start `python -m module args...`; `receives` is what the child may send (its messages are parsed
-        with it); `settings`: environment variables the child needs beside the fixed ones (settings of its libraries only: the
-        child's environment carries no credentials)."""
-        parent_in, child_out = os.pipe()
-        child_in, parent_out = os.pipe()
-        for fd in (parent_in, parent_out):
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-        folder = tempfile.mkdtemp(prefix="coco-child-")
-        stderr_fd, stderr_path = tempfile.mkstemp(prefix="coco-child-", suffix=".stderr")
-        stderr = os.fdopen(stderr_fd, "wb")
-        env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
-        env |= {
-            "PYTHONPATH": PACKAGE_ROOT,
-            "PYTHONHASHSEED": "0",  # set and str iteration order is the same in every worker: runs reproduce
-            "OPENBLAS_NUM_THREADS": str(threads),
-            "OMP_NUM_THREADS": str(threads),
-            **(settings or {}),
-        }
+        with it); `settings`: environment variables the child needs beside the fixed ones (settings of its
+        libraries only: the child's environment carries no credentials)."""
+        (parent_in, child_out), (child_in, parent_out) = pipes()
+        workspace = Workspace.make()
         try:
-            process = subprocess.Popen(
-                [sys.executable, "-m", module, *args],
-                close_fds=True,
-                cwd=folder,
-                env=env,
-                stdin=child_in,
-                stdout=child_out,
-                stderr=stderr,
+            process = spawn(
+                module, args, child_in, child_out, workspace, child_environment(threads, settings)
             )
         except OSError:
-            shutil.rmtree(folder, ignore_errors=True)
-            os.unlink(stderr_path)
+            workspace.remove()
             os.close(parent_in)
             os.close(parent_out)
             raise
         finally:
             os.close(child_in)
             os.close(child_out)
-            stderr.close()
-        return cls(process, Channel(parent_in, parent_out, receives), folder, stderr_path)
+        return cls(process, Channel(parent_in, parent_out, receives), workspace)
+
+    @property
+    def folder(self) -> str:
+        return self.workspace.folder
+
+    @property
+    def stderr_path(self) -> str:
+        return self.workspace.stderr_path
+
+    @property
+    def peak_rss_bytes(self) -> int | None:
+        """The child's peak resident memory, known once it is reaped by stop()."""
+        return self.process.peak_rss_bytes
 
     @property
     def pid(self) -> int:
@@ -134,7 +227,7 @@ class ChildProcess:
             raise ChildDied(self.how_it_ended()) from None
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process.reaped() is None
 
     def how_it_ended(self) -> str:
         code = self._reap(timeout_s=5.0)
@@ -158,26 +251,20 @@ class ChildProcess:
     def stop(self, *, kill: bool = False) -> None:
         """Close the pipes (the child's cue to exit), or kill it outright; then reap it and remove its folder."""
         self.channel.close()
-        if kill and self.process.returncode is None:
+        if kill:
             self.process.kill()
         if self._reap(timeout_s=5.0) is None:
             self.process.kill()
             self._reap(timeout_s=None)
-        shutil.rmtree(self.folder, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.unlink(self.stderr_path)
+        self.workspace.remove()
 
     def _reap(self, timeout_s: float | None) -> int | None:
-        """Wait for the child to end (with wait4, which also tells its peak RSS); its return code, or None."""
-        if self.process.returncode is not None:
-            return self.process.returncode
+        """Wait for the child to end; its return code, or None when `timeout_s` passed first."""
         until = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG if until is not None else 0)
-            if pid:
-                self.process.returncode = os.waitstatus_to_exitcode(status)
-                self.peak_rss_bytes = usage.ru_maxrss * 1024
-                return self.process.returncode
+            code = self.process.reaped()
+            if code is not None:
+                return code
             if until is not None and time.monotonic() >= until:
                 return None
             time.sleep(0.01)

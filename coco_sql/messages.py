@@ -8,6 +8,7 @@ way. A new kind of child (dbt projects, agent tool SQL) adds its protocols here.
 - the Python sandbox (`sandbox.python_sandbox` <-> the zygote `sandbox.python_worker` <-> one forked process per
   candidate): `PYTHON_PARENT`, `PYTHON_ZYGOTE`, `PYTHON_CANDIDATE`;
 - the dbt sandbox (`languages.dbt.sandbox` <-> `languages.dbt.worker`): `DBT_PARENT`, `DBT_WORKER`;
+- the worker templates (`sandbox.fork_server`), which fork the SQL and dbt workers: `FORK_PARENT`, `FORK_SERVER`;
 - the local model host (`llm.providers.local_llama`): `LLAMA_PARENT`, `LLAMA_HOST`.
 
 Both sandboxes that run SQL answer AI calls through their pipe with the same three messages (`AI_CHUNK`,
@@ -270,6 +271,33 @@ DBT_WORKER = Protocol.of(
     AI_CHUNK,
 )
 
+# ------------------------------------------------------------------------------------ the worker templates
+
+# `sandbox.fork_server`: the parent asks a template process for a fresh worker (its pipes follow the `fork`
+# message as SCM_RIGHTS descriptors) and for the exit of one it forked (which only the template can reap)
+FORK_PARENT = Protocol.of(
+    "coco-sql",
+    TRUSTED_MAX_BYTES,
+    MessageType("fork", {"folder": text(4096)}),
+    MessageType("reap", {"pid": integer(1, 2**22)}),
+)
+
+FORK_SERVER = Protocol.of(
+    "the worker template process",
+    64 * 1024,
+    READY,
+    MessageType("forked", {"pid": integer(1, 2**22)}),
+    MessageType(
+        "reaped",
+        {
+            "pid": integer(1, 2**22),
+            "code": nullable(integer(-64, 255)),
+            "peak_rss": nullable(integer(0, 2**50)),
+        },
+    ),
+    MessageType("refused", {"message": line(ERROR_CHARS)}),
+)
+
 # ---------------------------------------------------------------------------------------- the model host
 
 LLAMA_PARENT = Protocol.of("coco-sql", TRUSTED_MAX_BYTES, MessageType("complete", {"options": json_object}))
@@ -288,6 +316,8 @@ __all__ = [
     "AI_RESULT",
     "DBT_PARENT",
     "DBT_WORKER",
+    "FORK_PARENT",
+    "FORK_SERVER",
     "LLAMA_HOST",
     "LLAMA_PARENT",
     "PYTHON_CANDIDATE",

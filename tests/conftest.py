@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from coco_sql.child import ChildProcess
+from coco_sql.sandbox.fork_server import WorkerTemplate
+from coco_sql.wire import Protocol
 
 REPO = Path(__file__).resolve().parents[1]
 LOCKPICKING6 = REPO / "tasks" / "lockpicking6"
@@ -146,6 +148,10 @@ def hostile_child(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, Path], None
         def start(cls, module, *args, **kwargs):  # type: ignore[no-untyped-def]
             return real_start(cls, "tests.hostile_child", mode, str(marker), **kwargs)
 
+        def fork(template: WorkerTemplate, receives: Protocol) -> ChildProcess:  # the sandboxes' workers
+            return real_start(ChildProcess, "tests.hostile_child", mode, str(marker), receives=receives)
+
         monkeypatch.setattr(ChildProcess, "start", classmethod(start))
+        monkeypatch.setattr(WorkerTemplate, "start", fork)
 
     return install

@@ -190,4 +190,6 @@ def test_the_worker_finds_its_pipes_at_fixed_descriptors_named_nowhere(box: Sand
     fds = {int(fd.name): os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()}
     pipes = sorted(fd for fd, target in fds.items() if target.startswith("pipe:"))
     assert pipes == [3, 4], fds
-    assert argv[1:3] == [b"-m", b"coco_sql.sandbox.worker"] and not any(arg.isdigit() for arg in argv[3:])
+    # forked from the worker's template, whose argv names the module it forks (`sandbox.fork_server`)
+    assert argv[1:4] == [b"-m", b"coco_sql.sandbox.fork_server", b"coco_sql.sandbox.worker"]
+    assert not any(arg.isdigit() for arg in argv[4:])

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 
 UdfCall = Callable[[str, list[list[Any]]], list[Any]]
 
-_JSON_IN = duckdb.sqltype("JSON")
-
 
 def arrow_type(spelling: str) -> pa.DataType:
     """The arrow type a catalogue `ReturnType.arrow` names: a pyarrow alias, or ``list<alias>``."""
@@ -64,13 +62,16 @@ def register_udfs(
     `call(udf_name, columns)`, which answers one value per row. Inside a sandbox worker `call` forwards the chunk
     to the parent process, which owns the AI runtime (`sandbox`). `name` renames a UDF in DuckDB (a
     `coco_sql.connect` connection's own names, `engines.duckdb.ai_functions`); `call` still gets the bound name."""
+    json_in = con.sqltype(
+        "JSON"
+    )  # the connection's own types: duckdb.sqltype would open the default database
     for udf, arity in bound_udfs():
         returns = arrow_type(udf.returns.arrow)
         con.create_function(
             udf.name if name is None else name(udf.name),
             _vectorized(call, udf.name, returns, arity),
-            [_JSON_IN] * arity,
-            duckdb.sqltype(udf.returns.duckdb),
+            [json_in] * arity,
+            con.sqltype(udf.returns.duckdb),
             type="arrow",
             side_effects=True,
             null_handling="special",

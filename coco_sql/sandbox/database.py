@@ -19,8 +19,9 @@ What it guarantees, and how (each claim has a test in tests/test_sandbox.py):
   size-limited, each message checked against its type); a worker that sends anything else is stopped and the
   query fails with one line. Nothing it sends is unpickled or evaluated.
 
-The worker starts on first use (about 0.4 s: Python, DuckDB and pandas imports) and lives until `close()`.
-`bench/bench_sandbox.py` measures what the isolation costs per evaluation.
+The worker starts on first use, forked from this process's template of it (`sandbox.fork_server`: the imports
+are done once; 60 ms of the worker's CPU against 475 ms from scratch, `bench/bench_worker_start.py`), and lives
+until `close()`. `bench/bench_sandbox.py` measures what the isolation costs per evaluation.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from coco_sql.child import ChildDied, ChildMisbehaved, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 from coco_sql.messages import SQL_WORKER, result_rows
 from coco_sql.sandbox.ai_pipe import AiServer, receive_answer
+from coco_sql.sandbox.fork_server import template
 from coco_sql.sandbox.lockdown import QueryResult
 from coco_sql.sandbox.supervisor import START_TIMEOUT_S, SupervisedSandbox, Supervisor, handshake, over_time
 from coco_sql.sandbox.table_frames import table_bytes
@@ -183,7 +185,9 @@ class Sandbox(SupervisedSandbox):
         return EvaluationError(f"{error} (the sandbox process was stopped)")
 
     def _start_worker(self) -> ChildProcess:
-        worker = ChildProcess.start("coco_sql.sandbox.worker", receives=SQL_WORKER, settings=WORKER_SETTINGS)
+        # forked from this process's template of the worker (which has pandas too when the split has AI calls)
+        preload = ("pandas",) if self._init["with_ai"] else ()
+        worker = template("coco_sql.sandbox.worker", preload, WORKER_SETTINGS).start(SQL_WORKER)
         handshake(worker, self._init, "the sandbox process", blobs=self._tables)
         return worker
 

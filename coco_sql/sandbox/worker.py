@@ -1,6 +1,7 @@
 """The sandbox worker: a child process that holds one split's rows in a `LockedDuckDB` and runs queries on it.
 
-Started by `sandbox.Sandbox` as `python -m coco_sql.sandbox.worker` (`child.ChildProcess`: its pipes at the
+Started by `sandbox.Sandbox`, forked from a template that imported this module (`sandbox.fork_server`), or as
+`python -m coco_sql.sandbox.worker` where no template can be had (`child.ChildProcess`: its pipes at the
 fixed descriptors 3 and 4, a working directory that is an empty temporary folder, an environment that carries
 no credentials). Before it reads any rows it lowers its own kernel limits, which it cannot raise again:
 
@@ -61,6 +62,12 @@ def result_message(result: QueryResult) -> dict[str, Any]:
         "data": data,
         "elapsed_ms": result.elapsed_ms,
     }
+
+
+def preload() -> None:
+    """What a worker template imports once for all its forks (`sandbox.fork_server`)."""
+    import coco_sql.aifuncs.duckdb_udfs
+    import coco_sql.errors  # noqa: F401
 
 
 def serve(channel: Channel) -> None:

@@ -84,8 +84,8 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
         con.create_function(
             f"{name}_py{suffix}",
             _udf(con, handler, [t for _, t in params], [c for c, _ in columns]),
-            [duckdb.sqltype("VARCHAR" if t == "JSON" else t) for _, t in params],
-            duckdb.sqltype(returns),
+            [con.sqltype("VARCHAR" if t == "JSON" else t) for _, t in params],
+            con.sqltype(returns),
             side_effects=True,
             null_handling="special",
         )

@@ -21,7 +21,8 @@ alone next to a control run without it that shows the program succeeding):
   sandbox's do; no key, model or cache enters the worker.
 
 `layers` says which kernel layers the current worker got (namespaces, jail, landlock, seccomp). Start-up costs
-what dbt's imports and one warm-up run cost (~8 s on a loaded 2-core machine); a warm run 1-2 s.
+one warm-up run (a worker forked from its template, `sandbox.fork_server`, has dbt imported already: 6.5 s of
+CPU against 9.7 s from scratch on a 2-core machine, `bench/bench_worker_start.py`); a warm run 1-2 s.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from coco_sql.languages.dbt.runner import DbtRunResult, TestOutcome
 from coco_sql.languages.dbt.validate import DbtSpec
 from coco_sql.messages import DBT_WORKER, result_rows
 from coco_sql.sandbox.ai_pipe import AiServer, receive_answer
+from coco_sql.sandbox.fork_server import template
 from coco_sql.sandbox.supervisor import SupervisedSandbox, Supervisor, handshake, over_time
 from coco_sql.sandbox.table_frames import table_bytes
 from coco_sql.wire import WireError
@@ -197,7 +199,8 @@ class DbtSandbox(SupervisedSandbox):
             return message
 
     def _start_worker(self) -> ChildProcess:
-        worker = ChildProcess.start("coco_sql.languages.dbt.worker", receives=DBT_WORKER, settings=WORKER_ENV)
+        # forked from this process's template of the worker, which has imported dbt once for all its forks
+        worker = template("coco_sql.languages.dbt.worker", (), WORKER_ENV).start(DBT_WORKER)
         ready = handshake(worker, self._init, "the dbt sandbox", blobs=self._tables)
         self.layers = dict(ready["layers"])
         return worker

@@ -1,9 +1,10 @@
 """The dbt sandbox worker: one split's source tables and a warm dbt, in a process that locked itself down.
 
-Started by `languages.dbt.sandbox.DbtSandbox` as `python -m coco_sql.languages.dbt.worker` (`child.ChildProcess`:
-pipes at descriptors 3 and 4, an empty temporary working directory, an environment without credentials). It
-receives its init message and the split's tables (Arrow IPC streams, `sandbox.table_frames`), imports dbt, and
-then, still single-threaded, applies its layers in this order (each is applied by the process itself, binds
+Started by `languages.dbt.sandbox.DbtSandbox`, forked from a template that imported dbt once (`preload`,
+`sandbox.fork_server`), or as `python -m coco_sql.languages.dbt.worker` where no template can be had
+(`child.ChildProcess`: pipes at descriptors 3 and 4, an empty temporary working directory, an environment
+without credentials). It receives its init message and the split's tables (Arrow IPC streams,
+`sandbox.table_frames`), imports dbt (a no-op in a fork), and then, still single-threaded, applies its layers in this order (each is applied by the process itself, binds
 every thread it starts later, and cannot be lifted; `ready` reports which held):
 
 1. **dbt's own surface, trimmed** (always): dbt's multiprocessing context, and that of its thread pools, is
@@ -288,6 +289,12 @@ def _outcome(test: Any) -> dict[str, Any]:
 
 def _error(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "kind": kind, "message": message}
+
+
+def preload() -> None:
+    """What a worker template imports once for all its forks (`sandbox.fork_server`): dbt, trimmed (layer 1)."""
+    trim_dbt(os.getcwd())
+    import coco_sql.languages.dbt.plugin  # noqa: F401
 
 
 def serve(channel: Channel) -> None:
