@@ -41,9 +41,12 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 K = 32
 EXACT_BELOW = 4096
@@ -81,6 +84,8 @@ class Neighbours:
 
 def gram_matrix(texts: Sequence[str], n: int = 3) -> sp.csr_matrix:
     """X: character n-gram counts of each padded text, rows scaled to unit length (float32, sorted indices)."""
+    import scipy.sparse as sp  # ~0.5 s of import, paid only by a run that ranks rows
+
     vocabulary: dict[str, int] = {}
     ids = array("i")  # compact: a list of Python ints would take ~36 bytes per 3-gram
     indptr = array("q", [0])
@@ -224,6 +229,8 @@ def _merge_tree(x: sp.csr_matrix, order: np.ndarray, window: int, best: np.ndarr
 
 def _rows(x: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
     """x[start:stop] as a view on x's arrays (scipy's slicing copies them, entry by entry)."""
+    import scipy.sparse as sp
+
     low, high = x.indptr[start], x.indptr[stop]
     return sp.csr_matrix(
         (x.data[low:high], x.indices[low:high], x.indptr[start : stop + 1] - low),

@@ -41,8 +41,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 from sqlglot import exp
 
 from coco_sql.languages.sql.mutate.edits import Edit, cases, literal
@@ -290,6 +288,9 @@ def solve_rules(
     for j, (a, subset) in enumerate(candidates):
         known = (conditions[a].sql(dialect="duckdb"), frozenset(subset)) in shape.rules
         cost[z0 + j] = 0.5 if known else 1.0
+    from scipy.optimize import Bounds, LinearConstraint, milp  # scipy: ~0.5 s of import, for this step only
+    from scipy.sparse import coo_matrix
+
     matrix = coo_matrix((values, (rows_i, cols_i)), shape=(len(lower), n)).tocsr()
     result = milp(
         cost,
