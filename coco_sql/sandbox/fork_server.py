@@ -17,6 +17,8 @@ What a forked worker shares with one started from scratch, and how:
   but only when the parent asks (`reap`): until then a fork that ended stays a zombie, its pid cannot be reused,
   and the parent's SIGKILL (through a pidfd, opened while the pid is still the fork's) cannot reach another
   process.
+- **Seen as a process start.** A fork request raises the audit event `FORK_EVENT` first, so a hook that
+  refuses processes (`engines.snowflake.strict`: a stored procedure may start none) refuses it too.
 - **One thread at the fork.** The template refuses to fork while it has a second thread (a library that started
   one at import: pyarrow's jemalloc thread is turned off by `TEMPLATE_SETTINGS`, DuckDB's default database is
   never opened), so no lock held by another thread is copied into the worker.
@@ -59,6 +61,9 @@ ANSWER_TIMEOUT_S = 30.0
 # pyarrow starts jemalloc's background thread at import unless told not to (the workers' Arrow buffers come from
 # the system allocator anyway: `sandbox.database.WORKER_SETTINGS`)
 TEMPLATE_SETTINGS = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
+# the audit event of a fork request: the template starts the process, so no event of this process's own says so
+# (`engines.snowflake.strict` counts it with the process events a stored procedure may not raise)
+FORK_EVENT = "coco_sql.sandbox.fork"
 
 
 class TemplateUnavailable(Exception):
@@ -149,6 +154,9 @@ class WorkerTemplate:
 
     # -- internals -------------------------------------------------------------------------------------------
     def _fork(self, receives: Protocol) -> ChildProcess:
+        sys.audit(
+            FORK_EVENT, self.module
+        )  # a process started on this one's behalf (audit hooks see it as such)
         (parent_in, child_out), (child_in, parent_out) = pipes()
         workspace = Workspace.make()
         stderr = os.open(workspace.stderr_path, os.O_WRONLY)

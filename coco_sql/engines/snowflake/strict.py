@@ -6,7 +6,7 @@ procedure called through `session.call` runs, `strict_procedures(session)` refus
 counts (`StrictLimits.refused`):
 
 - **processes**: `subprocess.Popen`, `os.fork`/`forkpty`, `os.posix_spawn`, the `os.exec*`/`os.spawn*` family,
-  `os.system`, and `_posixsubprocess.fork_exec` (multiprocessing's spawn start method raises no audit event of
+  `os.system`, a sandbox worker forked by its template (`sandbox.fork_server`), and `_posixsubprocess.fork_exec` (multiprocessing's spawn start method raises no audit event of
   its own; its fork and forkserver methods do). Docs, "Python stored procedure limitations": one edition says
   creating processes is not supported, a newer one that the multiprocessing module is not. The conservative
   reading, followed here: no process of any kind.
@@ -40,7 +40,8 @@ from typing import Any
 WRITABLE = "/tmp"
 _PROCESS_EVENTS = frozenset(
     {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system",
-     "os.startfile", "pty.spawn"}
+     "os.startfile", "pty.spawn",
+     "coco_sql.sandbox.fork"}  # a sandbox worker forked by its template (`sandbox.fork_server.FORK_EVENT`)
 )  # fmt: skip
 _SOCKET_EVENTS = frozenset({"socket.__new__", "socket.bind", "socket.connect", "socket.sendto"})
 # audit events that write a path: (the argument holding the path, the one holding its dir_fd or None), each
