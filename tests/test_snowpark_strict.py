@@ -130,7 +130,9 @@ def test_yesterdays_sandboxes_are_refused_inside_a_procedure(session: Session) -
     """Until issue 27 a procedure's probes ran in a DuckDB worker process and a Python task's programs in a
     forked zygote: both start a process, which a stored procedure may not."""
     frame = pd.DataFrame({"id": ["a"], "x": [1]})
-    with Sandbox(frame) as outside:  # this process's worker template is running: a fork request is a start too
+    with Sandbox(
+        frame
+    ) as outside:  # this process's worker template is running: a fork request is a start too
         assert outside.run("SELECT 1", 5.0).rows == [(1,)]
     ACTIONS["duckdb sandbox"] = ("process", lambda s: Sandbox(frame).run("SELECT 1", 5.0))
     ACTIONS["python sandbox"] = (
