@@ -3,8 +3,11 @@ keeps, and where no template can be had the worker starts from scratch and the t
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -112,3 +115,22 @@ def test_a_template_that_died_is_started_again_and_its_orphans_count_as_killed()
         again.stop()
     finally:
         tpl.close()
+
+
+def test_a_process_that_used_a_sandbox_leaves_no_folder_of_its_template_behind(tmp_path: Path) -> None:
+    code = (
+        "import json, pandas as pd\n"
+        "from coco_sql.sandbox.database import WORKER_SETTINGS, Sandbox\n"
+        "from coco_sql.sandbox.fork_server import template\n"
+        "with Sandbox(pd.DataFrame({'id': ['a'], 'x': [1]})) as box:\n"
+        "    box.run('SELECT 1', 10.0)\n"
+        "server = template('coco_sql.sandbox.worker', (), WORKER_SETTINGS)._server\n"
+        "print(json.dumps([server.folder, server.stderr_path]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    folder, stderr = json.loads(done.stdout)
+    assert Path(folder).name.startswith("coco-child-") and not Path(folder).exists()
+    assert not Path(stderr).exists()

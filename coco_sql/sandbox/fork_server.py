@@ -32,6 +32,7 @@ worker module, preload list and environment; a process that forked (or a pytest 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import os
@@ -261,10 +262,21 @@ def template(
     forked copy of this process (its pid differs) gets its own."""
     key = (os.getpid(), module, tuple(preload), tuple(sorted((settings or {}).items())))
     with _TEMPLATES_LOCK:
+        if not _TEMPLATES:
+            atexit.register(_close_templates)
         found = _TEMPLATES.get(key)
         if found is None:
             found = _TEMPLATES[key] = WorkerTemplate(module, tuple(preload), dict(settings or {}))
         return found
+
+
+def _close_templates() -> None:
+    """At exit: end this process's templates, which removes their folders and stderr files (a forked copy of
+    this process leaves its parent's alone)."""
+    with _TEMPLATES_LOCK:
+        for (owner, *_), found in _TEMPLATES.items():
+            if owner == os.getpid():
+                found.close()
 
 
 # ---------------------------------------------------------------------------------------- the template's side
