@@ -36,6 +36,7 @@ import atexit
 import contextlib
 import importlib
 import os
+import signal
 import socket
 import sys
 import threading
@@ -95,11 +96,9 @@ class ForkedProcess:
             return
         with contextlib.suppress(ProcessLookupError):
             if self.pidfd is not None:
-                import signal
-
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
             else:  # no pidfd (an old kernel): the template holds the zombie, so the pid is still this fork's
-                os.kill(self.pid, 9)
+                os.kill(self.pid, signal.SIGKILL)
 
     def _close_pidfd(self) -> None:
         if self.pidfd is not None:
@@ -144,20 +143,19 @@ class WorkerTemplate:
             raise ChildMisbehaved(f"the worker template reaped pid {answer['pid']} when asked for {pid}")
         return None if answer["code"] is None else (answer["code"], answer["peak_rss"])
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
         """End the template (its forks live on until their own pipes close)."""
         server, self._server = self._server, None
         if server is not None:
-            server.stop()
+            server.stop(kill=kill)
         if self._socket is not None:
             self._socket.close()
             self._socket = None
 
     # -- internals -------------------------------------------------------------------------------------------
     def _fork(self, receives: Protocol) -> ChildProcess:
-        sys.audit(
-            FORK_EVENT, self.module
-        )  # a process started on this one's behalf (audit hooks see it as such)
+        # a process started on this one's behalf: audit hooks see it as such
+        sys.audit(FORK_EVENT, self.module)
         (parent_in, child_out), (child_in, parent_out) = pipes()
         workspace = Workspace.make()
         stderr = os.open(workspace.stderr_path, os.O_WRONLY)
@@ -240,12 +238,7 @@ class WorkerTemplate:
         return answer
 
     def _lost(self, reason: str) -> TemplateUnavailable:
-        server, self._server = self._server, None
-        if server is not None:
-            server.stop(kill=True)
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        self.close(kill=True)
         return TemplateUnavailable(reason)
 
 
