@@ -80,6 +80,20 @@ def test_a_fork_reports_how_it_ended_and_its_peak_memory() -> None:
         tpl.close()
 
 
+def test_closing_a_template_ends_it_on_its_own_and_its_forks_live_on() -> None:
+    tpl = WorkerTemplate("coco_sql.sandbox.worker", settings=WORKER_SETTINGS)
+    worker = started(tpl)
+    server = tpl._server
+    assert server is not None
+    tpl.close()
+    # it saw the end of its socket and returned (a template that missed it is killed after a grace period: -9)
+    assert server.process.reaped() == 0
+    worker.send({"type": "run", "sql": "SELECT 41 + 1", "deadline_s": 5.0})
+    assert worker.receive(until=None)["type"] == "result"
+    worker.stop()
+    assert worker.process.reaped() == -9  # its template is gone: reported as killed, as an orphan is
+
+
 def test_a_memory_bound_holds_in_a_fork_and_the_next_fork_is_clean() -> None:
     with Sandbox(ROWS, limits=SandboxLimits(memory_mb=400)) as box:
         with pytest.raises(EvaluationMemoryError):

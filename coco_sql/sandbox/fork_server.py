@@ -144,13 +144,14 @@ class WorkerTemplate:
         return None if answer["code"] is None else (answer["code"], answer["peak_rss"])
 
     def close(self, *, kill: bool = False) -> None:
-        """End the template (its forks live on until their own pipes close)."""
+        """End the template (its forks live on until their own pipes close). The socket closes first: the
+        channel reads and writes duplicates of it, and the template sees the end only when all are closed."""
         server, self._server = self._server, None
-        if server is not None:
-            server.stop(kill=kill)
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+        if server is not None:
+            server.stop(kill=kill)
 
     # -- internals -------------------------------------------------------------------------------------------
     def _fork(self, receives: Protocol) -> ChildProcess:
