@@ -1,13 +1,21 @@
-"""Shared fixtures: temporary stores, copies of the lockpicking6 pack, and a subprocess CLI runner."""
+"""Shared fixtures: temporary stores, copies of the lockpicking6 pack, and the CLI runner."""
 
 from __future__ import annotations
 
 import compileall
+import gc
+import io
+import logging
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
+import traceback
+import warnings
 from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -76,18 +84,63 @@ PackCopier = Callable[..., Path]
 
 
 def run_cli(
-    *args: str | Path, cwd: Path, timeout: float = 60.0, env: dict[str, str] | None = None
+    *args: str | Path,
+    cwd: Path,
+    timeout: float = 60.0,
+    env: dict[str, str] | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m coco_sql.cli ARGS` in `cwd` (with `env`, default the current one) and capture its text."""
-    return subprocess.run(
-        [sys.executable, "-m", "coco_sql.cli", *map(str, args)],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    """Run the CLI with ARGS in `cwd` (with `env`, default the current one) and capture its text.
+
+    By default it runs in this process: `coco_sql.cli.main(ARGS)` with its stdout, stderr, working directory,
+    environment, warning filters and root log handlers this call's own, and its exit code as `python -m
+    coco_sql.cli` would give it (an uncaught exception prints its traceback to stderr and exits 1). A
+    subprocess paid about 1-3 s of CPU in imports for each of the suite's ~150 runs. `process=True` runs
+    `python -m coco_sql.cli ARGS` instead, where the test needs a process of its own: to kill it, to time it
+    out, or to see what a fresh interpreter imports or leaves behind at exit."""
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "coco_sql.cli", *map(str, args)],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    return _cli_in_process([str(a) for a in args], cwd, env)
+
+
+def _cli_in_process(
+    argv: list[str], cwd: Path, env: dict[str, str] | None
+) -> subprocess.CompletedProcess[str]:
+    from coco_sql import cli
+
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("the CLI runs in-process on the main thread only (pass process=True)")
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd, handlers = dict(os.environ), os.getcwd(), logging.getLogger().handlers[:]
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        os.chdir(cwd)
+        with redirect_stdout(out), redirect_stderr(err), warnings.catch_warnings():
+            try:
+                code = cli.main(argv)
+            except SystemExit as stop:  # argparse's usage errors and --help
+                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            except Exception:
+                traceback.print_exc()
+                code = 1
+    finally:
+        gc.unfreeze()  # `main` froze what it had imported, for a process that ends with it
+        logging.getLogger().handlers[:] = handlers
+        os.chdir(saved_cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["coco-sql", *argv], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -98,10 +151,12 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> CliRunner:
-    """The CLI as a subprocess, run from tmp_path so no stray store lands in the repository."""
+    """The CLI (`run_cli`), run from tmp_path so no stray store lands in the repository."""
 
-    def run(*args: str | Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        return run_cli(*args, cwd=tmp_path, timeout=timeout)
+    def run(
+        *args: str | Path, timeout: float = 60.0, process: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        return run_cli(*args, cwd=tmp_path, timeout=timeout, process=process)
 
     return run
 

@@ -32,6 +32,7 @@ from coco_sql.reflect.history import HistoryTools
 from coco_sql.tasks import load_task
 from tests import leakage_probe
 from tests.agent_model import DataAgentModel
+from tests.conftest import run_cli
 from tests.dabstep_agent import MODEL, PACK
 from tests.llm_double import FakeEndpoint
 from tests.test_loop import snapshot
@@ -39,7 +40,7 @@ from tests.test_loop import snapshot
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cli(endpoint: FakeEndpoint, *args: str) -> list[str]:
+def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "coco_sql.cli", *args]
 
 
@@ -95,8 +96,7 @@ class CliRun:
 def cli_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliRun]:
     whole = tmp_path_factory.mktemp("cli") / "whole.duckdb"
     with FakeEndpoint(script=DataAgentModel(), full_tools=True) as endpoint:
-        done = subprocess.run(cli(endpoint, "evolve", str(PACK), "--db", str(whole), *EVOLVE), env=env_for(endpoint),
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        done = run_cli("evolve", PACK, "--db", whole, *EVOLVE, cwd=whole.parent, env=env_for(endpoint))
         yield CliRun(endpoint, whole, done)
 
 
@@ -114,7 +114,8 @@ def test_the_cli_evolves_the_seed_spec_resumes_exactly_after_a_kill_and_exports_
     assert scores[summary["champion_id"]] > scores["1-0"]
     assert summary["champion_val_score"] > summary["seed_val_score"]
 
-    process = subprocess.Popen(cli(endpoint, "evolve", str(PACK), "--db", str(killed), *EVOLVE), env=env,
+    # a process of its own: it is killed
+    process = subprocess.Popen(cli("evolve", str(PACK), "--db", str(killed), *EVOLVE), env=env,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert process.stderr is not None
     for line in process.stderr:  # iteration 1 is committed, iteration 2 in flight
@@ -123,14 +124,12 @@ def test_the_cli_evolves_the_seed_spec_resumes_exactly_after_a_kill_and_exports_
             break
     process.wait(timeout=60)
     assert process.returncode == -signal.SIGKILL
-    resumed = subprocess.run(cli(endpoint, "evolve", str(PACK), "--db", str(killed), "--resume", *EVOLVE[-3:]),
-                             env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    resumed = run_cli("evolve", PACK, "--db", killed, "--resume", *EVOLVE[-3:], cwd=tmp_path, env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot(killed) == snapshot(whole)  # programs, every row with its trace, archive, ledger
     assert resumed.stdout.splitlines()[-1] == done.stdout.splitlines()[-1]
 
-    exported = subprocess.run(cli(endpoint, "export", "--db", str(whole), "--form", "cortex_agent"), env=env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    exported = run_cli("export", "--db", whole, "--form", "cortex_agent", cwd=tmp_path, env=env)
     assert exported.returncode == 0, exported.stderr
     script = exported.stdout
     statements = [s.strip() for s in script.split(";\n\n") if s.strip()]

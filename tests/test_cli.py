@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +45,11 @@ def table_counts(db: Path) -> dict[str, int]:
         return {t: int(store.query(f"SELECT count(*) AS n FROM {t}").n[0]) for t in TABLES}
 
 
-def run_concurrently(
+def run_each(
     commands: dict[str, tuple[str | Path, ...]], cwd: Path
 ) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Run independent CLI invocations side by side: interpreter start-up dominates their cost."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(run_cli, *args, cwd=cwd) for name, args in commands.items()}
-        return {name: future.result() for name, future in futures.items()}
+    """Run independent CLI invocations one after another (in this process: `run_cli`)."""
+    return {name: run_cli(*args, cwd=cwd) for name, args in commands.items()}
 
 
 def assert_user_error(done: subprocess.CompletedProcess[str], *fragments: str, case: str = "") -> None:
@@ -172,7 +169,7 @@ def test_a_malformed_task_toml_is_one_line_and_keeps_the_store(
         name: ("evolve", copy_pack(toml=toml), "--db", db, "--budget", "1")
         for name, (toml, _) in MALFORMED_TOML.items()
     }
-    results = run_concurrently(commands, tmp_path)
+    results = run_each(commands, tmp_path)
     for name, (_, fragments) in MALFORMED_TOML.items():
         assert_user_error(results[name], "task.toml", *fragments, case=name)
     assert table_counts(db) == before
@@ -184,7 +181,7 @@ def test_eval_of_a_rejected_candidate_is_one_line(tmp_path: Path) -> None:
         program = tmp_path / f"{name}.sql"
         program.write_text(code)
         commands[name] = ("eval", "lockpicking6", "--program", program)
-    results = run_concurrently(commands, tmp_path)
+    results = run_each(commands, tmp_path)
     for name, (_, fragment) in REJECTED_CANDIDATES.items():
         assert_user_error(results[name], f"{name}.sql", "rejected", fragment, case=name)
 
@@ -253,7 +250,7 @@ def test_an_out_of_range_flag_is_one_line_and_writes_no_store(cli: CliRunner, tm
         name: ("evolve", "lockpicking6", "--db", tmp_path / f"{name}.duckdb", "--quiet", *flags)
         for name, (flags, _) in OUT_OF_RANGE.items()
     }
-    results = run_concurrently(commands, tmp_path)
+    results = run_each(commands, tmp_path)
     for name, (_, message) in OUT_OF_RANGE.items():
         assert_user_error(results[name], message, case=name)
         assert not (tmp_path / f"{name}.duckdb").exists(), name
@@ -272,7 +269,7 @@ def test_an_integer_past_bigint_or_a_huge_timeout_is_one_line(
         "env n": ("env", "lockpicking6", "query", "--sql", "SELECT 1", "-n", HUGE),
         "pack timeout": ("eval", copy_pack(timeout=1e308), "--program", SEED_SQL),
     }
-    results = run_concurrently(commands, tmp_path)
+    results = run_each(commands, tmp_path)
     expected = {
         "resume budget": "option 'budget' must be an integer in [0, 100000] (got -3)",
         "status run": f"no run {HUGE}",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from coco_sql.errors import ConfigError, EvaluationError
 from coco_sql.evaluate import Evaluator
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import load_task
+from tests.conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +77,7 @@ def test_show_draft_shows_at_most_ten_training_rows_failures_first() -> None:
 
 def test_env_cli_prints_json_and_one_line_errors(tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "coco_sql.cli", *args], capture_output=True, text=True, timeout=60
-        )
+        return run_cli(*args, cwd=tmp_path)
 
     done = cli("env", "lockpicking6", "query", "--sql", "SELECT COUNT(*) AS n FROM input")
     assert done.returncode == 0 and json.loads(done.stdout)["rows"] == [[50]]

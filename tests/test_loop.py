@@ -20,6 +20,7 @@ from coco_sql.mutate import MutationRequest, ProgramView, Proposal
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.search import Elite, IslandArchive
 from coco_sql.tasks import load_task
+from tests.conftest import run_cli
 
 # What must be identical between two runs with the same seed (timestamps and latencies are not).
 COMPARED = {
@@ -71,10 +72,10 @@ def test_same_seed_same_run_and_other_seed_differs(tmp_path: Path, lockpicking) 
 def test_sigkill_mid_iteration_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
     args = ("--budget", "4", "--seed", "3", "--max-drafts", "8", "--json")
     whole, killed = tmp_path / "whole.duckdb", tmp_path / "killed.duckdb"
-    done = subprocess.run(evolve_cli(whole, *args), capture_output=True, text=True, timeout=300)
+    done = run_cli("evolve", "lockpicking6", "--db", whole, *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
 
-    process = subprocess.Popen(evolve_cli(killed, *args), stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(evolve_cli(killed, *args), stderr=subprocess.PIPE, text=True)  # to be killed
     assert process.stderr is not None
     for line in process.stderr:  # kill as soon as iteration 2 is committed: iteration 3 is in flight
         if line.startswith("[  2/4]"):
@@ -87,9 +88,7 @@ def test_sigkill_mid_iteration_then_resume_equals_uninterrupted(tmp_path: Path) 
         (status,) = con.execute("SELECT status FROM runs").fetchone()
     assert 2 <= last < 4 and status == "running"
 
-    resumed = subprocess.run(
-        evolve_cli(killed, "--resume", "--json"), capture_output=True, text=True, timeout=300
-    )
+    resumed = run_cli("evolve", "lockpicking6", "--db", killed, "--resume", "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot(killed) == snapshot(whole)
     whole_summary, resumed_summary = done.stdout.splitlines()[-1], resumed.stdout.splitlines()[-1]

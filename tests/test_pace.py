@@ -5,8 +5,6 @@ and CLI, and export of a primitive-carrying champion."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -28,6 +26,7 @@ from coco_sql.primitives.extraction import extract
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.context import ContextBundle, ProgramView
 from coco_sql.tasks import load_task
+from tests.conftest import run_cli
 
 OPTIONS = {"seed": 1, "primitives": True}
 
@@ -226,12 +225,7 @@ def test_a_run_with_primitives_records_trials_and_discoveries_and_resumes_exactl
     assert [(it, op) for it, op, _ in ledger] == trials
     assert all(note.startswith(f"{op}:") for _, op, note in ledger)
     # the history tool: posterior means from verified trials, and where each primitive helped
-    listed = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "coco_sql.cli", "history", "primitives", "--db", str(a)],
-            capture_output=True, text=True, check=True,
-        ).stdout
-    )  # fmt: skip
+    listed = json.loads(run_cli("history", "primitives", "--db", a, cwd=a.parent).stdout)
     assert {p["name"] for p in listed} == {name for (name,) in rows(a, "SELECT name FROM primitives")}
     for p in listed:
         verified = rows(a, f"SELECT count(*) FILTER (verified), count(*) FILTER (verified AND improved) "

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,6 +13,7 @@ import duckdb
 import pytest
 
 import coco_sql
+from tests.conftest import run_cli
 
 OPTIONS = "{'seed': 3, 'mutator_settings': {'max_drafts': 6}}"
 
@@ -59,11 +58,8 @@ def test_a_run_started_from_sql_is_in_the_tables_and_equals_the_clis(session, tm
     ).fetchone()
     assert evaluations == (50,)
 
-    cli = subprocess.run(
-        [sys.executable, "-m", "coco_sql.cli", "evolve", "lockpicking6", "--budget", "4", "--seed", "3",
-         "--max-drafts", "6", "--db", str(tmp_path / "cli.duckdb"), "--json", "--quiet"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    cli = run_cli("evolve", "lockpicking6", "--budget", "4", "--seed", "3", "--max-drafts", "6",
+                  "--db", tmp_path / "cli.duckdb", "--json", "--quiet", cwd=tmp_path)  # fmt: skip
     assert cli.returncode == 0, cli.stderr
     from_cli = json.loads(cli.stdout.splitlines()[-1])
     assert (from_cli["champion_id"], from_cli["champion_val_score"], from_cli["champion_test_score"]) == (
@@ -122,17 +118,12 @@ def test_a_bad_call_is_one_clear_error_and_writes_nothing(session, call: tuple[s
 
 def test_the_sql_command_runs_a_call_and_gives_one_error_line(tmp_path: Path) -> None:
     db = tmp_path / "shell.duckdb"
-    command = [sys.executable, "-m", "coco_sql.cli", "sql", "--db", str(db)]
-    done = subprocess.run(
-        [*command, "--json", "CALL coco_evolve('lockpicking6', 1, {'seed': 1})"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    command = ["sql", "--db", str(db)]
+    done = run_cli(*command, "--json", "CALL coco_evolve('lockpicking6', 1, {'seed': 1})", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)
     assert row["run_id"] == 1 and row["iterations"] == 1
-    failed = subprocess.run(
-        [*command, "CALL coco_evolve('nosuch')"], capture_output=True, text=True, timeout=120
-    )
+    failed = run_cli(*command, "CALL coco_evolve('nosuch')", cwd=tmp_path)
     assert failed.returncode == 2
     assert failed.stderr.splitlines() == [
         "coco-sql: error: no task named 'nosuch' (known: dabstep, goemotions, goemotions_dbt, hotpotqa_type, jaffle_shop, lockpicking6, tsp_construct)"
@@ -191,11 +182,8 @@ def test_a_task_from_the_users_own_table_evolves_like_the_cli(tmp_path: Path) ->
     con.execute("INSERT INTO signals SELECT 'extra', 'red', 0, 'go'")
     con.close()
 
-    cli = subprocess.run(
-        [sys.executable, "-m", "coco_sql.cli", "evolve", "signals", "--budget", "6", "--seed", "1",
-         "--db", str(db), "--json", "--quiet"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    cli = run_cli("evolve", "signals", "--budget", "6", "--seed", "1", "--db", db, "--json", "--quiet",
+                  cwd=tmp_path)  # fmt: skip
     assert cli.returncode == 0, cli.stderr
     from_cli = json.loads(cli.stdout.splitlines()[-1])
     assert from_cli["champion_id"].split("-")[1] == champion_id.split("-")[1]
@@ -453,7 +441,7 @@ def test_connect_twice_to_one_file_works_and_outlives_the_first(tmp_path: Path) 
 
 def test_the_sql_command_gives_one_line_for_bad_arguments(tmp_path: Path) -> None:
     db = tmp_path / "shell.duckdb"
-    command = [sys.executable, "-m", "coco_sql.cli", "sql", "--db", str(db)]
+    command = ["sql", "--db", str(db)]
     for statement, problem in (
         (f"CALL coco_task(NULL, 'x', {SIGNALS_OPTIONS})", "a task name is a letter or _"),
         (
@@ -466,7 +454,7 @@ def test_the_sql_command_gives_one_line_for_bad_arguments(tmp_path: Path) -> Non
         ),
         ("CALL coco_evolve('lockpicking6', 1, 'abc')", "options must be an object"),
     ):
-        done = subprocess.run([*command, statement], capture_output=True, text=True, timeout=120)
+        done = run_cli(*command, statement, cwd=tmp_path)
         assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
         assert done.stderr.startswith("coco-sql: error: ") and problem in done.stderr
     with duckdb.connect(str(db), read_only=True) as check:

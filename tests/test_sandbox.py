@@ -15,8 +15,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import resource
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +27,7 @@ from coco_sql.llm.providers.base import CompletionRequest, Deadline, Message
 from coco_sql.llm.providers.local_llama import LocalLlamaProvider
 from coco_sql.sandbox import Sandbox
 from coco_sql.sandbox.lockdown import LockedDuckDB
+from tests.conftest import run_cli
 
 ROWS = pd.DataFrame({"id": [f"r{i}" for i in range(200)], "x": list(range(200))})
 GB = 2**30
@@ -115,11 +114,9 @@ def test_a_probe_from_a_folder_with_a_tmp_secret_cannot_read_it(tmp_path: Path) 
     (tmp_path / ".tmp").mkdir()
     (tmp_path / ".tmp" / "secret.csv").write_text("id,answer\nv1,hidden\n")
     for path in (".tmp/secret.csv", str(tmp_path / ".tmp" / "secret.csv")):
-        done = subprocess.run(
-            [sys.executable, "-m", "coco_sql.cli", "env", "lockpicking6", "query", "--sql",
-             f"SELECT * FROM read_csv('{path}')"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        done = run_cli(
+            "env", "lockpicking6", "query", "--sql", f"SELECT * FROM read_csv('{path}')", cwd=tmp_path
+        )
         assert done.returncode == 2 and "hidden" not in done.stdout + done.stderr
         assert done.stderr.count("\n") == 1 and "disabled by configuration" in done.stderr, done.stderr
 
