@@ -148,3 +148,24 @@ def test_a_process_that_used_a_sandbox_leaves_no_folder_of_its_template_behind(t
     folder, stderr = json.loads(done.stdout)
     assert Path(folder).name.startswith("coco-child-") and not Path(folder).exists()
     assert not Path(stderr).exists()
+
+
+def test_a_dbt_sandbox_forks_its_worker_from_a_template_that_ran_dbt_once_and_kept_one_thread() -> None:
+    pytest.importorskip("dbt.adapters.duckdb", reason="dbt is not installed: pip install 'coco-sql[dbt]'")
+    from coco_sql.languages.dbt.project import DbtProject
+    from coco_sql.languages.dbt.sandbox import WORKER_ENV, DbtSandbox
+    from coco_sql.languages.dbt.validate import DbtSpec
+
+    project = DbtProject.of({
+        "dbt_project.yml": "name: shop\nconfig-version: 2\n",
+        "models/sources.yml": "version: 2\nsources:\n  - name: shop\n    tables:\n      - name: orders\n",
+        "models/big.sql": "select id, id * 10 as cents from {{ source('shop', 'orders') }} where id > 1\n",
+    })  # fmt: skip
+    tpl = template("coco_sql.languages.dbt.worker", (), WORKER_ENV)
+    before = tpl.forks
+    with DbtSandbox({"shop.orders": pd.DataFrame({"id": [1, 2, 3]})}) as box:
+        result = box.run(box.validate(project, DbtSpec(), 60.0), ["big"], 60.0)
+        assert result.models["big"].to_dict("list") == {"id": [2, 3], "cents": [20, 30]}
+    # the template's warm-up run (`worker.preload`) left it able to fork: one thread, no fallback
+    assert tpl.unavailable is None and tpl.forks == before + 1
+    assert tpl._server is not None and len(os.listdir(f"/proc/{tpl._server.pid}/task")) == 1

@@ -76,11 +76,18 @@ class DbtRunResult:
 class DbtSession:
     """A warm dbt in this process: one work directory, one profile, partial parsing across runs.
 
-    Not thread-safe (dbt keeps process-wide state); use one session per process.
+    Not thread-safe (dbt keeps process-wide state); use one session per process. `static_parser=False` has dbt
+    render every model's Jinja instead of reading its refs with dbt_extractor, whose pool of threads, once
+    started, lasts as long as the process (a worker template's warm-up: `worker.preload`).
     """
 
     def __init__(
-        self, workdir: Path | None = None, *, partial_parse: bool = True, memory_limit: str = "1GB"
+        self,
+        workdir: Path | None = None,
+        *,
+        partial_parse: bool = True,
+        memory_limit: str = "1GB",
+        static_parser: bool = True,
     ) -> None:
         from dbt.cli.main import dbtRunner  # dbt is optional: imported only when a session starts
 
@@ -90,6 +97,7 @@ class DbtSession:
         self.project_dir = self.workdir / "project"
         self.project_dir.mkdir(parents=True, exist_ok=True)
         self.partial_parse = partial_parse
+        self.static_parser = static_parser
         self.memory_limit = memory_limit
         self._token = new_token()
         self._inputs: RunInputs | None = None
@@ -126,6 +134,7 @@ class DbtSession:
             "--no-write-json",
             "--no-use-colors",
             "--partial-parse" if self.partial_parse else "--no-partial-parse",
+            "--static-parser" if self.static_parser else "--no-static-parser",
         ]  # fmt: skip
 
     def _sync(self, files: Mapping[str, str]) -> None:

@@ -25,8 +25,9 @@ every thread it starts later, and cannot be lifted; `ready` reports which held):
    others, mounts, namespaces, setrlimit, creating links and changing file metadata refused; threads allowed;
    opens, mkdir, rmdir and unlink allowed (confined by 2 and 3).
 
-Then one warm-up run of a built-in project (so the first evaluation does not pay dbt's imports and adapter
-start), and `ready`. Each request after that: `validate` renders and checks a project (`validate.
+Then one warm-up run of a built-in project (so the first evaluation does not pay dbt's adapter start, and a
+layer that stops dbt fails the start, loudly; a fork's template ran it once already, which halves it), and
+`ready`. Each request after that: `validate` renders and checks a project (`validate.
 validate_project`: the Jinja render has no deadline hook for a loop over a long literal, so it runs here,
 under the parent's SIGKILL) and answers its run form or the one-line rejection; `run` runs a run form on a
 fresh in-memory DuckDB of the split's tables (`runner.DbtSession`) and answers each target's rows (plain data,
@@ -185,18 +186,6 @@ class Worker:
         self.with_ai = init["with_ai"]
         self.session = DbtSession(Path(work) / "dbt", memory_limit=init["duckdb_memory_limit"])
 
-    def warm_up(self) -> None:
-        """One run of a built-in project through the validator and dbt (fails loudly: a layer that stops dbt)."""
-        import pandas as pd
-
-        from coco_sql.languages.dbt.project import DbtProject
-        from coco_sql.languages.dbt.validate import validate_project
-
-        validated = validate_project(DbtProject.of(_WARM_FILES))
-        result = self.session.run(validated, {"warm.rows": pd.DataFrame({"id": [1, 2]})}, ["m"])
-        if result.errors or result.tests_passed != 1:
-            raise RuntimeError(f"the warm-up run failed: {result.errors} {result.tests}")
-
     def validate(self, message: Mapping[str, Any]) -> dict[str, Any]:
         from coco_sql.errors import CandidateRejected
         from coco_sql.languages.dbt.runner import PROFILE
@@ -258,6 +247,20 @@ class Worker:
         return payload
 
 
+def warm_up(session: Any) -> None:
+    """One run of a built-in project through the validator and dbt in `session` (a `runner.DbtSession`); fails
+    loudly (in a worker: a layer that stops dbt)."""
+    import pandas as pd
+
+    from coco_sql.languages.dbt.project import DbtProject
+    from coco_sql.languages.dbt.validate import validate_project
+
+    validated = validate_project(DbtProject.of(_WARM_FILES))
+    result = session.run(validated, {"warm.rows": pd.DataFrame({"id": [1, 2]})}, ["m"])
+    if result.errors or result.tests_passed != 1:
+        raise RuntimeError(f"the warm-up run failed: {result.errors} {result.tests}")
+
+
 def _read_rows(connection: Any, sql: str) -> Any:
     """A target's rows as `QueryResult` (DuckDB's own values and types: `sandbox.worker.result_message`)."""
     from coco_sql.sandbox.lockdown import QueryResult
@@ -292,9 +295,18 @@ def _error(kind: str, message: str) -> dict[str, Any]:
 
 
 def preload() -> None:
-    """What a worker template imports once for all its forks (`sandbox.fork_server`): dbt, trimmed (layer 1)."""
+    """What a worker template does once for all its forks (`sandbox.fork_server`): import dbt, trimmed (layer
+    1), and run the warm-up project, so that each fork starts with dbt's process-wide caches warm (its own
+    warm-up, the check of its layers, then costs about half). The template's run leaves no thread behind (a
+    template forks only while single-threaded): dbt's static parser, whose pool of threads outlives the run, is
+    off for it."""
+    from coco_sql.languages.dbt.runner import DbtSession
+
     trim_dbt(os.getcwd())
     import coco_sql.languages.dbt.plugin  # noqa: F401
+
+    with DbtSession(memory_limit="256MB", static_parser=False) as session:
+        warm_up(session)
 
 
 def serve(channel: Channel) -> None:
@@ -309,7 +321,7 @@ def serve(channel: Channel) -> None:
 
     layers, work = lock_down(init)
     worker = Worker(channel, init, tables, work)
-    worker.warm_up()
+    warm_up(worker.session)
     channel.send({"type": "ready", "layers": layers})
     while True:
         try:
