@@ -34,13 +34,19 @@ DEFAULT_DB = "coco.duckdb"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `coco-sql` command, in a process of its own: `run(argv)`, with what is imported at its start moved
+    out of the collector's way (it lives as long as the process), so that the many short-lived sqlglot trees
+    of validation and mutation do not make each collection rescan it."""
+    gc.collect()
+    gc.freeze()
+    return run(argv)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """One command line in this process (the tests' in-process CLI); its exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
     _quiet_libraries(debug=args.debug)
-    # Everything imported so far lives as long as the process: move it out of the collector's way, so that the
-    # many short-lived sqlglot trees of validation and mutation do not make each collection rescan it.
-    gc.collect()
-    gc.freeze()
     try:
         return int(args.handler(args) or 0)
     except CocoError as error:

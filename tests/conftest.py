@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import compileall
-import gc
 import io
 import logging
 import os
@@ -92,7 +91,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI with ARGS in `cwd` (with `env`, default the current one) and capture its text.
 
-    By default it runs in this process: `coco_sql.cli.main(ARGS)` with its stdout, stderr, working directory,
+    By default it runs in this process: `coco_sql.cli.run(ARGS)` with its stdout, stderr, working directory,
     environment, warning filters and root log handlers this call's own, and its exit code as `python -m
     coco_sql.cli` would give it (an uncaught exception prints its traceback to stderr and exits 1). A
     subprocess paid about 1-3 s of CPU in imports for each of the suite's ~150 runs. `process=True` runs
@@ -127,14 +126,13 @@ def _cli_in_process(
         os.chdir(cwd)
         with redirect_stdout(out), redirect_stderr(err), warnings.catch_warnings():
             try:
-                code = cli.main(argv)
+                code = cli.run(argv)
             except SystemExit as stop:  # argparse's usage errors and --help
                 code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
             except Exception:
                 traceback.print_exc()
                 code = 1
     finally:
-        gc.unfreeze()  # `main` froze what it had imported, for a process that ends with it
         logging.getLogger().handlers[:] = handlers
         os.chdir(saved_cwd)
         if env is not None:

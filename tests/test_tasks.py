@@ -589,5 +589,5 @@ def test_a_packs_run_table_sets_what_a_run_leaves_unset(tmp_path: Path) -> None:
     for flags, expected in (((), 2), (("--minibatch", "0"), 0)):
         db = tmp_path / f"cli{len(flags)}.duckdb"
         argv = ["evolve", str(root), "--budget", "1", "--seed", "1", "--db", str(db), "--quiet", *flags]
-        assert cli.main(argv) == 0
+        assert cli.run(argv) == 0
         assert stored(db)["minibatch"] == expected
