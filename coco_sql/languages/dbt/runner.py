@@ -78,7 +78,9 @@ class DbtSession:
 
     Not thread-safe (dbt keeps process-wide state); use one session per process. `static_parser=False` has dbt
     render every model's Jinja instead of reading its refs with dbt_extractor, whose pool of threads, once
-    started, lasts as long as the process (a worker template's warm-up: `worker.preload`).
+    started, lasts as long as the process (a worker template's warm-up: `worker.preload`). `token` names the
+    session's inputs in the profile (default: a new one); dbt reuses a saved parse only under the same profile,
+    so a session that starts from another's `partial_parse.msgpack` takes its token too.
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class DbtSession:
         partial_parse: bool = True,
         memory_limit: str = "1GB",
         static_parser: bool = True,
+        token: str | None = None,
     ) -> None:
         from dbt.cli.main import dbtRunner  # dbt is optional: imported only when a session starts
 
@@ -99,7 +102,7 @@ class DbtSession:
         self.partial_parse = partial_parse
         self.static_parser = static_parser
         self.memory_limit = memory_limit
-        self._token = new_token()
+        self._token = new_token() if token is None else token
         self._inputs: RunInputs | None = None
         self.interrupted = False
         (self.workdir / "profiles.yml").write_text(self._profile())

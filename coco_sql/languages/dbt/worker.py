@@ -26,8 +26,8 @@ every thread it starts later, and cannot be lifted; `ready` reports which held):
    opens, mkdir, rmdir and unlink allowed (confined by 2 and 3).
 
 Then one warm-up run of a built-in project (so the first evaluation does not pay dbt's adapter start, and a
-layer that stops dbt fails the start, loudly; a fork's template ran it once already, which halves it), and
-`ready`. Each request after that: `validate` renders and checks a project (`validate.
+layer that stops dbt fails the start, loudly; a fork's template ran it once already, and the fork's dbt takes
+up the parse the template saved), and `ready`. Each request after that: `validate` renders and checks a project (`validate.
 validate_project`: the Jinja render has no deadline hook for a loop over a long literal, so it runs here,
 under the parent's SIGKILL) and answers its run form or the one-line rejection; `run` runs a run form on a
 fresh in-memory DuckDB of the split's tables (`runner.DbtSession`) and answers each target's rows (plain data,
@@ -63,6 +63,12 @@ DBT_ALLOWED = frozenset({2, 257, 83, 84, 87, 258, 263, 53})
 # names): outside a jail they exist, and DuckDB fails when it may see a file but not open it
 _DUCKDB_FOLDERS = ("/sys/fs/cgroup",)
 _DUCKDB_FILES = ("/proc/self/cgroup", "/sys/devices/system/cpu/online")
+# the one session of a worker, and its template's warm-up session, run under this token: the same profile, so
+# the parse the template saved is one a fork's dbt takes up
+WORKER_TOKEN = "worker"
+PARTIAL_PARSE = "partial_parse.msgpack"  # where dbt saves a parse, in its target folder
+# what the template's warm-up run saved of its parse (`preload`); each fork starts its session from it
+_TEMPLATE_PARSE: dict[str, bytes] = {}
 _WARM_FILES = {
     "dbt_project.yml": "name: warm_up\nconfig-version: 2\n",
     "models/sources.yml": "version: 2\nsources:\n  - name: warm\n    tables:\n      - name: rows\n",
@@ -184,7 +190,14 @@ class Worker:
         self.channel = channel
         self.tables = tables
         self.with_ai = init["with_ai"]
-        self.session = DbtSession(Path(work) / "dbt", memory_limit=init["duckdb_memory_limit"])
+        self.session = DbtSession(
+            Path(work) / "dbt", memory_limit=init["duckdb_memory_limit"], token=WORKER_TOKEN
+        )
+        saved = _TEMPLATE_PARSE.get(PARTIAL_PARSE)
+        if saved is not None:  # forked: the warm-up re-reads the template's parse of the same project
+            target = self.session.workdir / "target"
+            target.mkdir(parents=True, exist_ok=True)
+            (target / PARTIAL_PARSE).write_bytes(saved)
 
     def validate(self, message: Mapping[str, Any]) -> dict[str, Any]:
         from coco_sql.errors import CandidateRejected
@@ -305,8 +318,9 @@ def preload() -> None:
     trim_dbt(os.getcwd())
     import coco_sql.languages.dbt.plugin  # noqa: F401
 
-    with DbtSession(memory_limit="256MB", static_parser=False) as session:
+    with DbtSession(memory_limit="256MB", static_parser=False, token=WORKER_TOKEN) as session:
         warm_up(session)
+        _TEMPLATE_PARSE[PARTIAL_PARSE] = (session.workdir / "target" / PARTIAL_PARSE).read_bytes()
 
 
 def serve(channel: Channel) -> None:
