@@ -83,30 +83,15 @@ PackCopier = Callable[..., Path]
 
 
 def run_cli(
-    *args: str | Path,
-    cwd: Path,
-    timeout: float = 60.0,
-    env: dict[str, str] | None = None,
-    process: bool = False,
+    *args: str | Path, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI with ARGS in `cwd` (with `env`, default the current one) and capture its text.
 
-    By default it runs in this process: `coco_sql.cli.run(ARGS)` with its stdout, stderr, working directory,
-    environment, warning filters and root log handlers this call's own, and its exit code as `python -m
-    coco_sql.cli` would give it (an uncaught exception prints its traceback to stderr and exits 1). A
-    subprocess paid about 1-3 s of CPU in imports for each of the suite's ~150 runs. `process=True` runs
-    `python -m coco_sql.cli ARGS` instead, where the test needs a process of its own: to kill it, to time it
-    out, or to see what a fresh interpreter imports or leaves behind at exit."""
-    if process:
-        return subprocess.run(
-            [sys.executable, "-m", "coco_sql.cli", *map(str, args)],
-            env=env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+    It runs in this process: `coco_sql.cli.run(ARGS)`, with its own stdout, stderr, working directory,
+    environment, warning filters and root log handlers, and its exit code as `python -m coco_sql.cli` would
+    give it (an uncaught exception prints its traceback to stderr and exits 1). A subprocess paid about 1-3 s
+    of CPU in imports for each of the suite's ~150 runs. A test that must kill the CLI, or see what a fresh
+    interpreter imports, starts `python -m coco_sql.cli` itself."""
     return _cli_in_process([str(a) for a in args], cwd, env)
 
 
@@ -116,7 +101,7 @@ def _cli_in_process(
     from coco_sql import cli
 
     if threading.current_thread() is not threading.main_thread():
-        raise RuntimeError("the CLI runs in-process on the main thread only (pass process=True)")
+        raise RuntimeError("run_cli runs the CLI in this process, on the main thread only")
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd, handlers = dict(os.environ), os.getcwd(), logging.getLogger().handlers[:]
     try:
@@ -151,10 +136,8 @@ def store_path(tmp_path: Path) -> Path:
 def cli(tmp_path: Path) -> CliRunner:
     """The CLI (`run_cli`), run from tmp_path so no stray store lands in the repository."""
 
-    def run(
-        *args: str | Path, timeout: float = 60.0, process: bool = False
-    ) -> subprocess.CompletedProcess[str]:
-        return run_cli(*args, cwd=tmp_path, timeout=timeout, process=process)
+    def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return run_cli(*args, cwd=tmp_path)
 
     return run
 

@@ -126,7 +126,7 @@ def test_a_dead_endpoint_stops_the_run_with_one_line_and_resume_finishes_it(
     assert "\n" not in str(stopped.value) and "AI provider 'local'" in str(stopped.value)
     with FakeEndpoint() as live:
         env["COCO_LOCAL_LLM_URL"] = live.base_url
-        done = run_cli("evolve", pack, "--resume", "--db", db, cwd=tmp_path, env=env, timeout=120)
+        done = run_cli("evolve", pack, "--resume", "--db", db, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr
         assert live.request_count > 0
     with duckdb.connect(str(db), read_only=True) as con:

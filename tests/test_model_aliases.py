@@ -101,29 +101,19 @@ def test_a_run_records_its_aliases_for_sql_and_a_resume_uses_them(tmp_path: Path
         env = offline_env(OPENAI_BASE_URL=fake.base_url)
         started = run_cli(
             "evolve", pack, "--db", db, "--budget", "1", "--quiet",
-            "--model-alias", "llama3.1-8b=openai/gpt-4o-mini", cwd=tmp_path, env=env, timeout=180,
+            "--model-alias", "llama3.1-8b=openai/gpt-4o-mini", cwd=tmp_path, env=env,
         )  # fmt: skip
         assert started.returncode == 0, started.stderr
         assert {r.body["model"] for r in fake.requests} == {"gpt-4o-mini"}
         # No --model-alias now: without the recorded mapping, 'llama3.1-8b' would stop the run.
         resumed = run_cli(
-            "resume",
-            "--db",
-            db,
-            "--task",
-            pack,
-            "--budget",
-            "2",
-            "--quiet",
-            cwd=tmp_path,
-            env=env,
-            timeout=180,
+            "resume", "--db", db, "--task", pack, "--budget", "2", "--quiet", cwd=tmp_path, env=env
         )
         assert resumed.returncode == 0, resumed.stderr
         # Changing a recorded alias is refused in one line, before anything is written.
         changed = run_cli(
             "resume", "--db", db, "--task", pack, "--budget", "3", "--model-alias", "LLAMA3.1-8B=smollm2",
-            cwd=tmp_path, env=env, timeout=120,
+            cwd=tmp_path, env=env,
         )  # fmt: skip
     assert "llama3.1-8b=smollm2 contradicts the alias llama3.1-8b=openai/gpt-4o-mini" in one_line_error(
         changed

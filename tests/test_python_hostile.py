@@ -288,6 +288,6 @@ def test_no_test_row_reaches_env_show_draft_on_the_command_line(
     marker, test_csv = tmp_path / "pwned", planted.root / "data" / "test.csv"
     program = tmp_path / "draft.py"
     program.write_text(pipe_writer(crafted_pickle(marker, test_csv)))
-    done = cli("env", planted.root, "show-draft", "--program", program, timeout=120)
+    done = cli("env", planted.root, "show-draft", "--program", program)
     assert "TESTSECRET" not in done.stdout + done.stderr and not marker.exists()
     assert "names '__class__'" in done.stdout + done.stderr

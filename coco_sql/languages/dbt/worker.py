@@ -27,8 +27,8 @@ every thread it starts later, and cannot be lifted; `ready` reports which held):
 
 Then one warm-up run of a built-in project (so the first evaluation does not pay dbt's adapter start, and a
 layer that stops dbt fails the start, loudly; a fork's template ran it once already, and the fork's dbt takes
-up the parse the template saved), and `ready`. Each request after that: `validate` renders and checks a project (`validate.
-validate_project`: the Jinja render has no deadline hook for a loop over a long literal, so it runs here,
+up the parse the template saved), and `ready`. Each request after that: `validate` renders and checks a
+project (`validate.validate_project`: the Jinja render has no deadline hook for a loop over a long literal, so it runs here,
 under the parent's SIGKILL) and answers its run form or the one-line rejection; `run` runs a run form on a
 fresh in-memory DuckDB of the split's tables (`runner.DbtSession`) and answers each target's rows (plain data,
 by column), the data tests' outcomes and one line per failed model. The worker never sees expected rows. At
@@ -48,11 +48,14 @@ import threading
 from collections.abc import Callable, Mapping
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coco_sql.messages import DBT_PARENT, SQL_RESULT_MAX_BYTES
 from coco_sql.sandbox.table_frames import table_from  # pyarrow, before the lock-down
 from coco_sql.wire import Channel, child_end, dumps
+
+if TYPE_CHECKING:
+    from coco_sql.languages.dbt.runner import DbtSession
 
 # what the dbt filter lets through of `kernel_layers.X86_64_DENIED`: open and openat (confined by the jail and
 # Landlock), mkdir, rmdir, unlink, mkdirat, unlinkat (dbt's target/ folder and the run form's files), and
@@ -260,7 +263,7 @@ class Worker:
         return payload
 
 
-def warm_up(session: Any) -> None:
+def warm_up(session: DbtSession) -> None:
     """One run of a built-in project through the validator and dbt in `session` (a `runner.DbtSession`); fails
     loudly (in a worker: a layer that stops dbt)."""
     import pandas as pd
@@ -309,10 +312,10 @@ def _error(kind: str, message: str) -> dict[str, Any]:
 
 def preload() -> None:
     """What a worker template does once for all its forks (`sandbox.fork_server`): import dbt, trimmed (layer
-    1), and run the warm-up project, so that each fork starts with dbt's process-wide caches warm (its own
-    warm-up, the check of its layers, then costs about half). The template's run leaves no thread behind (a
-    template forks only while single-threaded): dbt's static parser, whose pool of threads outlives the run, is
-    off for it."""
+    1), and run the warm-up project once, so that each fork starts with dbt's process-wide caches warm and the
+    project's parse saved (its own warm-up, the check of its layers, then takes that parse up). The template's
+    run leaves no thread behind (a template forks only while single-threaded): dbt's static parser, whose pool
+    of threads outlives the run, is off for it."""
     from coco_sql.languages.dbt.runner import DbtSession
 
     trim_dbt(os.getcwd())
