@@ -55,7 +55,7 @@ AI_NEAR_BEST_ROWS = 1.5
 # tokens on every row and give most of the score; `--max-cost` is the user's bound). 0: cost is ignored.
 AI_COST_WEIGHT = 0.01
 OWN_PROXY = frozenset(
-    {"knn_proxy", "tune_proxy", HEAD_OPERATOR}
+    {"knn_proxy", "linear_head", "tune_proxy", HEAD_OPERATOR}
 )  # edits that write the proxy's CTEs themselves
 # Edits that change only what the call is given: nothing to test when the call answers no training row.
 CALL_CONFIG_EDITS = frozenset(
@@ -100,7 +100,10 @@ class AiPipelineSearch:
         }
         edits = [
             e
-            for e in ai_edits(
+            # the proxy first: with the linear head it is offered from the seed on (issue 38), and a small
+            # `max_drafts` must not crowd it out
+            for e in proxy_edits(parent_query, views, env, is_multi_label(env.output_type), rng)
+            + ai_edits(
                 parent_query,
                 views,
                 targets,
@@ -108,7 +111,6 @@ class AiPipelineSearch:
                 multi_label=is_multi_label(env.output_type),
                 max_examples=self.max_examples,
             )
-            + proxy_edits(parent_query, views, env, is_multi_label(env.output_type), rng)
             + head_edits(proxy, views, env, is_multi_label(env.output_type))
             + gene_edits(proxy, len(texts), env.dialect, is_multi_label(env.output_type))
             if e.approach not in context.tried
