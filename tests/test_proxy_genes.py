@@ -117,19 +117,19 @@ def test_a_proxy_that_answers_every_row_takes_the_examples_out_of_the_program(se
     call = classify_calls(tree)[0]
     assert isinstance(answer_of(call), sqlglot.exp.Case) and answer_of(call).find(sqlglot.exp.Column)
     rows = tuple(
-        TrainingRow(str(i), f"Is X{i} or Y{i} older?", ("comparison",), ("bridge",)) for i in range(4)
-    )
+        TrainingRow(str(i), f"Is X{i} or Y{i} older?", ("comparison",), ("bridge",)) for i in range(8)
+    ) + tuple(TrainingRow(f"b{i}", f"Who wrote book {i}?", ("bridge",), ("bridge",)) for i in range(16))
     guard = next(
         e
         for e in ai_edits(tree, {0: TrainingView(rows, "question")}, [], multi_label=False)
-        if e.operator == "keyword_guard" and "' or '" in e.approach
+        if e.operator == "keyword_guard" and "'older'" in e.approach
     )
     guarded = guard.apply(tree).sql(dialect="snowflake", pretty=True)
     result = evaluator.evaluate(guarded, "val")
     assert result.ok, result.error
     val = pack.split("val")
     questions = dict(zip(val.inputs["id"].astype(str), val.inputs["question"], strict=True))
-    matched = [i for i in result.ids if " or " in questions[i].lower()]
+    matched = [i for i in result.ids if "older" in questions[i].lower()]
     assert matched and all(result.row(i).output == '"comparison"' for i in matched)
 
 

@@ -367,7 +367,12 @@ def _edits_for(
         )
         + (f", linear head's weight {genes.linear_weight}" if genes.linear_weight else "")
     )
-    carried = list(read_spec(classify_calls(query)[index]).config.get("examples") or [])  # plan() read it
+    suspect = {r.text for r in view.rows if r.instance_id in view.suspects}  # likely label errors: never kept
+    carried = [
+        e
+        for e in read_spec(classify_calls(query)[index]).config.get("examples") or []  # plan() read it
+        if not (isinstance(e, dict) and e.get("input") in suspect)
+    ]
     kept, _ = capped(carried, [], generator, view.vectors, fallback_examples)
     for t, score, share in dict.fromkeys((best, cheapest)):
         if share >= 1.0:
