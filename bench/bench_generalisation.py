@@ -215,11 +215,11 @@ def main() -> None:
     paths = args.paths.split(",")
     mutators: list[str | None] = [None] + (["prompt_only"] if prompt_only_registered() else [])
     runners = {"cli": run_cli, "sql": run_sql}
-    jobs = [
+    jobs = [  # seed-major: a benchmark stopped early has every pack and path at its first seeds
         (runners[p], pack, s, args.budget, m)
+        for s in seeds
         for pack in packs
         for p in paths
-        for s in seeds
         for m in mutators
     ]
     runs: list[dict[str, Any]] = []
