@@ -69,9 +69,11 @@ class SqlLanguage:
         return cell_of_counts(nodes, branches)
 
     def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner | WarehouseSqlRunner:
+        if self.engine is not None:  # the warehouse's own embedding model would need its own fit: not built
+            return WarehouseSqlRunner(
+                self.engine, split, self.spec, self.task.contract.type, reference_tables(self.task)
+            )
         tables = {**reference_tables(self.task), **head_tables(self.task, ai, self._heads)}
-        if self.engine is not None:
-            return WarehouseSqlRunner(self.engine, split, self.spec, self.task.contract.type, tables)
         return SqlRunner(Sandbox(split.inputs, ai=ai, tables=tables), self.task.contract.output)
 
 
