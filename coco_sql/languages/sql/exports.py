@@ -20,7 +20,13 @@ from coco_sql.languages.sql.export.ai import DUCKDB_FORMS, bound_program
 from coco_sql.languages.sql.export.deploy_check import Finding, check_program
 from coco_sql.languages.sql.export.forms import FORMS, export_bundle, proxy_note
 from coco_sql.languages.sql.export.references import reads_table
-from coco_sql.languages.sql.linear_head import LINEAR_HEAD, head_columns, head_table, runtime_embed
+from coco_sql.languages.sql.linear_head import (
+    EXAMPLE_VECTORS,
+    LINEAR_HEAD,
+    head_columns,
+    reference_rows,
+    runtime_embed,
+)
 from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
 
 if TYPE_CHECKING:
@@ -89,12 +95,15 @@ class SqlExports:
 
 
 def _references(request: ExportRequest) -> dict[str, tuple[pd.DataFrame, dict[str, str]]]:
-    """The task's reference tables (`tasks.references`, and the learned linear head's `linear_head`), with
+    """The task's reference tables (`tasks.references`, the learned linear head's `linear_head` and the training
+    rows' vectors `example_vectors`), with
     their rows, when the exported program reads one: the export creates them next to it. The head's weights are
     fitted again from the pack's training rows on the embedding model the run used (the embedded one: the fit
     is deterministic, so they are the weights the run read). A one-line TaskError when the pack is gone or is
     not the run's."""
-    wanted = [t for t in (EXAMPLES, LINEAR_HEAD) if reads_table(request.code, request.dialect, t)]
+    wanted = [
+        t for t in (EXAMPLES, LINEAR_HEAD, EXAMPLE_VECTORS) if reads_table(request.code, request.dialect, t)
+    ]
     if not wanted:
         return {}
     pack = request.task()
@@ -104,13 +113,14 @@ def _references(request: ExportRequest) -> dict[str, tuple[pd.DataFrame, dict[st
             "differ), and the program reads its training rows as `examples`: pass that pack's directory as the task"
         )
     tables, columns = dict(reference_tables(pack)), {**reference_columns(pack), **head_columns(pack)}
-    if LINEAR_HEAD in wanted:
+    if LINEAR_HEAD in wanted or EXAMPLE_VECTORS in wanted:
         from coco_sql.llm.routing import AiConfig
         from coco_sql.llm.runtime import AiRuntime
 
         runtime = AiRuntime(AiConfig.from_environment())
         try:
-            tables[LINEAR_HEAD] = head_table(pack, runtime_embed(runtime, pack.dialect))
+            fitted = reference_rows(pack, runtime_embed(runtime, pack.dialect))
         finally:
             runtime.close()
+        tables.update({name: rows for name, rows in fitted.items() if name in wanted})
     return {name: (rows, columns[name]) for name, rows in tables.items() if name in columns}

@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from coco_sql.tasks import TaskPack
 
 LINEAR_HEAD = "linear_head"
+EXAMPLE_VECTORS = "example_vectors"
+VECTOR_COLUMNS = {"input_column": "VARCHAR", "id": "VARCHAR", "v": "FLOAT[]"}
+"""The training rows' vectors (`example_vectors`): what the proxy's vote and centroid head read instead of
+embedding every `examples` row on every query (a deployed pipeline embeds them once, with the table)."""
 FOLDS = 5
 LAMBDAS = (0.01, 0.03, 0.1, 0.3, 1.0)
 MAX_ITER = 100
@@ -66,7 +70,7 @@ def head_columns(task: TaskPack) -> dict[str, dict[str, str]]:
         or not text_columns(task)
     ):
         return {}
-    return {LINEAR_HEAD: dict(COLUMNS)}
+    return {LINEAR_HEAD: dict(COLUMNS), EXAMPLE_VECTORS: dict(VECTOR_COLUMNS)}
 
 
 def text_columns(task: TaskPack) -> list[str]:
@@ -197,26 +201,38 @@ def head_rows(
 def head_table(task: TaskPack, embed: Embed | None) -> pd.DataFrame:
     """The `linear_head` table of `task` (module docstring): empty when the task has none or `embed` is None
     (no embedding model here: a program that reads the head then gets no answer from it)."""
+    return reference_rows(task, embed)[LINEAR_HEAD]
+
+
+def reference_rows(task: TaskPack, embed: Embed | None) -> dict[str, pd.DataFrame]:
+    """{LINEAR_HEAD: the head's rows, EXAMPLE_VECTORS: the training rows' vectors} of `task` (empty tables
+    when it has none or `embed` is None)."""
     empty = pd.DataFrame({name: pd.Series(dtype=object) for name in COLUMNS})
+    no_vectors = pd.DataFrame({name: pd.Series(dtype=object) for name in VECTOR_COLUMNS})
     if not head_columns(task) or embed is None:
-        return empty
+        return {LINEAR_HEAD: empty, EXAMPLE_VECTORS: no_vectors}
     train = task.split("train")
     ids = [str(i) for i in train.inputs["id"]]
     labels = label_sets(train.expected)
     gold = [labels.get(i, ()) for i in ids]
     rows: list[dict[str, Any]] = []
+    stored: list[dict[str, Any]] = []
     for column in text_columns(task):
         texts = [str(t) for t in train.inputs[column]]
         if len(texts) < 2 or len({g for row in gold for g in row}) < 2:
             continue
         vectors = embed(texts)
+        stored.extend(
+            {"input_column": column, "id": i, "v": [float(x) for x in np.asarray(v, dtype=np.float32)]}
+            for i, v in zip(ids, vectors, strict=True)
+        )
         names, models, _ = fit_head(ids, vectors, gold)
         rows.extend(head_rows(column, names, models))
     if not rows:
-        return empty
+        return {LINEAR_HEAD: empty, EXAMPLE_VECTORS: no_vectors}
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     table["fold"] = table["fold"].astype("int32")
-    return table
+    return {LINEAR_HEAD: table, EXAMPLE_VECTORS: pd.DataFrame(stored, columns=list(VECTOR_COLUMNS))}
 
 
 def embed_model(dialect: str) -> str:
@@ -241,18 +257,19 @@ def runtime_embed(runtime: Any, dialect: str) -> Embed:
 
 
 def head_tables(task: TaskPack, ai: Any, memo: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """{LINEAR_HEAD: its rows} for a runner of `task` (nothing when the task has no head); `ai`: the runner's
+    """{LINEAR_HEAD: its rows, EXAMPLE_VECTORS: the training rows' vectors} for a runner of `task` (nothing
+    when the task has no head); `ai`: the runner's
     `aifuncs.functions.AiFunctions` (None: the table is empty), `memo`: the caller's rows by `digest`, so that
     each split's runner and every minibatch sample reuse one fit."""
     if not head_columns(task):
         return {}
     runtime = getattr(ai, "runtime", None)
     if runtime is None:
-        return {LINEAR_HEAD: head_table(task, None)}
+        return reference_rows(task, None)
     key = digest(task, embed_model(task.dialect))
     if key not in memo:
-        memo[key] = head_table(task, runtime_embed(runtime, task.dialect))
-    return {LINEAR_HEAD: memo[key]}
+        memo[key] = reference_rows(task, runtime_embed(runtime, task.dialect))
+    return dict(memo[key])
 
 
 def digest(task: TaskPack, model: str) -> str:
@@ -273,6 +290,7 @@ def digest(task: TaskPack, model: str) -> str:
 
 __all__ = [
     "COLUMNS",
+    "EXAMPLE_VECTORS",
     "FOLDS",
     "LINEAR_HEAD",
     "digest",
@@ -283,6 +301,7 @@ __all__ = [
     "head_rows",
     "head_table",
     "head_tables",
+    "reference_rows",
     "runtime_embed",
     "text_columns",
 ]

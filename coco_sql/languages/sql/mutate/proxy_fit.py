@@ -368,28 +368,29 @@ def head_grid(base: ProxyGenes, multi_label: bool) -> list[ProxyGenes]:
 
 
 def linear_grid(base: ProxyGenes, multi_label: bool) -> list[ProxyGenes]:
-    """The linear head's points: mixed into `base` (the best so far) and into the words alone (which, unlike
-    the vote and the centroid head, need no embedding of the training rows: the cheapest proxy to deploy
-    besides the linear head alone), and the linear head alone."""
+    """The linear head's points: mixed into `base` (the best so far), into the words alone and into the centroid
+    head alone (neither needs the categories' embeddings, and with the training rows' vectors stored, none
+    embeds anything but the row: `cheap`), and the linear head alone."""
     ratios = RATIO_GRID if multi_label else (1.0,)
-    words_alone = [ProxyGenes(word_weight=1.0, alpha=a) for a in ALPHA_GRID]
+    starts = [base, *(ProxyGenes(word_weight=1.0, alpha=a) for a in ALPHA_GRID)]
+    starts += [ProxyGenes(head_weight=1.0, tau_head=t) for t in TAU_HEAD_GRID]
     found = []
     for g, r in itertools.product(LINEAR_GRID, ratios):
         if g == 1:
             found.append(ProxyGenes(ratio=r, linear_weight=1.0))
             continue
-        for start in (base, *words_alone):
+        for start in starts:
             found.append(replace(start, ratio=r, linear_weight=g))
     return list(dict.fromkeys(found))
 
 
 def cheap(genes: ProxyGenes) -> bool:
-    """Whether a proxy with `genes` reads no embedding of the training rows (the linear head, alone or with the
-    words alone): it costs one embedding per row deployed, where the vote and the centroid head embed every
-    `examples` row on every query as well."""
-    return genes.linear_weight == 1 or (
-        genes.linear_weight > 0 and genes.word_weight == 1 and genes.head_weight == 0
-    )
+    """Whether a proxy with `genes` (and the training rows' vectors stored, `languages.sql.linear_head`) embeds
+    nothing but the row it answers: no vote, whose label part embeds the categories on every query. Its vote's
+    share (1 - g)(1 - h)(1 - v) is 0: the linear head alone, the centroid head alone, the words alone, or any
+    of them mixed with the linear head. Such proxies cost the same per row deployed, so the champion rule
+    (cheapest within one standard error of the best) chooses among them by score."""
+    return genes.linear_weight == 1 or genes.head_weight == 1 or genes.word_weight == 1
 
 
 __all__ = [

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from coco_sql.languages.sql.linear_head import FOLDS, LINEAR_HEAD
+from coco_sql.languages.sql.linear_head import EXAMPLE_VECTORS, FOLDS, LINEAR_HEAD
 from coco_sql.languages.sql.mutate.centroid_head import HEAD, head_ctes, head_p
 from coco_sql.languages.sql.mutate.proxy_fit import WORD_PATTERN, ProxyGenes
 from coco_sql.tasks.references import EXAMPLES
@@ -69,7 +69,7 @@ def proxy_ctes(
     vote, words = g < 1 and h < 1 and v < 1, g < 1 and h < 1 and v > 0
     parts = [f"WITH {PARAMS} AS (\n  {genes.sql()}\n)"]
     if vote or h > 0:
-        parts.append(_embedding_ctes(plan, model, labels_of("proxy_e_rows")))
+        parts.append(_embedding_ctes(plan, model, labels_of("proxy_e_rows"), linear_column, vote))
     elif g > 0:
         parts.append(_query_cte(plan, model))
     if g > 0:
@@ -136,23 +136,38 @@ def _categories(plan: ProxyPlan) -> str:
     return ", ".join(exp.Literal.string(label).sql("snowflake") for label, _ in plan.categories)
 
 
-def _embedding_ctes(plan: ProxyPlan, model: str, labels: str) -> str:
+def _embedding_ctes(
+    plan: ProxyPlan, model: str, labels: str, stored: str | None = None, categories: bool = True
+) -> str:
     """proxy_q, proxy_e and proxy_c: the embeddings of the rows, of the examples (with their labels) and of the
-    categories."""
+    categories. `stored`: the text column whose training rows' vectors the table `example_vectors` holds
+    (`languages.sql.linear_head`): proxy_e reads them there instead of embedding every `examples` row on every
+    query (deployed, the examples cost nothing per row). `categories`: whether proxy_c is written (the vote's
+    label part needs it; the centroid head and the linear head do not)."""
     values = ",\n    ".join(
         f"({exp.Literal.string(label).sql('snowflake')}, {exp.Literal.string(text).sql('snowflake')})"
         for label, text in plan.categories
     )
-    return f"""proxy_q AS (
+    if stored is None:
+        examples = f"SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows"
+    else:
+        column = exp.Literal.string(stored).sql("snowflake")
+        examples = f"""SELECT proxy_e_rows.id, {labels} AS labels, proxy_ev.v
+  FROM {EXAMPLES} AS proxy_e_rows JOIN {EXAMPLE_VECTORS} AS proxy_ev
+    ON proxy_ev.id = proxy_e_rows.id AND proxy_ev.input_column = {column}"""
+    ctes = f"""proxy_q AS (
   SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
 ), proxy_e AS (
-  SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
-), proxy_c AS (
+  {examples}
+)"""
+    if categories:
+        ctes += f""", proxy_c AS (
   SELECT label, AI_EMBED('{model}', prototype) AS v
   FROM (VALUES
     {values}
   ) AS proxy_c_rows(label, prototype)
 )"""
+    return ctes
 
 
 def _query_cte(plan: ProxyPlan, model: str) -> str:
