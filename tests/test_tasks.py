@@ -253,6 +253,7 @@ def test_list_tasks_and_missing_task(tmp_path: Path) -> None:
     names = [info.name for info in list_tasks([TASKS])]
     assert names == [
         "dabstep",
+        "dialog_topics",
         "goemotions",
         "goemotions_dbt",
         "hotpotqa_type",
