@@ -15,7 +15,7 @@ from coco_sql.engine.champion import RULE_TEXT, Choice
 from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import StoreError
 from coco_sql.plugins import kind
-from coco_sql.report import analysis, read_models
+from coco_sql.report import analysis, lead, read_models, structured
 from coco_sql.report.highlight import diff, highlight
 from coco_sql.report.parts import parts_view
 from coco_sql.store import Warehouse
@@ -43,6 +43,12 @@ class Page:
     frontier: dict[str, Any] | None = None
     rule: dict[str, Any] | None = None  # the champion rule and what it chose (`_rule`)
     warnings: list[str] = field(default_factory=list)  # about the champion (`read_models.champion_warnings`)
+    lead: dict[str, Any] | None = None  # the top of the page, for an analyst (`lead.py`)
+    mismatches: dict[str, Any] | None = None  # records instead of labels: per part and column (`structured`)
+    # The slot of the "Likely label errors" section (issue 38: the rows no program solves whose neighbours
+    # disagree with their label, with their text, label and the champion's answer). Its read model fills it;
+    # the template shows it right under the lead when it is not None.
+    label_errors: Any = None
 
 
 def build(store: Warehouse, run_id: int) -> Page:
@@ -87,9 +93,9 @@ def build(store: Warehouse, run_id: int) -> Page:
     if champion is not None:
         page.lineage = _lineage(programs, champion)
         page.code = _code(seed, champion)
-        page.confusion = analysis.confusion(
-            read_models.split_rows(store, run_id, champion["program_id"], "val")
-        )
+        val_rows = read_models.split_rows(store, run_id, champion["program_id"], "val")
+        page.confusion = analysis.confusion(val_rows)
+        page.mismatches = None if page.confusion else structured.mismatches(val_rows)
     page.matrix = analysis.solve_matrix(programs, read_models.row_scores(store, run_id, "train"))
     if page.matrix is not None:
         page.data["matrix"] = page.matrix
@@ -103,7 +109,32 @@ def build(store: Warehouse, run_id: int) -> Page:
     page.frontier = _frontier(store, run_id, None if champion is None else champion["program_id"])
     if page.frontier is not None:
         page.data["frontier"] = page.frontier["chart"]
+    if champion is not None:
+        page.lead = _lead(store, run_id, seed, champion, page)
     return page
+
+
+def _lead(
+    store: Warehouse, run_id: int, seed: dict[str, Any], champion: dict[str, Any], page: Page
+) -> dict[str, Any]:
+    """What changed, how often it is right now (validation and test), its cost and how to deploy it."""
+
+    def rows(program: dict[str, Any], split: str) -> list[dict[str, Any]]:
+        return read_models.split_rows(store, run_id, program["program_id"], split)
+
+    plugin = kind(champion["language"])
+    forms = [
+        *(plugin.exports.forms if plugin.exports else ()),
+        *(plugin.folder_export.forms if plugin.folder_export else ()),
+    ]
+    return {
+        "changes": lead.changes(page.lineage),
+        "right": {
+            split: lead.right_rows(rows(seed, split), rows(champion, split)) for split in ("val", "test")
+        },
+        "cost": lead.cost(page.cost["deploy"]),
+        "deploy": lead.deploy_form(forms, champion["dialect"] if plugin.dialects else None),
+    }
 
 
 def _rule(choice: Choice, by_id: dict[str, dict[str, Any]]) -> dict[str, Any]:
