@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coco_sql import cli_run, cli_warehouse, cli_watch
+from coco_sql import cli_demo, cli_run, cli_warehouse, cli_watch
 from coco_sql.cli_common import ai_config, read_program
 from coco_sql.cli_help import (
     DESCRIPTION,
@@ -159,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=cmd_report)
 
     cli_warehouse.add_parsers(commands)  # export, sql, deploy, mirror, check-deploy
+    cli_demo.add_parser(commands)
 
     history = command(
         commands, "history", "query a run's search history as JSON (the history tools of the paper's Table 6)"

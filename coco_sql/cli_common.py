@@ -106,7 +106,7 @@ def next_steps(summary: RunSummary, db: str | Path) -> list[str]:
         return [f"coco-sql resume {flag} --run {summary.run_id} --max-spend LARGER   (go on)"]
     return [
         f"coco-sql report {flag} --out report.html   (what changed, how good, what it costs)",
-        f"coco-sql export {flag} --form duckdb_view   (the champion as a view; --help lists every form)",
+        f"coco-sql export {flag}   (the champion; --form makes it a view, a dbt project or an agent: --help)",
     ]
 
 
