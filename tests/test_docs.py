@@ -77,3 +77,19 @@ def test_the_snowflake_page_runs_its_shell_block_and_its_worksheet_on_duckdb(tmp
     exported = next(r for r in results if r and len(r[0]) == 6 and r[0][3] == "snowflake_function")[0]
     assert "CREATE OR REPLACE FUNCTION coco_signals_champion()" in exported[4]
     assert results[-1] == [("finished", 2, pytest.approx(summary[5]), results[-1][0][3])]
+
+
+def test_the_readme_is_short_and_keeps_the_two_commands() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) < 150
+    assert "make demo   #" in readme and "make test   #" in readme  # what .ci/run and the Makefile expect
+    for page in USER_PAGES:
+        assert f"(docs/{page})" in readme
+    for target in re_links(readme):
+        assert (REPO / target).exists(), target
+
+
+def re_links(text: str) -> list[str]:
+    import re
+
+    return [t for t in re.findall(r"\]\(([^)#]+)\)", text) if not t.startswith("http")]
