@@ -6,7 +6,7 @@ BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 LLM    := $(VENV)/.installed-local-llm
 
-.PHONY: demo test test-fast test-quick lint bench clean chromium stored-procs
+.PHONY: demo test test-fast test-quick lint docs bench clean chromium stored-procs
 
 # The package alone, with the pip the venv comes with: all `make demo` needs. The dev tools (pytest, ruff, and
 # Snowpark for the procedures' tests, the largest download) come on top for `make test`.
@@ -42,6 +42,12 @@ $(LLM): $(STAMP)  ## llama.cpp and the SmolLM2 GGUF, for the local-model tests
 lint: $(STAMP)
 	$(BIN)/ruff check coco_sql tests bench scripts
 	$(BIN)/ruff format --check coco_sql tests bench scripts
+	$(BIN)/python scripts/make_docs.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+docs: $(STAMP)  ## regenerate the docs' reference pages from the code and build the site into site/
+	$(BIN)/python scripts/make_docs.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The report's browser checks (tests/test_report_html.py) need Chromium: Debian's package, installed when missing
 # (the checks skip, saying why, where it cannot be installed).
@@ -65,7 +71,7 @@ test-fast: $(STAMP) lint  ## lint and the suite without llama.cpp (its tests ski
 test-quick: $(STAMP) lint  ## lint and the suite without the tests marked slow
 	$(PYTEST) -m "not slow"
 
-bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in README.md
+bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in docs/benchmarks.md
 	$(BIN)/python bench/bench_validator.py
 	$(BIN)/python bench/bench_loop_overhead.py
 	$(BIN)/python bench/bench_ai_cache.py
@@ -77,4 +83,4 @@ stored-procs: $(STAMP)  ## regenerate stored_procs/ (the deploy script as files,
 	$(BIN)/python scripts/make_stored_procs.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

@@ -17,8 +17,19 @@ if TYPE_CHECKING:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from coco_sql import api
+    from coco_sql.cli_watch import running_elsewhere, status_from_mirror
+    from coco_sql.errors import StoreError
 
-    runs = api.status(db=args.db)
+    if running_elsewhere(args.db):  # opening the store now could make the running process's next open fail
+        status_from_mirror(args.db)
+        return 0
+    try:
+        runs = api.status(db=args.db)
+    except StoreError as error:  # DuckDB's file lock: a run in another process holds the store
+        if "Could not set lock" not in str(error):
+            raise
+        status_from_mirror(args.db)
+        return 0
     if not runs:
         print(f"no runs in {args.db}")
         return 0

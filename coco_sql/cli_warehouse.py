@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coco_sql.cli_common import progress_line, read_program
+from coco_sql.cli_help import ExportForms, add_db, add_json, add_quiet, add_run, command
 from coco_sql.errors import ConfigError, StoreError
 from coco_sql.stage import STAGE
 
@@ -20,104 +21,130 @@ if TYPE_CHECKING:
     from coco_sql.engines.snowflake.procs.deploy import TaskRun
 
 
-def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
+def add_parsers(commands: argparse._SubParsersAction) -> None:
     """export, sql, deploy, mirror and check-deploy, in the order `coco-sql --help` lists them."""
-    export = commands.add_parser("export", help="print a run's champion SQL")
-    export.add_argument("--db", default=default_db)
-    export.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
+    export = command(
+        commands, "export", "print or write a run's champion in the form it will run in",
+        "A view, a macro or a function for DuckDB or Snowflake, a dbt model or project, or a Cortex agent. The "
+        "forms that run somewhere else read --source instead of the task's `input`.",
+    )  # fmt: skip
+    add_db(export)
+    add_run(export)
     export.add_argument(
-        "--form",
-        default="sql",
-        help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model) "
-        "| dbt_project (a dbt program's whole project, with --out)",
-    )
-    export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
+        "--form", default="sql", choices=ExportForms(), metavar="FORM",
+        help="one of %(choices)s (default: sql, the program as evolved)",
+    )  # fmt: skip
     export.add_argument(
-        "--max-cost",
-        default=None,
-        help="the best program whose deploy cost per 1,000 rows is within this ('500 calls', '20000 tokens', "
-        "'$0.05') instead of the champion",
-    )
+        "--source", default=None, metavar="TABLE",
+        help="the table the view or model reads (default: the table the task was registered from)",
+    )  # fmt: skip
     export.add_argument(
-        "--champion",
-        choices=("cheapest_within_se", "best"),
-        default=None,
-        help="the champion rule instead of the run's: best exports the best validation score whatever it costs",
-    )
+        "--max-cost", default=None, metavar="LIMIT",
+        help="export the best program whose deploy cost per 1,000 rows is within this ('500 calls', "
+        "'20000 tokens', '$0.05') (default: the champion)",
+    )  # fmt: skip
     export.add_argument(
-        "--task",
-        default=None,
+        "--champion", choices=("cheapest_within_se", "best"), default=None,
+        help="the champion rule to export by; best: the best validation score whatever it costs (default: the "
+        "run's rule)",
+    )  # fmt: skip
+    export.add_argument(
+        "--task", default=None, metavar="DIR",
         help="the run's task pack directory, when the program reads the training rows as `examples` and the "
-        "pack is not found by its name",
-    )
+        "pack is not found by its name (default: found by name)",
+    )  # fmt: skip
     export.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="write the export and the files that ship with it (a staged file of examples, a dbt seed) into "
-        "this directory instead of printing it (dbt_project: the project folder; new or empty)",
-    )
+        "--out", type=Path, default=None, metavar="DIR",
+        help="write the export and the files that ship with it into this new or empty directory (default: "
+        "print it)",
+    )  # fmt: skip
     export.set_defaults(handler=cmd_export)
 
-    sql = commands.add_parser(
-        "sql", help="run one SQL statement on a store with the procedures installed (CALL coco_evolve(...))"
-    )
+    sql = command(
+        commands, "sql", "run one SQL statement on a store with the procedures installed",
+        "The procedures are those a DuckDB connection from coco_sql.connect() has: coco_task, coco_evolve, "
+        "coco_resume, coco_status, coco_export, coco_eval, coco_report, coco_help.",
+    )  # fmt: skip
     sql.add_argument("statement", help="e.g. \"CALL coco_evolve('lockpicking6', 30, {'seed': 1})\"")
-    sql.add_argument("--db", default=default_db)
-    sql.add_argument("--json", action="store_true", help="print the rows as a JSON list of objects")
+    add_db(sql)
+    add_json(sql, "print the rows as a JSON list of objects")
     sql.set_defaults(handler=cmd_sql)
 
     _deploy_parser(commands)
-    mirror = commands.add_parser(
-        "mirror", help="pull a run from Snowflake into a DuckDB file (programs, evaluations, ledger, ...)"
+    mirror = command(
+        commands, "mirror", "copy a run from Snowflake into a DuckDB file",
+        "Programs, evaluations, ledger and events: every local command then reads it, and resume continues it.",
+    )  # fmt: skip
+    mirror.add_argument(
+        "--from", dest="source", choices=("snowflake",), default="snowflake", help="where the run is"
     )
-    mirror.add_argument("--from", dest="source", choices=("snowflake",), default="snowflake")
-    mirror.add_argument("--connection", required=True, help="the connection of connections.toml to read from")
-    mirror.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
-    mirror.add_argument("--db", default=default_db, help="the DuckDB file to copy the run into")
-    mirror.add_argument("--quiet", action="store_true", help="no progress line")
+    mirror.add_argument(
+        "--connection", required=True, metavar="NAME", help="the connection of ~/.snowflake/connections.toml"
+    )
+    add_run(mirror)
+    add_db(mirror, "the DuckDB file to copy the run into")
+    add_quiet(mirror, "no progress line")
     mirror.set_defaults(handler=cmd_mirror)
-    _check_deploy_parser(commands, default_db)
+    _check_deploy_parser(commands)
 
 
 def _deploy_parser(commands: argparse._SubParsersAction) -> None:
-    deploy = commands.add_parser(
-        "deploy",
-        help="set coco-sql up in a Snowflake schema: stage, tables, views, procedures (and a task run)",
-    )
+    deploy = command(
+        commands, "deploy", "set coco-sql up in a Snowflake schema: stage, tables, views and procedures",
+        "Needs the snowflake extra (pip install 'coco-sql[snowflake]') and a connection in "
+        "~/.snowflake/connections.toml. --print shows the script without connecting.",
+    )  # fmt: skip
     how = deploy.add_mutually_exclusive_group()
-    how.add_argument("--print", dest="print_script", action="store_true", help="print the SQL script")
-    how.add_argument("--connection", help="run it on this connection of connections.toml")
-    deploy.add_argument("--zip", type=Path, help="write the package zip the procedures import to this file")
-    deploy.add_argument("--stage", default=STAGE, help=f"stage for the zip (default {STAGE})")
-    deploy.add_argument("--schema", help="DB.SCHEMA to deploy into (default: the connection's)")
-    deploy.add_argument("--quiet", action="store_true", help="no progress line")
-    deploy.add_argument(
-        "--task-run",
-        nargs=2,
-        metavar=("TASK", "BUDGET"),
-        help="also start coco_evolve(TASK, BUDGET) as a TASK",
+    how.add_argument(
+        "--print", dest="print_script", action="store_true", help="print the SQL script and stop"
     )
-    deploy.add_argument("--warehouse", help="with --task-run: the warehouse the task runs on")
-    deploy.add_argument(
-        "--task-options", help="with --task-run: coco_evolve options as JSON, e.g. '{\"seed\": 1}'"
+    how.add_argument(
+        "--connection",
+        metavar="NAME",
+        help="run it on this connection of ~/.snowflake/connections.toml (default: none)",
     )
+    deploy.add_argument(
+        "--zip",
+        type=Path,
+        metavar="FILE",
+        help="also write the package zip the procedures import to FILE (default: none)",
+    )
+    deploy.add_argument("--stage", default=STAGE, help="the stage that holds the zip")
+    deploy.add_argument(
+        "--schema", metavar="DB.SCHEMA", help="where to deploy (default: the connection's schema)"
+    )
+    add_quiet(deploy, "no progress line")
+    deploy.add_argument(
+        "--task-run", nargs=2, metavar=("TASK", "BUDGET"),
+        help="also start coco_evolve(TASK, BUDGET) as a Snowflake task (default: none)",
+    )  # fmt: skip
+    deploy.add_argument("--warehouse", help="with --task-run: the warehouse the task runs on (default: none)")
+    deploy.add_argument(
+        "--task-options", metavar="JSON",
+        help="with --task-run: coco_evolve options as JSON, e.g. '{\"seed\": 1}' (default: none)",
+    )  # fmt: skip
     deploy.set_defaults(handler=cmd_deploy)
 
 
-def _check_deploy_parser(commands: argparse._SubParsersAction, default_db: str) -> None:
-    check = commands.add_parser(
-        "check-deploy",
-        help="check that a run's champion (or a program file) runs on Snowflake: functions, argument names, "
-        "types; exit 1 on findings",
-    )
-    check.add_argument("--db", default=default_db)
-    check.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
-    check.add_argument("--program", type=Path, default=None, help="a SQL file to check instead of a champion")
+def _check_deploy_parser(commands: argparse._SubParsersAction) -> None:
+    check = command(
+        commands, "check-deploy", "check that a run's champion, or a program file, runs unchanged in Snowflake",
+        "Each finding is one line (a function Snowflake lacks, with its alternative; an argument name; a type). "
+        "Exits 1 when there are findings.",
+    )  # fmt: skip
+    add_db(check)
+    add_run(check)
     check.add_argument(
-        "--task", default=None, help="with --program: the task pack whose dialect it is written in"
+        "--program",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a SQL file to check (default: the champion)",
     )
-    check.add_argument("--json", action="store_true", help="print the findings as a JSON list")
+    check.add_argument(
+        "--task", default=None, help="with --program: the task whose dialect it is written in (default: none)"
+    )
+    add_json(check, "print the findings as a JSON list")
     check.set_defaults(handler=cmd_check_deploy)
 
 

@@ -83,6 +83,17 @@ def kind(name: str, *, task: str | None = None) -> KindPlugin:
     return plugin
 
 
+def export_forms() -> tuple[str, ...]:
+    """Every form `coco-sql export` takes: `sql` (the program as evolved), then each kind's exporter's and folder
+    export's forms, kinds in `kind_names()` order. Loads every kind."""
+    forms = ["sql"]
+    for name in kind_names():
+        plugin = kind(name)
+        for part in (plugin.exports, plugin.folder_export):
+            forms += sorted(set(getattr(part, "forms", ())) - set(forms))
+    return tuple(forms)
+
+
 def engine_names() -> tuple[str, ...]:
     """The engines a task may name (task.toml `dialect`): the built-ins first, then installed ones by name."""
     return _names(BUILTIN_ENGINES, ENGINE_GROUP)
@@ -110,6 +121,7 @@ __all__ = [
     "KIND_GROUP",
     "engine",
     "engine_names",
+    "export_forms",
     "kind",
     "kind_names",
     "open_store",

@@ -7,6 +7,8 @@ None when the stream is not a terminal (a pipe, a file, CI logs), and the CLI pa
 
 from __future__ import annotations
 
+import re
+import shutil
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -33,3 +35,28 @@ def terminal_progress(stream: TextIO) -> Progress | None:
         stream.flush()
 
     return show
+
+
+def fit(text: str, room: int | None) -> str:
+    """`text` on one line in at most `room` characters, cut at a word boundary and ended with `…` when it is
+    longer (None: as it is, on one line)."""
+    text = re.sub(r"\s*\n\s*", " ", text.strip())
+    if room is None or len(text) <= room:
+        return text
+    if room < 2:
+        return ""
+    cut = text[: room - 1]
+    space = cut.rfind(" ")
+    if space > 0:
+        cut = cut[:space]
+    elif room < 20:  # not even the first word fits: nothing rather than half a word
+        return ""
+    return cut.rstrip(" ,;:") + "…"
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """The width of the terminal `stream` writes to, or None when it is not a terminal (a log keeps whole
+    lines)."""
+    if not stream.isatty():
+        return None
+    return shutil.get_terminal_size((100, 24)).columns

@@ -26,10 +26,10 @@ from dabstep_reference import (
     scheme_rules,
 )
 
+from coco_sql.languages.agent_spec.demo_model import FEE_SHAPES
 from coco_sql.languages.agent_spec.scoring import requested_decimals
 
 Answer = Callable[[Pack, dict[str, str], int | None], str]
-NUMBER = r"(?P<value>\d+(?:\.\d+)?)"
 
 
 def _money(value: float | None, decimals: int | None) -> str:
@@ -69,37 +69,37 @@ class Template:
 TEMPLATES = (
     Template(
         "credit_average_fee",
-        rf"For credit transactions, what would be the average fee that the card scheme (?P<scheme>\w+) would charge for a transaction value of {NUMBER} EUR\?",
+        FEE_SHAPES["credit_average_fee"],
         "fees",
         _credit_average,
     ),
     Template(
         "account_average_fee",
-        rf"For account type (?P<account>[A-Z]), what would be the average fee that the card scheme (?P<scheme>\w+) would charge for a transaction value of {NUMBER} EUR\? Provide the answer in EUR and \d+ decimals\.",
+        FEE_SHAPES["account_average_fee"],
         "fees",
         _account_average,
     ),
     Template(
         "account_mcc_average_fee",
-        rf"For account type (?P<account>[A-Z]) and the MCC description: (?P<mcc>.+), what would be the average fee that the card scheme (?P<scheme>\w+) would charge for a transaction value of {NUMBER} EUR\? Provide the answer in EUR and \d+ decimals",
+        FEE_SHAPES["account_mcc_average_fee"],
         "fees, merchant_category_codes",
         _account_average,
     ),
     Template(
         "most_expensive_mcc",
-        rf"What is the most expensive MCC for a transaction of {NUMBER} euros, in general\? If there are many MCCs with the same value, list all of them\. Provide a list as an output even if it is one element\.",
+        FEE_SHAPES["most_expensive_mcc"],
         "fees",
         lambda p, g, d: _ids(most_expensive_mccs(p, float(g["value"]))),
     ),
     Template(
         "average_scenario_scheme",
-        rf"In the average scenario, which card scheme would provide the (?P<way>cheapest|most expensive) fee for a transaction value of {NUMBER} EUR\?",
+        FEE_SHAPES["average_scenario_scheme"],
         "fees",
         lambda p, g, d: scheme_by_average_fee(p, float(g["value"]), g["way"] == "cheapest"),
     ),
     Template(
         "fee_ids_for_account_aci",
-        r"What is the fee ID or IDs that apply to account_type = (?P<account>[A-Z]) and aci = (?P<aci>[A-Z])\?",
+        FEE_SHAPES["fee_ids_for_account_aci"],
         "fees",
         lambda p, g, d: _ids(fee_ids_for(p, g["account"], g["aci"])),
     ),

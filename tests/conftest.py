@@ -40,6 +40,7 @@ sys.dont_write_bytecode = False
 # last.) A file not listed keeps its place after them; the tests of a file keep their order.
 HEAVY_FIRST = (
     "test_agent_spec_evolve.py",
+    "test_docs_dbt.py",  # the dbt page's quick start: dbt's worker, a run, an export and `dbt build`
     "test_dbt_warehouse.py",  # from main after the measurement: one test took 343 s at load 10
     "test_loop.py",
     "test_snowpark.py",
@@ -56,7 +57,8 @@ HEAVY_FIRST = (
     "test_deploy_cost.py",
     "test_champion.py",
     "test_cortex_catalogue.py",
-    "test_readme_from_sql.py",
+    "test_docs_analyst.py",
+    "test_docs_agents.py",
     "test_dbt_kind.py",
     "test_model_aliases.py",
     "test_screening.py",

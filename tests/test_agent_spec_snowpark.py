@@ -93,7 +93,10 @@ def test_the_training_score_rises_through_call_coco_evolve_inside_a_procedure(tm
     steps = [step for trace in traces for step in trace["steps"]]
     assert steps and all("error" not in step and step["row_count"] > 0 for step in steps if "sql" in step)
     assert any(step["rows"][0][0] == "manual#7" for step in steps)  # the documents table, staged too
-    assert set(usage["model"]) == {f"cortex:{MODEL}"} and set(usage["function"]) == {"data_agent"}
+    assert set(usage["model"]) == {f"cortex:{MODEL}"} and set(usage["function"]) == {
+        "data_agent",
+        "data_agent_smoke",
+    }
     assert (usage["calls"] - usage["cache_hits"]).sum() == agent.calls
 
 

@@ -108,7 +108,7 @@ def test_the_issue_26_case_says_what_it_chose() -> None:
     assert choice.describe() == (
         "champion 1-5: the cheapest program to deploy whose validation score is within one standard error of the "
         "best's (0.9242 - 0.0133 = 0.9109); the best, 1-7, scores 0.9242 at 21,800,000 tokens per 1,000 rows, "
-        "the champion 0.9217 at 162,686.6 tokens (0.7% of it)"
+        "the champion 0.9217 at 162,687 tokens (0.7% of it)"
     )
     assert json.loads(json.dumps(choice.as_dict()))["champion"]["program_id"] == "1-5"
 

@@ -302,4 +302,6 @@ def test_a_run_with_nothing_left_to_try_says_so(tmp_path: Path, capsys: pytest.C
     _print_progress(
         IterationReport(4, 8, "1-4", "1-1", 0.1, 0.08, False, "change_leaf: x", 0.14, {}, ("1-3",))
     )
-    assert capsys.readouterr().err.endswith("change_leaf: x  (nothing left to try for 1-3)\n")
+    assert capsys.readouterr().err.endswith(
+        "change_leaf: x  (1-3 has nothing left to try: the parent is 1-1)\n"
+    )

@@ -6,7 +6,7 @@ real DuckDB store through the SQL procedures:
 - each bad input is one line and writes nothing: an expected table without its key, a source that writes or
   reads a file or is not named 'source.table', a seed whose model refs a missing model, reads a file or does not
   compile, YAML that does not parse, bad options;
-- `coco_help('coco_task dbt')` and the README print `options.DBT_TASK_OPTIONS`.
+- `coco_help('coco_task dbt')` and the docs' options page print `options.DBT_TASK_OPTIONS`.
 
 `coco_evolve` and `coco_resume` on such a task, on DuckDB with dbt and in stored procedures: tests/test_dbt_warehouse.py.
 """
@@ -29,7 +29,7 @@ from coco_sql.languages.dbt.registered import key_text
 from coco_sql.languages.dbt.task import row_json
 from coco_sql.options import DBT_TASK_OPTIONS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+OPTIONS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "options.md"
 
 
 @pytest.fixture
@@ -184,11 +184,11 @@ def test_a_source_argument_is_refused_and_an_option_error_creates_no_database(co
     assert not db.exists()
 
 
-def test_the_dbt_options_are_printed_by_coco_help_and_the_readme(con) -> None:
+def test_the_dbt_options_are_printed_by_coco_help_and_the_docs(con) -> None:
     rows = con.execute("FROM coco_help('coco_task dbt')").df().to_dict(orient="records")
     assert rows == DBT_TASK_OPTIONS.rows()
-    text = README.read_text()
-    section = text[text.index("## Data pipelines (dbt)") :]
+    text = OPTIONS_PAGE.read_text()
+    section = text[text.index("## coco_task dbt") :]
     table = section[section.index("| option | type | range | default | example | doc |") :].split("\n\n")[0]
     cells = [
         [c.strip().strip("`").replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]

@@ -159,7 +159,7 @@ def test_deploy_cost_from_usage_counts_cache_hits_and_prices_each_model() -> Non
     )
     assert cost.usd({"m1": (1.0, 2.0)}) is None and cost.unpriced({"m1": (1.0, 2.0)}) == ["m2"]
     assert DeployCost.from_usage(None, rows=50).amount(CALLS, {}) == 0.0  # no AI calls: free
-    assert show_cost(2166.666, CALLS) == "2,166.7 calls" and show_cost(0.000697, USD) == "$0.000697"
+    assert show_cost(2166.666, CALLS) == "2,167 calls" and show_cost(0.000697, USD) == "$0.000697"
 
 
 @pytest.mark.parametrize(

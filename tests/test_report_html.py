@@ -804,7 +804,7 @@ def test_the_report_states_the_rule_headlines_tokens_and_shows_the_warnings(cost
         "<b>The champion</b> is the cheapest program to deploy whose validation score is within one"
         in default
     )
-    assert "It is 1-2 (0.9217 at 162,686.9 tokens, 0.7% of the best's cost)" in default
+    assert "It is 1-2 (0.9217 at 162,687 tokens, 0.7% of the best's cost)" in default
     assert "the best validation score is 1-1's, 0.9242 at 21,800,000 tokens" in default
     assert '<div class="value"><b>163k</b> <span class="muted">tokens</span></div>' in default  # the headline
     assert "per 1,000 rows · 1,000 AI calls" in default  # calls and dollars in small print
@@ -862,3 +862,98 @@ def test_the_cost_axis_is_logarithmic_so_cheap_programs_stand_apart(
     # axis: on a linear axis both cheap programs sat within 1% of its width, on top of each other
     assert axis["proxy"] - axis["seed"] > 0.15 * axis["width"]
     assert axis["all"] - axis["proxy"] > 0.3 * axis["width"]
+
+
+# ------------------------------------------------------------------------------ the lead, for an analyst (issue 40)
+def right_rows(db: Path, program_id: str, split: str) -> tuple[int, int]:
+    with DuckDBStore(db, read_only=True) as store:
+        frame = store.query(
+            f"SELECT count(*) FILTER (WHERE score >= 1) AS right, count(*) AS n FROM evaluations "
+            f"WHERE program_id = '{program_id}' AND split = '{split}'"
+        )
+    return int(frame.right[0]), int(frame.n[0])
+
+
+def test_the_lead_says_what_changed_where_it_is_right_what_it_costs_and_how_to_deploy(
+    lockpicking_run: Path, costly: Path
+) -> None:
+    import re
+
+    page = api.report(db=lockpicking_run).html
+    lead = page[
+        page.index('<section class="lead"') : page.index("</section>", page.index('<section class="lead"'))
+    ]
+    champion = api.status(db=lockpicking_run)[0]["champion_id"]
+    for split, words in (("val", "validation rows right"), ("test", "held-out test rows")):
+        right, n = right_rows(lockpicking_run, champion, split)
+        seed_right, _ = right_rows(lockpicking_run, "1-0", split)
+        assert f"{right:,}" in lead and f"{n:,}" in lead and f"the seed: {seed_right:,})" in lead, (
+            split,
+            lead,
+        )
+        assert words in lead
+    assert re.search(r"\d+ changes? from the seed to the champion " + champion, lead)
+    assert (
+        f"coco-sql export --db {lockpicking_run} --run 1 --form duckdb_view" in lead
+    )  # lockpicking6: DuckDB
+    assert (
+        "CALL coco_export(1, &#39;duckdb_view&#39;)" in lead or "CALL coco_export(1, 'duckdb_view')" in lead
+    )
+    assert "the champion calls no model" in lead
+    # an AI champion: whole tokens per 1,000 rows and dollars at the stated default price (no --price given)
+    costly_lead = api.report(1, db=costly).html
+    costly_lead = costly_lead[costly_lead.index('<section class="lead"') :]
+    assert (
+        "162,687 tokens</b> in 1,000 AI calls, about <b>$0.16</b> at $1.00 per million tokens" in costly_lead
+    )
+    assert "--form snowflake_view" in costly_lead
+    assert not re.search(r"\d,\d{3}\.\d+ tokens", api.report(1, db=costly).html)  # no fractional tokens
+
+
+def test_records_get_mismatches_per_model_and_column_not_a_confusion_matrix() -> None:
+    """A dbt run's evaluation rows (an instance per target row, `model:key`, with its row as JSON text inside
+    the JSON, and one per data test): no confusion matrix; per model the rows that match, miss or differ, and
+    the columns that differ."""
+    from coco_sql.languages.dbt.task import row_json
+    from coco_sql.report.structured import mismatches
+
+    def row(instance: str, score: float, output: str | None, expected: str) -> dict[str, Any]:
+        dumped = None if output is None else json.dumps(output)
+        return {"instance_id": instance, "score": score, "output": dumped, "expected": json.dumps(expected)}
+
+    columns = ["amount", "status"]
+    rows = [row(f"orders:{i}", 1.0, row_json({"amount": i, "status": "paid"}, columns),
+                row_json({"amount": i, "status": "paid"}, columns)) for i in range(15)]  # fmt: skip
+    rows += [row("orders:15", 0.0, row_json({"amount": 1500, "status": "paid"}, columns),
+                 row_json({"amount": 15, "status": "paid"}, columns)),
+             row("orders:16", 0.0, None, row_json({"amount": 16, "status": "x"}, columns)),
+             row("customers:1", 0.0, row_json({"amount": 1, "status": "b"}, columns),
+                 row_json({"amount": 2, "status": "a"}, columns)),
+             row("test:not_null:orders.amount", 1.0, "pass", "pass"),
+             row("test:unique:customers.customer_id", 0.0, "fail", "pass")]  # fmt: skip
+    assert confusion(rows) is None  # 17 distinct JSON rows are not 17 labels
+    found = mismatches(rows)
+    assert found is not None and (found["matched"], found["rows"]) == (15, 18)
+    parts = {p["name"]: p for p in found["parts"]}
+    assert (parts["orders"]["matched"], parts["orders"]["missing"], parts["orders"]["differ"]) == (15, 1, 1)
+    assert parts["orders"]["columns"] == [("amount", 1)]
+    assert sorted(parts["customers"]["columns"]) == [("amount", 1), ("status", 1)]
+    assert parts["customers"]["failed_tests"] == ["unique on customer_id"] and parts["orders"]["tests"] == 1
+    assert mismatches([{"instance_id": "a", "score": 1.0, "output": '"x"', "expected": '"x"'}]) is None
+
+
+LEGEND_PROBE = (
+    """(() => Array.from(document.querySelectorAll('.u-legend .u-value')).map(e => e.textContent))()"""
+)
+
+
+@needs_chromium
+def test_no_placeholder_in_a_legend_before_the_cursor_moves(
+    goemotions_run: Path, browser: Chromium, tmp_path: Path
+) -> None:
+    html = tmp_path / "legends.html"
+    html.write_text(api.report(db=goemotions_run).html, encoding="utf-8")
+    opened = check_in_browser(browser, html, "legends", LEGEND_PROBE)
+    values = opened["probe"]
+    assert values, "the charts have legends"
+    assert not [v for v in values if v.strip() in ("--", "–", "-")], values

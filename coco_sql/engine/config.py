@@ -14,6 +14,7 @@ from coco_sql.engine.spend import SpendLimit, normalise_prices
 from coco_sql.errors import ConfigError
 from coco_sql.llm.routing import DEFAULT_ALIASES, merge_aliases, normalise_aliases
 from coco_sql.options import RUN_OPTIONS, as_object
+from coco_sql.progress import fit
 from coco_sql.search import POLICIES
 from coco_sql.store import RunRecord
 
@@ -164,16 +165,24 @@ class IterationReport:
     timings_ms: dict[str, float] = field(default_factory=dict)
     exhausted: tuple[str, ...] = ()  # parents the mutator had nothing left for, before it got this one
 
-    def line(self) -> str:
-        """The progress line `coco-sql evolve` prints and `coco_progress.message` holds."""
+    def line(self, width: int | None = None) -> str:
+        """The progress line `coco-sql evolve` prints and `coco_progress.message` holds; within `width`
+        characters when given (the approach is cut at a word, the rest kept). `+` marks a child that entered
+        the archive; a parent the mutator had nothing left for, before it got this one, is named at the end."""
         score = "invalid" if self.val_score is None else f"{self.val_score:.3f}"
         mark = "+" if self.admitted else " "
         parent = f"{self.parent_id} -> " if self.parent_id else ""
-        skipped = f"  (nothing left to try for {', '.join(self.exhausted)})" if self.exhausted else ""
-        return (
-            f"[{self.iteration:>3}/{self.budget}] {parent}{self.program_id} val {score} {mark} "
-            f"best {self.best_score:.3f}  {self.approach[:90]}{skipped}"
-        )
+        head = f"[{self.iteration:>3}/{self.budget}] {parent}{self.program_id} val {score} {mark} best {self.best_score:.3f}  "
+        tail = ""
+        if self.exhausted:
+            had = f"{', '.join(self.exhausted)} {'has' if len(self.exhausted) == 1 else 'have'} nothing left to try"
+            tail = f"  ({had}: the parent is {self.parent_id})"
+        if width is None:
+            return head + fit(self.approach, None) + tail
+        if self.exhausted and width - len(head) - len(tail) < 12:  # a narrow terminal: the short form
+            tail = f"  ({', '.join(self.exhausted)} exhausted)"
+        room = max(width - len(head) - len(tail), 0)
+        return fit(head + fit(self.approach, room) + tail, width)
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ class CostLimit:
     unit: str
 
     def show(self, amount: float) -> str:
-        """`amount` in this limit's unit, for people: '2,166.7 calls', '20,000 tokens', '$0.0012'."""
+        """`amount` in this limit's unit, for people: '2,167 calls', '20,000 tokens', '$0.0012'."""
         return show_cost(amount, self.unit)
 
     def __str__(self) -> str:
@@ -91,7 +91,8 @@ def show_cost(amount: float, unit: str) -> str:
     """A cost per 1,000 rows in `unit`, for people."""
     if unit == USD:
         return "$" + (f"{amount:,.6f}".rstrip("0").rstrip(".") or "0")
-    return f"{amount:,.1f}".removesuffix(".0") + f" {unit}"
+    whole = abs(amount) >= 10  # calls and tokens are counts: whole ones, but for a fraction of ten
+    return (f"{amount:,.0f}" if whole else f"{amount:,.1f}".removesuffix(".0")) + f" {unit}"
 
 
 @dataclass(frozen=True)

@@ -127,11 +127,13 @@ class AiRuntime:
         if problem is None:
             return
         aliased = sorted(k for k, v in self.config.aliases().items() if v in LOCAL_COMPLETION_MODELS)
-        name = aliased[0] if aliased else "NAME"
-        raise ConfigError(
-            f"the in-process completion model smollm2 cannot run: {problem}; or alias "
-            f"{name!r} to an endpoint model instead (--model-alias {name}=openai/gpt-4o-mini)"
+        instead = (
+            f"alias {aliased[0]!r} to an endpoint model instead (--model-alias {aliased[0]}=openai/gpt-4o-mini)"
+            if aliased  # a Cortex name the SQL writes, answered here by smollm2
+            else "name an endpoint model instead (--completion-model openai/gpt-4o-mini with OPENAI_BASE_URL and "
+            "OPENAI_API_KEY, or a data agent's scripted demo model: coco-sql demo-agent-server)"
         )
+        raise ConfigError(f"the in-process completion model smollm2 cannot run: {problem}; or {instead}")
 
     def _pool(self, endpoint: str) -> CallPool:
         with self._lock:

@@ -74,7 +74,7 @@ class ProgressBoard:
         phase = "warming" if self._row["iteration"] is None else self._row["phase"]
         self._set(phase=phase, done=done, total=total, message=f"{what}: {done:,}/{total:,}")
         if done >= total:
-            self._say(f"{what}: {total:,} texts")
+            self._say(f"{what}: {total:,}/{total:,}")
 
     def finished(self, summary: RunSummary) -> None:
         """The run returned: finished, or stopped early (its `stopped` says why)."""

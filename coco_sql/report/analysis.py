@@ -244,6 +244,8 @@ def _labels(text: Any) -> list[str] | None:
     """A cell's labels as text; [] for null or empty; None for a value that is not a label (a fraction, an
     object)."""
     value = _json(text)
+    if isinstance(value, str) and value[:1] in "{[" and isinstance(_json(value), dict | list):
+        return None  # a JSON text inside the JSON (a dbt row): a record, not a label
     if value is None or value == "" or value == []:
         return []
     items = value if isinstance(value, list) else [value]

@@ -25,6 +25,7 @@ from typing import Any
 
 import jinja2
 
+from coco_sql.report import lead
 from coco_sql.report.page import Page, build
 from coco_sql.store import Warehouse
 
@@ -92,7 +93,9 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(score=_score, delta=_delta, count=_count, percent=_percent, compact=_compact)
+    environment.filters.update(
+        score=_score, delta=_delta, count=_count, percent=_percent, compact=_compact, usd=lead.usd
+    )
     return environment
 
 

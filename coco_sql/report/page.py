@@ -15,7 +15,7 @@ from coco_sql.engine.champion import RULE_TEXT, Choice
 from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import StoreError
 from coco_sql.plugins import kind
-from coco_sql.report import analysis, data_quality, read_models
+from coco_sql.report import analysis, data_quality, lead, read_models, structured
 from coco_sql.report.highlight import diff, highlight
 from coco_sql.report.parts import parts_view
 from coco_sql.store import Warehouse
@@ -43,8 +43,13 @@ class Page:
     frontier: dict[str, Any] | None = None
     rule: dict[str, Any] | None = None  # the champion rule and what it chose (`_rule`)
     warnings: list[str] = field(default_factory=list)  # about the champion (`read_models.champion_warnings`)
-    label_errors: list[dict[str, Any]] = field(default_factory=list)  # `data_quality.label_errors`
-    guards: list[dict[str, Any]] = field(default_factory=list)  # `data_quality.guard_support`
+    lead: dict[str, Any] | None = None  # the top of the page, for an analyst (`lead.py`)
+    mismatches: dict[str, Any] | None = None  # records instead of labels: per part and column (`structured`)
+    # The rows no program solves whose neighbours disagree with their label, with their text, label and the
+    # champion's answer (`data_quality.label_errors`), shown right under the lead; the champion's guards with
+    # their support (`data_quality.guard_support`).
+    label_errors: list[dict[str, Any]] = field(default_factory=list)
+    guards: list[dict[str, Any]] = field(default_factory=list)
 
 
 def build(store: Warehouse, run_id: int) -> Page:
@@ -89,9 +94,9 @@ def build(store: Warehouse, run_id: int) -> Page:
     if champion is not None:
         page.lineage = _lineage(programs, champion)
         page.code = _code(seed, champion)
-        page.confusion = analysis.confusion(
-            read_models.split_rows(store, run_id, champion["program_id"], "val")
-        )
+        val_rows = read_models.split_rows(store, run_id, champion["program_id"], "val")
+        page.confusion = analysis.confusion(val_rows)
+        page.mismatches = None if page.confusion else structured.mismatches(val_rows)
     page.label_errors = data_quality.label_errors(
         store, run_id, None if champion is None else champion["program_id"]
     )
@@ -109,7 +114,32 @@ def build(store: Warehouse, run_id: int) -> Page:
     page.frontier = _frontier(store, run_id, None if champion is None else champion["program_id"])
     if page.frontier is not None:
         page.data["frontier"] = page.frontier["chart"]
+    if champion is not None:
+        page.lead = _lead(store, run_id, seed, champion, page)
     return page
+
+
+def _lead(
+    store: Warehouse, run_id: int, seed: dict[str, Any], champion: dict[str, Any], page: Page
+) -> dict[str, Any]:
+    """What changed, how often it is right now (validation and test), its cost and how to deploy it."""
+
+    def rows(program: dict[str, Any], split: str) -> list[dict[str, Any]]:
+        return read_models.split_rows(store, run_id, program["program_id"], split)
+
+    plugin = kind(champion["language"])
+    forms = [
+        *(plugin.exports.forms if plugin.exports else ()),
+        *(plugin.folder_export.forms if plugin.folder_export else ()),
+    ]
+    return {
+        "changes": lead.changes(page.lineage),
+        "right": {
+            split: lead.right_rows(rows(seed, split), rows(champion, split)) for split in ("val", "test")
+        },
+        "cost": lead.cost(page.cost["deploy"]),
+        "deploy": lead.deploy_form(forms, champion["dialect"] if plugin.dialects else None),
+    }
 
 
 def _rule(choice: Choice, by_id: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from coco_sql.errors import ConfigError, EvaluationError
 from coco_sql.languages.agent_spec.runtime import run_question
 from coco_sql.languages.agent_spec.scoring import score
 from coco_sql.languages.agent_spec.settings import AgentTask, agent_task
+from coco_sql.languages.agent_spec.smoke import check_tool_calling
 from coco_sql.languages.agent_spec.spec import AgentSpec, dump, parse
 from coco_sql.languages.agent_spec.tools import ToolBox
 from coco_sql.languages.agent_spec.validate import validate_spec
@@ -39,6 +40,7 @@ from coco_sql.search.features import cell_of_counts
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.llm.runtime import AiRuntime
+    from coco_sql.progress import Progress
     from coco_sql.store.base import CandidateEngine
     from coco_sql.tasks import Split, TaskPack
 
@@ -53,6 +55,7 @@ class AgentSpecLanguage:
         self._warehouse = (
             None if engine is None else WarehouseToolQueries(engine, self.agent.tables.rows, task.dialect)
         )
+        self.smoked = False  # the model answered the smoke question with a tool call (`smoke`)
 
     def validate(self, code: str) -> Program:
         spec = validate_spec(parse(code), self.agent.tables.schemas, dialect=self.task.dialect)
@@ -85,7 +88,7 @@ class AgentSpecLanguage:
             )
         if self._warehouse is not None:
             cortex_model(ai.runtime.config, self.model(ai.runtime), self.task.name)
-        return AgentRunner(self, split, ai.runtime, self._warehouse)
+        return AgentRunner(self, split, ai.runtime, self._warehouse, progress=ai.runtime.config.progress)
 
     def score_rows(
         self, split: Split, ids: Sequence[str], outputs: Sequence[object | None], expected: Sequence[object]
@@ -116,9 +119,13 @@ class AgentRunner:
         split: Split,
         runtime: AiRuntime,
         warehouse: WarehouseToolQueries | None = None,
+        progress: Progress | None = None,
     ) -> None:
-        """`warehouse`: the binding's staged tables, shared with its other runners (None: SQL sandboxes)."""
+        """`warehouse`: the binding's staged tables, shared with its other runners (None: SQL sandboxes);
+        `progress`: told after each question (`coco_sql.progress`: a terminal's line)."""
         self.language = language
+        self.progress = progress
+        self.split_name = split.name
         self.runtime = runtime
         self._warehouse = warehouse.acquire() if warehouse is not None else None
         # the mutator's probes over the questions: in the warehouse too (None: the evaluator's own sandbox)
@@ -139,12 +146,19 @@ class AgentRunner:
         started = time.monotonic()
         agent, spec = self.language.agent, program.tree
         model = self.language.model(self.runtime)
+        if (
+            not self.language.smoked
+        ):  # before the first question: a model that calls no tool stops the run here
+            check_tool_calling(self.runtime, model, inside=True)
+            self.language.smoked = True
         outputs: list[tuple[object, object]] = []
         errors: dict[str, str] = {}
         observations = {}
         with ToolBox(spec, agent.tables.rows, agent.tables.schemas, dialect=self.language.task.dialect,
                      limits=agent.tool_limits, queries=self._warehouse) as toolbox:  # fmt: skip
-            for question_id, question, guidelines in self.questions:
+            for done, (question_id, question, guidelines) in enumerate(self.questions):
+                if self.progress is not None:
+                    self.progress(f"{self.split_name} questions", done, len(self.questions))
                 left = deadline_s - (time.monotonic() - started)
                 if left <= 0:
                     errors[question_id] = f"the evaluation's {deadline_s:g} s passed before this question"
@@ -157,6 +171,8 @@ class AgentRunner:
                     outputs.append((question_id, run.answer))
                 else:
                     errors[question_id] = f"no answer ({run.trace.get('stop')})"
+        if self.progress is not None:
+            self.progress(f"{self.split_name} questions", len(self.questions), len(self.questions))
         if not outputs and not observations:
             raise EvaluationError("the agent answered no question")
         return RunResult(outputs, (time.monotonic() - started) * 1000, errors, observations=observations)

@@ -14,7 +14,10 @@
     "#0d9488", "#b91c1c"];
   var charts = [];
 
-  function fmt(v, digits) { return v == null ? "–" : v.toFixed(digits == null ? 3 : digits); }
+  // A legend shows values only under the cursor: nothing (not a placeholder) when there is none.
+  function fmt(v, digits) { return v == null ? "" : v.toFixed(digits == null ? 3 : digits); }
+  function whole(u, v) { return v == null ? "" : Math.round(v).toLocaleString(); }
+  var X = { label: "iteration", value: whole };
   function widthOf(el) { return Math.max(320, Math.floor(el.getBoundingClientRect().width)); }
   function xRange(u, min, max) { return min === max ? [min - 1, max + 1] : [min - 0.5, max + 0.5]; }
   function iterations() {  // an x axis of whole iterations
@@ -84,10 +87,10 @@
       scales: { x: { time: false, range: xRange }, y: { range: scoreRange } },
       axes: [iterations(), { label: "validation score" }],
       series: [
-        { label: "iteration" },
+        X,
         { label: "child", stroke: COLOR.val, paths: noPath, points: points(COLOR.val, 7), value: function (u, v) { return fmt(v); } },
         { label: "best so far", stroke: COLOR.best, width: 2, paths: uPlot.paths.stepped({ align: 1 }), spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v); } },
-        { label: "invalid child", stroke: COLOR.invalid, paths: noPath, points: points(COLOR.invalid, 7), value: function (u, v) { return v == null ? "–" : "invalid"; } },
+        { label: "invalid child", stroke: COLOR.invalid, paths: noPath, points: points(COLOR.invalid, 7), value: function (u, v) { return v == null ? "" : "invalid"; } },
         { label: "test score", stroke: COLOR.test, paths: noPath, points: points(COLOR.test, 11, "#fff"), value: function (u, v) { return fmt(v); } }
       ],
       hooks: { drawAxes: [marks] }
@@ -167,9 +170,9 @@
         { size: 150, splits: function () { return L.lanes.map(function (_, i) { return i; }); },
           values: function (u, splits) { return splits.map(function (i) { return label(L.lanes[i] || ""); }); } }
       ],
-      series: [{ label: "iteration" }].concat(statuses.map(function (s) {
+      series: [X].concat(statuses.map(function (s) {
         return { label: L.labels[s], stroke: COLOR[s], paths: noPath, points: points(COLOR[s], 8),
-                 value: function (u, v) { return v == null ? "–" : L.lanes[v]; } };
+                 value: function (u, v) { return v == null ? "" : L.lanes[v]; } };
       })),
       hooks: { drawAxes: [bands] }
     }, [L.x].concat(statuses.map(function (s) { return L.series[s]; })));
@@ -184,10 +187,10 @@
       scales: { x: { time: false, range: xRange } },
       axes: [iterations(), { label: "model calls" }, { side: 1, scale: "tokens", label: "tokens", grid: { show: false } }],
       series: [
-        { label: "iteration" },
-        { label: "provider calls", stroke: COLOR.provider, fill: "rgba(37,99,235,0.35)", paths: uPlot.paths.bars({ size: [0.7, 24] }), points: { show: false } },
-        { label: "cache hits", stroke: COLOR.cache, width: 2, points: points(COLOR.cache, 5) },
-        { label: "tokens", scale: "tokens", stroke: COLOR.test, width: 1.5, dash: [4, 3], points: { show: false } }
+        X,
+        { label: "provider calls", stroke: COLOR.provider, fill: "rgba(37,99,235,0.35)", paths: uPlot.paths.bars({ size: [0.7, 24] }), points: { show: false }, value: whole },
+        { label: "cache hits", stroke: COLOR.cache, width: 2, points: points(COLOR.cache, 5), value: whole },
+        { label: "tokens", scale: "tokens", stroke: COLOR.test, width: 1.5, dash: [4, 3], points: { show: false }, value: whole }
       ]
     }, [C.x, C.provider_calls, C.cache_hits, C.tokens]);
   }
@@ -211,13 +214,13 @@
     var xs = F.x.map(function (v) { return v > 0 ? v : floor; });
     var champion = F.x.map(function () { return null; });
     if (F.champion != null) champion[F.champion] = F.val[F.champion];
-    var hover = function (u, v, i) { return v == null ? "–" : fmt(v) + " · " + F.ids[i]; };
+    var hover = function (u, v, i) { return v == null ? "" : fmt(v) + " · " + F.ids[i]; };
     make("chart-frontier", {
       height: 280,
       scales: { x: { time: false, distr: 3, log: 10, range: function (u, min, max) { return uPlot.rangeLog(min, max, 10, true); } }, y: { range: scoreRange } },
       axes: [{ label: "deploy cost per 1,000 rows (" + F.measure + ", log scale)", values: function (u, splits) { return splits.map(function (v) { return v == null ? "" : compact(v); }); } }, { label: "validation score" }],
       series: [
-        { label: F.measure, value: function (u, v, s, i) { return i == null ? "–" : F.x[i].toLocaleString(undefined, { maximumFractionDigits: 6 }); } },
+        { label: F.measure, value: function (u, v, s, i) { return i == null ? "" : F.x[i].toLocaleString(undefined, { maximumFractionDigits: F.measure === "usd" ? 6 : 0 }); } },
         { label: "program", stroke: COLOR.seed, paths: noPath, points: points("#64748b", 7), value: function (u, v, s, i) { return hover(u, v, i); } },
         { label: "frontier", stroke: COLOR.lineage, width: 2, spanGaps: true, paths: uPlot.paths.stepped({ align: 1 }), points: points(COLOR.lineage, 8), value: function (u, v, s, i) { return hover(u, v, i); } },
         { label: "champion", stroke: COLOR.best, paths: noPath, points: points(COLOR.best, 12, "#fff"), value: function (u, v) { return fmt(v); } }
