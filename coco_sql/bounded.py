@@ -1,7 +1,7 @@
 """YAML and JSON from a candidate (or a model's answer), parsed within bounds: one line for a document that is too
 deep, too big or expands too far, never a RecursionError traceback and never minutes of work.
 
-Why: PyYAML composes nodes recursively and CPython's JSON decoder recurses per nesting level, so 5,000 nested ``[``
+Why: PyYAML's Python loader composes nodes recursively and CPython's JSON decoder recurses per nesting level, so 5,000 nested ``[``
 is a RecursionError from either; an alias bomb (``&a [*b, *b]`` ...) is a small file that a walk expands into
 millions of nodes. The bounds (`Bounds`) are checked while parsing (YAML: depth and node count as nodes are
 composed; JSON: a linear scan of the nesting before the decoder runs) and over the parsed value (depth and size
@@ -33,6 +33,9 @@ class Bounds:
 
 
 DEFAULT_BOUNDS = Bounds()
+# libyaml's safe loader where PyYAML was built with it: ten times faster, and its parser refuses nesting past
+# 1,000 levels itself (libyaml 0.2.5), so its composer's recursion stays shallow
+_FAST: type | None = getattr(yaml, "CSafeLoader", None)
 
 
 class _Loader(yaml.SafeLoader):
@@ -78,8 +81,13 @@ def load_yaml(
     `loader`: a subclass of this module's loader with more checks of its own (it must derive from `yaml_loader()`)."""
     if len(text) > bounds.max_chars:
         raise CandidateRejected(f"{where}: {len(text):,} characters, over the limit of {bounds.max_chars:,}")
-    cls = loader or _Loader
-    bound = type("BoundedLoader", (cls,), {"bounds": bounds, "where": where, "allow_aliases": allow_aliases})
+    if loader is None and allow_aliases and _FAST is not None:
+        bound: type = _FAST  # libyaml: its own nesting limit (1,000), then `check_value` below
+    else:
+        cls = loader or _Loader
+        bound = type(
+            "BoundedLoader", (cls,), {"bounds": bounds, "where": where, "allow_aliases": allow_aliases}
+        )
     try:
         document = yaml.load(text, Loader=bound)
     except yaml.YAMLError as error:

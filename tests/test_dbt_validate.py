@@ -86,8 +86,9 @@ def test_a_model_that_reads_or_writes_a_file(sql: str, message: str) -> None:
 
 def test_yaml_that_does_not_parse() -> None:
     bad = "version: 2\nmodels:\n  - name: stg_orders\n   columns: [\n"
+    # libyaml's words (PyYAML's own parser says "expected <block end>, but found '<block mapping start>'")
     assert rejection({"models/schema.yml": bad}) == (
-        "models/schema.yml line 4: YAML does not parse: expected <block end>, but found '<block mapping start>'"
+        "models/schema.yml line 4: YAML does not parse: did not find expected '-' indicator"
     )
     assert rejection({"dbt_project.yml": "name: [shop\n"}).startswith(
         "dbt_project.yml line 2: YAML does not parse"
@@ -222,7 +223,12 @@ def test_a_valid_project_becomes_the_run_form() -> None:
         "orders": {"materialized": "view", "enabled": True},
         "stg_orders": {"materialized": "table", "enabled": True},
     }
-    assert sorted(run) == ["dbt_project.yml", "models/_coco_properties.yml", "models/orders.sql", "models/stg_orders.sql"]
+    assert sorted(run) == [
+        "dbt_project.yml",
+        "models/_coco_properties.yml",
+        "models/orders.sql",
+        "models/stg_orders.sql",
+    ]
 
 
 def test_snowflake_dialect_ai_calls_are_bound_for_the_sandbox() -> None:

@@ -3,13 +3,14 @@
 A template is hostile, and the validator renders it in the dbt worker (under its memory bound and SIGKILL) but
 also in this process (the warehouse path, check-deploy, the report), so the environment bounds itself:
 
-- **work is counted, not timed**: every loop step (each ``{% for %}`` iterates through `counted`, the parsed
-  template is rewritten for that: `_Instrument`), filter and ``*``/``+``/``%`` is a step, a call ten (a macro
+- **work is counted, not timed**: every loop step (each ``{% for %}`` iterates through `counted`: the parsed
+  template is rewritten for that, `BoundedEnvironment._parse`), filter and ``*``/``+``/``%`` is a step, a call ten (a macro
   call costs about ten loop steps: 28 us against 1.2 us, measured at load 9); past `JinjaLimits.max_steps`
   the render is refused. A loop without a call (``{% for a in s %}{% for b in s %}``)
   counts like any other, and the verdict does not depend on the machine's load. A wall-clock deadline stays as a
   backstop for work no step sees (one huge sort).
-- **values are bounded**: a string, list or dict made by a call, a filter, an operator or ``~`` may hold at most
+- **values are bounded**: a string, list or dict made by a call, a filter, an operator or ``~`` (joined by
+  `concat`: `_Generator`) may hold at most
   `max_value` items; an integer argument of a string method or filter at most `max_int_argument` (``'x'.ljust(N)``,
   ``center``, ``expandtabs`` allocate N at once); a format string may not hold a width or precision of 6 digits
   or more, nor repeat its fields past the value bound (``'{0}{0}...'.format(big)``), and ``replace`` on a string
@@ -31,15 +32,14 @@ from typing import Any
 import jinja2
 import jinja2.nodes as nodes
 import jinja2.sandbox
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.nodes import EvalContext
 from jinja2.runtime import Context
-from jinja2.visitor import NodeTransformer
 
 from coco_sql.errors import CandidateRejected
 
 STEPS = "__coco_steps"  # the global every for-loop's iterable passes through
-CONCAT = "__coco_concat"  # the global every ``~`` becomes
-INSTRUMENT_GLOBALS = frozenset({STEPS, CONCAT})
+INSTRUMENT_GLOBALS = frozenset({STEPS})
 _WIDE = re.compile(r"\d{6,}")
 # filters whose arguments can make a value far bigger than their input: widths, counts, format strings
 _WIDTH_FILTERS = frozenset({"center", "indent", "wordwrap", "batch", "slice", "format", "replace", "join"})
@@ -58,18 +58,15 @@ def _size(value: Any) -> int:
     return len(value) if isinstance(value, (str, list, tuple, dict, set, frozenset)) else 0
 
 
-class _Instrument(NodeTransformer):
-    """Every for-loop's iterable through `STEPS`, every ``~`` through `CONCAT`."""
+class _Generator(CodeGenerator):
+    """Jinja's code generator, with every ``~`` joined by `BoundedEnvironment.concat` (sized and counted)."""
 
-    def visit_For(self, node: nodes.For) -> nodes.Node:
-        self.generic_visit(node)
-        node.iter = nodes.Call(nodes.Name(STEPS, "load"), [node.iter], [], None, None, lineno=node.lineno)
-        return node
-
-    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
-        self.generic_visit(node)
-        items = nodes.List(list(node.nodes), lineno=node.lineno)
-        return nodes.Call(nodes.Name(CONCAT, "load"), [items], [], None, None, lineno=node.lineno)
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.concat((")
+        for argument in node.nodes:
+            self.visit(argument, frame)
+            self.write(", ")
+        self.write("))")
 
 
 class BoundedEnvironment(jinja2.sandbox.SandboxedEnvironment):
@@ -77,6 +74,7 @@ class BoundedEnvironment(jinja2.sandbox.SandboxedEnvironment):
     the step count runs across its models)."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = _Generator
 
     def __init__(self, limits: JinjaLimits | None = None, **options: Any) -> None:
         super().__init__(**options)
@@ -85,7 +83,6 @@ class BoundedEnvironment(jinja2.sandbox.SandboxedEnvironment):
         self.deadline = float("inf")
         self.globals["range"] = self.capped_range
         self.globals[STEPS] = self.counted
-        self.globals[CONCAT] = self.concat
         for name in ("lipsum", "cycler", "joiner"):
             self.globals.pop(name, None)
         self.filters = {name: self._bounded_filter(name, f) for name, f in self.filters.items()}
@@ -127,7 +124,7 @@ class BoundedEnvironment(jinja2.sandbox.SandboxedEnvironment):
             raise CandidateRejected(f"the Jinja builds a value of more than {self.limits.max_value:,} items")
         return value
 
-    def concat(self, items: list[Any]) -> str:
+    def concat(self, items: tuple[Any, ...]) -> str:
         self.step()
         if sum(_size(item) for item in items) > self.limits.max_value:
             raise CandidateRejected(f"the Jinja builds a value of more than {self.limits.max_value:,} items")
@@ -217,8 +214,11 @@ class BoundedEnvironment(jinja2.sandbox.SandboxedEnvironment):
 
     # -- parsing ---------------------------------------------------------------------------------------------
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        """The template, each for-loop's iterable passed through `counted` (the global `STEPS`)."""
         tree = super()._parse(source, name, filename)
-        return _Instrument().visit(tree)
+        for loop in list(tree.find_all(nodes.For)):
+            loop.iter = nodes.Call(nodes.Name(STEPS, "load"), [loop.iter], [], None, None, lineno=loop.lineno)
+        return tree
 
 
 def bounded_environment(limits: JinjaLimits | None = None) -> BoundedEnvironment:

@@ -22,6 +22,7 @@ way. The environment is Jinja's sandbox (as dbt's own is) with its work counted 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -69,8 +70,15 @@ class RenderedModel:
         return placeholder
 
 
+_ENVIRONMENTS = threading.local()
+
+
 def _environment() -> BoundedEnvironment:
-    return bounded_environment()
+    """This thread's environment (making one wraps every filter: a millisecond); `start` resets its count."""
+    env = getattr(_ENVIRONMENTS, "env", None)
+    if env is None:
+        env = _ENVIRONMENTS.env = bounded_environment()
+    return env
 
 
 # --------------------------------------------------------------------------------------------- static checks
@@ -103,7 +111,11 @@ def _check_names(tree: jinja2.nodes.Template, where: str, allowed: Iterable[str]
 
 def macro_names(project: DbtProject) -> dict[str, str]:
     """Macro name -> the file that defines it, after checking each macro file holds only macro definitions."""
-    env = _environment()
+    return _macros(_environment(), project)[0]
+
+
+def _macros(env: BoundedEnvironment, project: DbtProject) -> tuple[dict[str, str], list[jinja2.nodes.Node]]:
+    """`macro_names`, and the macro files' parsed definitions (every model is rendered after them)."""
     names: dict[str, str] = {}
     trees = {path: _parse(env, project.files[path], path) for path in project.paths("macros/", ".sql")}
     for path, tree in trees.items():
@@ -120,7 +132,7 @@ def macro_names(project: DbtProject) -> dict[str, str]:
                 )
     for path, tree in trees.items():
         _check_names(tree, path, PROJECT_GLOBALS | set(names))
-    return names
+    return names, [node for tree in trees.values() for node in tree.body]
 
 
 def _is_blank(node: jinja2.nodes.Node) -> bool:
@@ -222,9 +234,7 @@ def render_models(
     """Render every model of `project`; model name -> `RenderedModel`. Raises `CandidateRejected` naming the file."""
     env = _environment()
     env.start(deadline_s)
-    macros = macro_names(project)
-    macro_text = "".join(project.files[p] for p in project.paths("macros/", ".sql"))
-    prefix_lines = macro_text.count("\n")
+    macros, definitions = _macros(env, project)
     models = project.models()
     for name, path in models.items():
         if not _IDENTIFIER.fullmatch(name):
@@ -241,11 +251,14 @@ def render_models(
             raise CandidateRejected(
                 f"{path}: names starting with {REF_PREFIX!r} or {SOURCE_PREFIX!r} are reserved"
             )
-        _check_names(_parse(env, text, path), path, PROJECT_GLOBALS | set(macros))
+        tree = _parse(env, text, path)
+        _check_names(tree, path, PROJECT_GLOBALS | set(macros))
         calls = _Calls(
             frozenset(models), frozenset(declared_sources), MappingProxyType(dict(variables or {}))
         )
-        sql = _render(env, macro_text + text, calls, path, prefix_lines)
+        template = jinja2.nodes.Template([*definitions, *tree.body], lineno=1)  # the macros, then the model
+        template.set_environment(env)
+        sql = _render(env, template, calls, path)
         rendered[name] = RenderedModel(name, path, sql, calls.refs, calls.sources, calls.config)
     return rendered
 
@@ -254,15 +267,9 @@ def _stem(path: str) -> str:
     return path.rsplit("/", 1)[-1].removesuffix(".sql")
 
 
-def _render(env: BoundedEnvironment, text: str, calls: _Calls, path: str, prefix_lines: int) -> str:
-    """Render one model (after the macro files' text, so macros see each other) within the deadline."""
-
-    def where(lineno: int | None) -> str:
-        if lineno is None:
-            return path
-        if lineno > prefix_lines:
-            return f"{path} line {lineno - prefix_lines}"
-        return "a macro in macros/ (called from " + path + ")"
+def _render(env: BoundedEnvironment, template: jinja2.nodes.Template, calls: _Calls, path: str) -> str:
+    """Render one model (parsed, after the macro files' definitions, so macros see each other) within the
+    environment's bounds."""
 
     functions: dict[str, Callable[..., Any]] = {
         "ref": calls.ref,
@@ -271,10 +278,10 @@ def _render(env: BoundedEnvironment, text: str, calls: _Calls, path: str, prefix
         "var": calls.var,
     }
     try:
-        template = env.from_string(text, globals=functions)
+        compiled = env.from_string(template, globals=functions)
         chunks: list[str] = []
         size = 0
-        for chunk in template.generate():
+        for chunk in compiled.generate():
             size += len(chunk)
             if size > _MAX_OUTPUT_CHARS:
                 raise CandidateRejected(f"{path}: renders to more than {_MAX_OUTPUT_CHARS} characters")
@@ -285,7 +292,7 @@ def _render(env: BoundedEnvironment, text: str, calls: _Calls, path: str, prefix
         message = str(error)
         raise CandidateRejected(message if message.startswith(path) else f"{path}: {message}") from None
     except jinja2.TemplateSyntaxError as error:
-        raise CandidateRejected(f"{where(error.lineno)}: Jinja syntax error: {error.message}") from None
+        raise CandidateRejected(f"{path}: Jinja syntax error: {error.message}") from None
     except RecursionError:
         raise CandidateRejected(f"{path}: rendering failed: macros or blocks nested too deeply") from None
     except Exception as error:  # the template is hostile: any failure is the candidate's

@@ -47,6 +47,9 @@ from sqlglot.tokens import TokenType
 from coco_sql.bounded import load_yaml
 from coco_sql.errors import CandidateRejected
 
+_DUMPER = getattr(
+    yaml, "CSafeDumper", yaml.SafeDumper
+)  # libyaml's where PyYAML has it: the same text, faster
 PROJECT_FILE = "dbt_project.yml"
 PROPERTIES = "models/_coco_properties.yml"
 JINJA_DELIMITERS = ("{{", "{%", "{#")
@@ -139,7 +142,7 @@ def project_file(name: str, profile: str) -> str:
         "model-paths": ["models"],
         "macro-paths": ["macros"],
     }
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml.dump(document, Dumper=_DUMPER, sort_keys=False)
 
 
 def properties_file(
@@ -155,7 +158,7 @@ def properties_file(
         ]
     if models:
         document["models"] = list(models)
-    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    return yaml.dump(document, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
 
 
 # ------------------------------------------------------------------------------------------------------ audit

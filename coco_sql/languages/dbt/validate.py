@@ -26,8 +26,8 @@ that still holds ``{{``, ``{%`` or ``{#`` outside a string literal (in a comment
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
-from contextlib import closing
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -166,8 +166,8 @@ def validate_project(program: DbtProject | str, spec: DbtSpec | None = None) -> 
             )
     columns: dict[str, tuple[str, ...] | None] = {}
     models: dict[str, ValidatedModel] = {}
-    with closing(duckdb.connect(":memory:")) as parser:
-        checked = {name: _check_model(rendered[name], spec, known_sources, columns, parser) for name in order}
+    parser = _duckdb_parser()
+    checked = {name: _check_model(rendered[name], spec, known_sources, columns, parser) for name in order}
     for name in order:
         model = rendered[name]
         config = model_config(properties, model)
@@ -310,6 +310,27 @@ def _check_model(
         return _CheckedModel(sql, pieces, columns, tree)
     except CandidateRejected as error:
         raise CandidateRejected(_explain(str(error), model)) from None
+
+
+_PARSERS = threading.local()
+
+
+def _duckdb_parser() -> duckdb.DuckDBPyConnection:
+    """This thread's DuckDB connection for parsing only (`extract_statements` reads no data): opening one costs
+    about 70 ms, most of a small project's validation. It holds DuckDB's threads: a process that must fork
+    single-threaded (a worker template) closes it first (`close_parser`)."""
+    parser = getattr(_PARSERS, "connection", None)
+    if parser is None:
+        parser = _PARSERS.connection = duckdb.connect(":memory:")
+    return parser
+
+
+def close_parser() -> None:
+    """Close this thread's parsing connection (and DuckDB's threads with it); the next validation opens one."""
+    parser = getattr(_PARSERS, "connection", None)
+    _PARSERS.connection = None
+    if parser is not None:
+        parser.close()
 
 
 def _check_duckdb_parses(sql: str, parser: duckdb.DuckDBPyConnection) -> None:

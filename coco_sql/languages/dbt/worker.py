@@ -320,10 +320,12 @@ def preload() -> None:
 
     trim_dbt(os.getcwd())
     import coco_sql.languages.dbt.plugin  # noqa: F401
+    from coco_sql.languages.dbt.validate import close_parser
 
     with DbtSession(memory_limit="256MB", static_parser=False, token=WORKER_TOKEN) as session:
         warm_up(session)
         _TEMPLATE_PARSE[PARTIAL_PARSE] = (session.workdir / "target" / PARTIAL_PARSE).read_bytes()
+    close_parser()  # the validator's DuckDB parser holds threads, and a template forks only single-threaded
 
 
 def serve(channel: Channel) -> None:
