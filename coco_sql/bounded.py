@@ -75,18 +75,15 @@ def load_yaml(
     bounds: Bounds = DEFAULT_BOUNDS,
     *,
     allow_aliases: bool = True,
-    loader: type[yaml.SafeLoader] | None = None,
 ) -> Any:
-    """One YAML document (safe loader) within `bounds`; a syntax error is one line naming `where` and the line.
-    `loader`: a subclass of this module's loader with more checks of its own (it must derive from `yaml_loader()`)."""
+    """One YAML document (safe loader) within `bounds`; a syntax error is one line naming `where` and the line."""
     if len(text) > bounds.max_chars:
         raise CandidateRejected(f"{where}: {len(text):,} characters, over the limit of {bounds.max_chars:,}")
-    if loader is None and allow_aliases and _FAST is not None:
+    if allow_aliases and _FAST is not None:
         bound: type = _FAST  # libyaml: its own nesting limit (1,000), then `check_value` below
     else:
-        cls = loader or _Loader
         bound = type(
-            "BoundedLoader", (cls,), {"bounds": bounds, "where": where, "allow_aliases": allow_aliases}
+            "BoundedLoader", (_Loader,), {"bounds": bounds, "where": where, "allow_aliases": allow_aliases}
         )
     try:
         document = yaml.load(text, Loader=bound)
@@ -104,7 +101,8 @@ def load_yaml(
 
 
 def yaml_loader() -> type[yaml.SafeLoader]:
-    """The bounded loader class, for a caller that adds checks of its own (subclass it, pass it as `loader`)."""
+    """The bounded loader class (PyYAML's own parser), for a caller that adds checks of its own: subclass it,
+    set `where` and `allow_aliases`, load with it, then `check_value`."""
     return _Loader
 
 
@@ -122,6 +120,19 @@ def loads_json(where: str, text: str, bounds: Bounds = DEFAULT_BOUNDS) -> Any:
         raise CandidateRejected(f"{where}: not JSON: {' '.join(str(error).split())}") from None
     check_value(where, value, bounds)
     return value
+
+
+def json_value(text: str | bytes, max_depth: int = DEFAULT_BOUNDS.max_depth) -> Any:
+    """``json.loads(text)`` for text a candidate (or a model) wrote, as a drop-in: a ValueError (never a
+    RecursionError) when it is not JSON or nests deeper than `max_depth`."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if json_depth(text) > max_depth:
+        raise ValueError(f"JSON nested deeper than {max_depth} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {max_depth} levels") from None
 
 
 def json_depth(text: str) -> int:
