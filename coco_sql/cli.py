@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coco_sql import cli_demo, cli_run, cli_warehouse, cli_watch
-from coco_sql.cli_common import ai_config, read_program
+from coco_sql.cli_common import UsageError, ai_config, json_error, read_program
 from coco_sql.cli_help import (
     DESCRIPTION,
     EPILOG,
@@ -54,9 +54,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """One command line in this process (the tests' in-process CLI); its exit code."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    """One command line in this process (the tests' in-process CLI); its exit code. With ``--json``, stdout
+    ends with one JSON object whatever happens: the command's own, or ``{"error": ..., "kind": ...}`` for a
+    usage error, a user error, an interrupt, or a failure of coco-sql itself (whose traceback still goes to
+    stderr)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in argv
+    try:
+        args = _parser().parse_args(argv)
+    except UsageError as error:
+        print(error.usage + f"coco-sql: error: {error}", file=sys.stderr, end="\n")
+        json_error(wants_json, error, "usage")
+        return 2
     _quiet_libraries(debug=args.debug)
     try:
         return int(args.handler(args) or 0)
@@ -64,13 +73,16 @@ def run(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"coco-sql: error: {error}", file=sys.stderr)
+        json_error(wants_json, error, type(error).__name__)
         return 2
     except KeyboardInterrupt:
-        print(
-            "coco-sql: interrupted; every committed iteration is kept (continue with --resume)",
-            file=sys.stderr,
-        )
+        message = "interrupted; every committed iteration is kept (continue with --resume)"
+        print(f"coco-sql: {message}", file=sys.stderr)
+        json_error(wants_json, message, "interrupted")
         return 130
+    except Exception as error:  # a bug: its traceback on stderr, and the JSON object all the same
+        json_error(wants_json, f"{type(error).__name__}: {error}", "internal")
+        raise
 
 
 def _quiet_libraries(*, debug: bool) -> None:
@@ -84,9 +96,7 @@ def _quiet_libraries(*, debug: bool) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="coco-sql", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
-    )
+    parser = parser_class()(prog="coco-sql", description=DESCRIPTION, epilog=EPILOG)
     add_version(parser)
     parser.add_argument("--debug", action="store_true", help="show a traceback instead of the one-line error")
     commands = parser.add_subparsers(

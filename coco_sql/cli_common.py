@@ -1,14 +1,16 @@
 """What the command modules (`cli`, `cli_warehouse`, `cli_watch`) share: progress lines, a run's progress as
-`evolve` and `resume` show and mirror it, the next step after a run, and reading a program file."""
+`evolve` and `resume` show and mirror it, the next step after a run, reading a program file, and the parser
+that lets ``--json`` end with a JSON object even for a usage error."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from coco_sql.errors import ConfigError
 from coco_sql.progress import Progress, terminal_progress, terminal_width
@@ -126,3 +128,23 @@ def ai_config(args: argparse.Namespace) -> AiConfig:
     aliases = aliases_from_file(args.model_aliases) if args.model_aliases is not None else {}
     aliases.update(alias_option(text) for text in args.model_alias)
     return AiConfig.from_environment(**overrides, model_aliases=aliases, progress=progress_line(args))
+
+
+class UsageError(Exception):
+    """A command line argparse refuses; carries the usage text argparse would print."""
+
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises `UsageError` instead of exiting, so `run` can end ``--json`` output with JSON."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.format_usage())
+
+
+def json_error(wanted: bool, error: object, kind: str) -> None:
+    if wanted:
+        print(json.dumps({"error": " ".join(str(error).split()), "kind": kind}), flush=True)

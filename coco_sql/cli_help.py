@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 from coco_sql import __version__
+from coco_sql.cli_common import Parser
 from coco_sql.options import RUN_OPTIONS
 
 DEFAULT_DB = "coco.duckdb"
@@ -75,8 +76,9 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 def parser_class() -> partial[argparse.ArgumentParser]:
-    """The parser class of every command: the same formatter everywhere."""
-    return partial(argparse.ArgumentParser, formatter_class=HelpFormatter)
+    """The parser class of every command: the same formatter everywhere, and a usage error raised (not exited)
+    so that ``--json`` still ends with a JSON object (`cli_common.Parser`)."""
+    return partial(Parser, formatter_class=HelpFormatter)
 
 
 def command(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from coco_sql.store.history_sql import WITHHELD_ERROR
+from coco_sql.store.history_sql import withheld_error
 
 Tables = dict[str, pd.DataFrame]
 Rows = list[dict[str, Any]]
@@ -75,7 +75,7 @@ def program(t: Tables, p: dict) -> Rows:
     for _, r in _programs(t, run)[lambda f: f.program_id == p["program_id"]].iterrows():
         train = _train(t, run)
         shown = r.error is None or ((train.program_id == r.program_id) & (train.error == r.error)).any()
-        error = _v(r.error) if shown else WITHHELD_ERROR
+        error = _v(r.error) if shown else withheld_error(r.error)
         rows.append({**{c: _v(r[c]) for c in ["program_id", "iteration", "parent_id", "donor_id", "island", "cell",
                                                "approach", "strategy", "valid"]},
                      "error": error, "val_score": _score(t, run, r.program_id, "val"),

@@ -197,7 +197,9 @@ def test_leakage_probe_nothing_the_search_shows_holds_a_held_out_answer(tmp_path
     db = tmp_path / "runs.duckdb"
     with FakeEndpoint(script=Watching(), full_tools=True) as endpoint:
         ai = AiConfig(endpoints={"fake": EndpointConfig("openai", endpoint.base_url)}, completion_model=MODEL)
-        api.evolve(root, db=db, budget=2, options={"seed": 1}, ai=ai)
+        summary = api.evolve(root, db=db, budget=2, options={"seed": 1}, ai=ai)
+    with DuckDBStore(db, read_only=True) as store:  # every history tool over the run (`mutator_view`)
+        shown += leakage_probe.mutator_view(store, summary.run_id)
     with duckdb.connect(str(db), read_only=True) as con:
         # everything stored, but the expected answers themselves: programs, approaches, events, ledger, traces,
         # outputs and the response cache (every request and answer)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.project import DbtProject
@@ -85,8 +86,9 @@ def test_a_model_that_reads_or_writes_a_file(sql: str, message: str) -> None:
 
 def test_yaml_that_does_not_parse() -> None:
     bad = "version: 2\nmodels:\n  - name: stg_orders\n   columns: [\n"
+    # libyaml's words (PyYAML's own parser says "expected <block end>, but found '<block mapping start>'")
     assert rejection({"models/schema.yml": bad}) == (
-        "models/schema.yml line 4: YAML does not parse: expected <block end>, but found '<block mapping start>'"
+        "models/schema.yml line 4: YAML does not parse: did not find expected '-' indicator"
     )
     assert rejection({"dbt_project.yml": "name: [shop\n"}).startswith(
         "dbt_project.yml line 2: YAML does not parse"
@@ -210,11 +212,23 @@ def test_a_valid_project_becomes_the_run_form() -> None:
     assert validated.models["stg_orders"].materialized == "table"  # from dbt_project.yml
     run = validated.run_files("coco")
     assert run["models/orders.sql"] == (
-        "{{ config(materialized='view', tags=['mart']) }}\n"
-        "SELECT\n  o.id,\n  o.amount / 100 AS dollars\nFROM {{ ref('stg_orders') }} AS o\n"
+        "SELECT\n  o.id,\n  o.amount / 100 AS dollars\nFROM {{ ref('stg_orders') }} AS o"
     )
     assert "macros/cents.sql" not in run  # expanded by the validator: dbt never renders the author's Jinja
-    assert "profile: coco" in run["dbt_project.yml"]
+    assert "profile: coco" in run["dbt_project.yml"] and "models:" not in run["dbt_project.yml"]
+    # the effective configs (config() in the model, dbt_project.yml's folders) are written once, as plain data
+    properties = yaml.safe_load(run["models/_coco_properties.yml"])
+    configs = {entry["name"]: entry["config"] for entry in properties["models"]}
+    assert configs == {
+        "orders": {"materialized": "view", "enabled": True},
+        "stg_orders": {"materialized": "table", "enabled": True},
+    }
+    assert sorted(run) == [
+        "dbt_project.yml",
+        "models/_coco_properties.yml",
+        "models/orders.sql",
+        "models/stg_orders.sql",
+    ]
 
 
 def test_snowflake_dialect_ai_calls_are_bound_for_the_sandbox() -> None:

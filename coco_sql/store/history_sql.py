@@ -10,8 +10,8 @@ Rules every query here keeps, because the results go to the search (the mutator)
 - program-level scores are the ``'val'`` and ``'train'`` aggregates of ``program_scores``; nothing reads a
   ``'test'`` row of any table;
 - a program's ``error`` column is the message its *validation* evaluation produced; it is returned only when a
-  training row carries the same message (so it cannot quote a validation row), and replaced by a fixed text
-  otherwise.
+  training row carries the same message (so it cannot quote a validation row), and replaced by a fixed category
+  otherwise (`withheld_error`: "fails on validation: compile error (the message is withheld ...)").
 
 Every query means the same in DuckDB and in Snowflake (`store.portable`: no structured comparison, no
 function whose meaning differs; `tests/test_named_queries.py` checks both texts and compares every query's rows
@@ -24,9 +24,41 @@ window over a whole table; windows run over one run's programs or one instance's
 
 from __future__ import annotations
 
-WITHHELD_ERROR = (
-    "failed on validation rows (the message is withheld: validation rows are hidden from the search)"
+# What the search sees of an error its training rows do not share: a fixed category, never the message (which
+# may quote a validation row). The first pattern (SQL LIKE, case-sensitive in both engines) that the stored
+# message matches names it. The category is the program's to choose (its message is its own), so it tells
+# the search at most two bits per program, no more than the program's validation score does already.
+ERROR_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("rejected:%", "rejected by the validator"),
+    ("%could not parse%", "compile error"),
+    ("%Compilation Error%", "compile error"),
+    ("%deadline%", "timeout"),
+    ("%memory%", "out of memory"),
 )
+OTHER_ERROR = "runtime error"
+WITHHELD = " (the message is withheld: validation rows are hidden from the search)"
+WITHHELD_ERROR = f"fails on validation: {OTHER_ERROR}{WITHHELD}"
+
+
+def withheld_error(message: str) -> str:
+    """The fixed text the search sees for `message`, an error of validation rows (the SQL below says the same)."""
+    category = next((c for pattern, c in ERROR_CATEGORIES if _like(message, pattern)), OTHER_ERROR)
+    return f"fails on validation: {category}{WITHHELD}"
+
+
+def _like(text: str, pattern: str) -> bool:
+    core = pattern.strip("%")
+    if pattern.startswith("%") and pattern.endswith("%"):
+        return core in text
+    return text.startswith(core) if pattern.endswith("%") else text.endswith(core)
+
+
+def _withheld_sql(column: str) -> str:
+    arms = " ".join(
+        f"WHEN {column} LIKE '{pattern}' THEN 'fails on validation: {category}{WITHHELD}'"
+        for pattern, category in ERROR_CATEGORIES
+    )
+    return f"CASE {arms} ELSE '{WITHHELD_ERROR}' END"
 
 # One program's scores: joined by the queries below as `v` (validation) and `t` (training).
 _SCORES = """
@@ -60,7 +92,7 @@ SELECT p.program_id, p.iteration, p.parent_id, p.donor_id, p.island, p.cell, p.a
                WHERE e.run_id = $run_id AND e.program_id = p.program_id AND e.split = 'train'
                  AND e.error = p.error
            ) THEN p.error
-           ELSE '{WITHHELD_ERROR}'
+           ELSE {_withheld_sql("p.error")}
        END AS error,
        v.score AS val_score, t.score AS train_score, p.code
 FROM programs AS p

@@ -12,13 +12,14 @@ Two directions share these rules so that expected values (read from a pack's CSV
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
 import pandas as pd
+
+from coco_sql.bounded import json_value
 
 #: The contract types a pack may declare, in the order error messages list them.
 CONTRACT_TYPES: tuple[str, ...] = ("INTEGER", "DOUBLE", "VARCHAR", "BOOLEAN", "VARCHAR[]")
@@ -115,8 +116,8 @@ def _to_str_list(value: object, separator: str) -> list[str]:
         text = value.strip()
         if text.startswith("["):
             try:
-                parsed = json.loads(text)
-            except json.JSONDecodeError:
+                parsed = json_value(text)
+            except ValueError:
                 raise ValueError(f"expected a VARCHAR[], got malformed JSON array {value!r}") from None
             return _to_str_list(parsed, separator)
         return [part.strip() for part in text.split(separator) if part.strip()]

@@ -36,6 +36,7 @@ from coco_sql.store import (
     program_id_for,
 )
 from coco_sql.store.committer import Committer
+from coco_sql.store.history_sql import withheld_error
 from coco_sql.tasks import TaskPack
 
 
@@ -218,12 +219,21 @@ class Record:
             score,
             parent.score,
             any(e.program_id == pid for e in landings),
-            proposal.approach if val.ok else f"invalid: {val.error}",
+            proposal.approach if val.ok else f"invalid: {_shown_error(verdict)}",
             state.best_score(),
             timings,
             child.selection.found.skipped_ids,
         )
         self.committer.submit(batch, lambda: self.progress(report))
+
+
+def _shown_error(verdict: Verdict) -> str:
+    """The validation error as the progress line may show it: the message when the training rows gave the same
+    one, else its fixed category (it may quote a validation row; `store.history_sql.withheld_error`)."""
+    val = verdict.val
+    train = verdict.outcomes.get("train")
+    message = val.error or ""
+    return message if train is not None and train.error == message else withheld_error(message)
 
 
 def _status(delta: float | None) -> str:

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from coco_sql import bounded
 from coco_sql.errors import CandidateRejected
 
 MAX_SPEC_BYTES = 100_000  # Snowflake's limit for the specification object (CREATE AGENT)
@@ -162,14 +163,10 @@ def reject(path: str, problem: str) -> CandidateRejected:
 # ------------------------------------------------------------------------------------------------- parsing
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML without aliases (a 100 KB document must not expand exponentially) and without duplicate keys."""
+class _Loader(bounded.yaml_loader()):  # type: ignore[misc]
+    """YAML without aliases, duplicate keys or more than 64 levels (`coco_sql.bounded`; a SafeLoader)."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise reject(f"line {event.start_mark.line + 1}", "anchors and aliases (*name) are not allowed")
-        return super().compose_node(parent, index)
+    where, allow_aliases = "text", False
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[object] = set()
@@ -194,6 +191,12 @@ def parse(text: str) -> AgentSpec:
         raise reject(where, f"not valid YAML or JSON ({error.problem or error})") from None
     except yaml.YAMLError as error:
         raise reject("text", f"not valid YAML or JSON ({error})") from None
+    except CandidateRejected as error:  # a bound (depth, size) or an alias: "text: ..." / "text line N: ..."
+        message = str(error)
+        if message.startswith("agent spec "):  # a duplicate key (`_Loader`)
+            raise
+        message = message.removeprefix("text ") if message.startswith("text line") else message
+        raise CandidateRejected(f"agent spec {message}"[:400]) from None
     return from_document(document)
 
 

@@ -5,7 +5,8 @@ built-in macros), while a partial parse after a model changed costs ~0.5 s. A se
 and one profile for all its runs, so dbt's partial parse carries over from run to run; the database does not:
 each run gets a fresh in-memory DuckDB (the plugin fills it, `inputs`), which is dropped when the run ends.
 
-One run: write the run form of the project (`validate.ValidatedProject.run_files`), ``dbt parse``, then
+One run: audit the run form of the project (`validate.ValidatedProject.run_files`; `run_form.audit`: no Jinja the
+validator did not write, whoever made the form), write it, ``dbt parse``, then
 ``dbt run`` and ``dbt test`` on the targets and everything upstream of them, with the parsed manifest handed
 over in-process. ``run`` and ``test`` are separate on purpose: ``build`` skips a model downstream of a failing
 test, and a program's rows are scored even when its data tests fail. Each target's rows are read back from
@@ -31,7 +32,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from coco_sql.errors import EvaluationError, EvaluationTimeout
+from coco_sql.errors import CandidateRejected, EvaluationError, EvaluationTimeout
+from coco_sql.languages.dbt import run_form
 from coco_sql.languages.dbt.inputs import RegisterUdfs, RunInputs, new_token, opened
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
@@ -59,6 +61,17 @@ class TestOutcome:
 
 
 @dataclass(frozen=True)
+class CompiledModel:
+    """One model as dbt compiled it: `sql`, its own file rendered (before ephemeral models' CTEs are injected),
+    `ran`, the SQL its materialization ran (with them), and what ``ref()`` and ``source()`` give in the project
+    (``"ref('m')"`` / ``"source('s', 't')"`` -> the relation's name, an ephemeral model's CTE name)."""
+
+    sql: str
+    ran: str
+    relations: Mapping[str, str] = field(hash=False)
+
+
+@dataclass(frozen=True)
 class DbtRunResult:
     """Each target model's rows, every data test's outcome, a one-line error per failed or skipped model, and
     where the time went (seconds: write, parse, run, test, read)."""
@@ -67,6 +80,9 @@ class DbtRunResult:
     tests: tuple[TestOutcome, ...]
     errors: Mapping[str, str] = field(hash=False)
     timings: Mapping[str, float] = field(hash=False)
+    # what dbt itself compiled and ran, read from its own nodes (tests/test_dbt_differential.py compares it with
+    # what the validator checked); empty where the run did not come from a `DbtSession` in this process
+    compiled: Mapping[str, CompiledModel] = field(default_factory=dict, hash=False)
 
     @property
     def tests_passed(self) -> int:
@@ -190,6 +206,10 @@ class DbtSession:
         DataFrame). EvaluationTimeout when `interrupt` stopped the run."""
         from dbt.adapters.duckdb.connections import DuckDBConnectionManager
 
+        try:  # whoever made the form: dbt renders no Jinja that the validator did not write (`run_form`)
+            run_form.audit(files)
+        except CandidateRejected as error:
+            raise EvaluationError(str(error)) from None
         tables = _source_tables(sources)
         if any(not t or '"' in t for t in targets):
             raise EvaluationError("a target must be a model name without quotes")
@@ -226,12 +246,13 @@ class DbtSession:
                 clock = time.perf_counter()
                 models = _read_models(inputs, targets, errors, read or _frame)
                 timings["read"] = time.perf_counter() - clock
+                compiled = _compiled(ran, parsed.result)
         finally:
             self._inputs = None
             if inputs.connection is not None:
                 inputs.connection.close()
             DuckDBConnectionManager.close_all_connections()  # the next run starts from an empty database
-        return DbtRunResult(models, outcomes, errors, timings)
+        return DbtRunResult(models, outcomes, errors, timings, compiled)
 
     def interrupt(self) -> None:
         """Stop the query the current run is executing, and the run with it (`run_files` then raises
@@ -328,3 +349,28 @@ def _read_models(
             continue
         models[target] = read(inputs.connection, f'SELECT * FROM "{SCHEMA}"."{target}"')
     return models
+
+
+def _compiled(invocation: Any, manifest: Any) -> dict[str, CompiledModel]:
+    """Each model that ran, as dbt compiled it (`CompiledModel`), read from dbt's own nodes."""
+    names: dict[str, str] = {}
+    for source in manifest.sources.values():
+        names[f"source('{source.source_name}', '{source.name}')"] = _relation_name(source)
+    for node in manifest.nodes.values():
+        if str(node.resource_type) == "model":
+            names[f"ref('{node.name}')"] = _relation_name(node)
+    compiled: dict[str, CompiledModel] = {}
+    for result in getattr(invocation.result, "results", None) or ():
+        node = result.node
+        if str(node.resource_type) != "model" or node.compiled_code is None:
+            continue
+        own = getattr(node, "_pre_injected_sql", None) or node.compiled_code
+        compiled[node.name] = CompiledModel(own, node.compiled_code, names)
+    return compiled
+
+
+def _relation_name(node: Any) -> str:
+    """What ``ref()`` / ``source()`` renders for `node`: its relation, or an ephemeral model's CTE name."""
+    if getattr(node, "relation_name", None):
+        return str(node.relation_name)
+    return f"__dbt__cte__{node.name}"

@@ -28,8 +28,8 @@ every thread it starts later, and cannot be lifted; `ready` reports which held):
 Then one warm-up run of a built-in project (so the first evaluation does not pay dbt's adapter start, and a
 layer that stops dbt fails the start, loudly; a fork's template ran it once already, and the fork's dbt takes
 up the parse the template saved), and `ready`. Each request after that: `validate` renders and checks a
-project (`validate.validate_project`: the Jinja render has no deadline hook for a loop over a long literal, so it runs here,
-under the parent's SIGKILL) and answers its run form or the one-line rejection; `run` runs a run form on a
+project (`validate.validate_project`: the Jinja render counts its own work, `jinja_sandbox`, and runs here all the
+same, under the memory bound and the parent's SIGKILL) and answers its run form or the one-line rejection; `run` runs a run form on a
 fresh in-memory DuckDB of the split's tables (`runner.DbtSession`) and answers each target's rows (plain data,
 by column), the data tests' outcomes and one line per failed model. The worker never sees expected rows. At
 the deadline it interrupts DuckDB (repeatedly: dbt goes on to the next model), the cheap path that keeps it
@@ -320,10 +320,12 @@ def preload() -> None:
 
     trim_dbt(os.getcwd())
     import coco_sql.languages.dbt.plugin  # noqa: F401
+    from coco_sql.languages.dbt.validate import close_parser
 
     with DbtSession(memory_limit="256MB", static_parser=False, token=WORKER_TOKEN) as session:
         warm_up(session)
         _TEMPLATE_PARSE[PARTIAL_PARSE] = (session.workdir / "target" / PARTIAL_PARSE).read_bytes()
+    close_parser()  # the validator's DuckDB parser holds threads, and a template forks only single-threaded
 
 
 def serve(channel: Channel) -> None:

@@ -103,6 +103,20 @@ class PythonSpec:
     modules: tuple[str, ...] = ALLOWED_MODULES
 
 
+MAX_DEPTH = 200  # levels of the syntax tree: compiling and checking it recurse once per level
+_TOO_DEEP = f"the program nests expressions more than {MAX_DEPTH} levels deep; simplify it"
+
+
+def _check_depth(tree: ast.AST) -> None:
+    """Refuse a tree deeper than `MAX_DEPTH`, walked without recursion."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise CandidateRejected(_TOO_DEEP)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
 def validate_program(code: str, spec: PythonSpec) -> ast.Module:
     """The parsed module, or CandidateRejected with a one-line reason naming the construct."""
     if len(code) > MAX_SOURCE_CHARS:
@@ -113,6 +127,12 @@ def validate_program(code: str, spec: PythonSpec) -> ast.Module:
         raise CandidateRejected(f"line {error.lineno}: the program does not parse: {error.msg}") from None
     except ValueError as error:  # e.g. a NUL byte
         raise CandidateRejected(f"the program does not parse: {error}") from None
+    except (
+        RecursionError,
+        MemoryError,
+    ):  # `- - - ... 1` or `a.b.c...` thousands deep: the parser's own stack
+        raise CandidateRejected(_TOO_DEEP) from None
+    _check_depth(tree)
     bound, imported = _module_bindings(tree, spec)
     for node in ast.walk(tree):
         _check_node(node, set(bound), imported)

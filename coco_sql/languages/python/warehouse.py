@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from coco_sql.bounded import json_value
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.python.language import Measure, finished, instance_rows
 from coco_sql.languages.sql.warehouse import WarehouseQueries
@@ -142,9 +143,9 @@ def _answer(text: object) -> tuple[Any, str | None]:
     if len(text) > MAX_ANSWER_CHARS:
         return None, f"the answer is larger than {MAX_ANSWER_CHARS} characters"
     try:
-        value = json.loads(text)
+        value = json_value(text)
     except ValueError:
-        return None, "the program's UDF answered text that is not JSON"
+        return None, "the program's UDF answered text that is not JSON (or nested too deeply)"
     if isinstance(value, dict) and set(value) == {"answer"}:
         return value["answer"], None
     if isinstance(value, dict) and set(value) == {"error"} and isinstance(value["error"], str):

@@ -20,7 +20,6 @@ read the split's relations only (and its own CTEs): on a warehouse other tables 
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +30,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import traverse_scope
 
+from coco_sql.bounded import json_value
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.sql.check.ai_binding import unbind_ai_calls
@@ -104,7 +104,7 @@ class WarehouseSqlRunner:
             return value.item()
         if self._list_output and isinstance(value, str):
             try:
-                return json.loads(value)
+                return json_value(value)
             except ValueError:
                 return value
         return value

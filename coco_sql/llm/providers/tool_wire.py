@@ -32,6 +32,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from coco_sql.bounded import json_value
 from coco_sql.llm.providers.base import Message, ToolCall, ToolSpec
 
 _ANTHROPIC_STOP = {
@@ -216,7 +217,7 @@ def prompted_tool_calls(text: str, id_prefix: str) -> tuple[str, tuple[ToolCall,
     body = text.strip()
     fenced = _FENCE.match(body)
     try:
-        reply = json.loads(fenced.group("body") if fenced else body)
+        reply = json_value(fenced.group("body") if fenced else body)
     except ValueError:
         raise ToolProtocolError(
             f"a tool-call reply must be one JSON object and nothing else, got {_snippet(text)}"
@@ -258,7 +259,7 @@ def _parse_object(raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, str):
         return None
     try:
-        value = json.loads(raw)
+        value = json_value(raw)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
