@@ -21,7 +21,6 @@ from coco_sql.cli_common import UsageError, ai_config, json_error, read_program
 from coco_sql.cli_help import (
     DESCRIPTION,
     EPILOG,
-    HelpFormatter,
     add_ai_options,
     add_db,
     add_json,

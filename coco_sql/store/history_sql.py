@@ -60,6 +60,7 @@ def _withheld_sql(column: str) -> str:
     )
     return f"CASE {arms} ELSE '{WITHHELD_ERROR}' END"
 
+
 # One program's scores: joined by the queries below as `v` (validation) and `t` (training).
 _SCORES = """
 LEFT JOIN program_scores AS v ON v.run_id = $run_id AND v.program_id = p.program_id AND v.split = 'val'
