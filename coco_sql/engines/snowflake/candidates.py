@@ -245,10 +245,12 @@ class WarehouseCandidates:
         from snowflake.snowpark.types import StringType
 
         if _local(self._session):
+            from coco_sql.engines.snowflake.kept_modules import keeping_imports
+
             namespace: dict[str, Any] = {"__name__": name}
             exec(compile(source, name, "exec"), namespace)  # the adapter only: the program runs in the UDF
             self._session.udf.register(
-                namespace[PYTHON_HANDLER], return_type=StringType(), input_types=[StringType()],
+                keeping_imports(namespace[PYTHON_HANDLER]), return_type=StringType(), input_types=[StringType()],
                 is_permanent=False, name=name, replace=True,
             )  # fmt: skip
             return
