@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from coco_sql.engines import EnginePlugin
-    from coco_sql.languages.base import KindPlugin
+    from coco_sql.languages.kind import KindPlugin
     from coco_sql.store import Warehouse
 
 KIND_GROUP = "coco_sql.languages"

@@ -34,7 +34,7 @@ def _imports(path: Path) -> set[str]:
 
 
 PLUGIN_PACKAGES = ("languages", "engines")
-PLUGIN_BASES = {"__init__", "base", "highlighting"}  # the protocols every layer may import
+PLUGIN_BASES = {"__init__", "base", "kind", "highlighting"}  # the protocols every layer may import
 # A kind's parts that other layers read as a library, each a node of its own below the kind: the SQL checker
 # (dbt and agent_spec check their SQL with it; tasks, the store's local-testing stand-in and PACE's SQL
 # mechanics in `primitives` read it) and the SQL macros (`primitives` splits a program's macros with them).
