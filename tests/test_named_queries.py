@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -26,6 +27,7 @@ from coco_sql.store.portable import (
     portability_problems,
     snowflake_query,
 )
+from coco_sql.store.reads_sql import QUERIES as READ_QUERIES
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
 from coco_sql.store.schema import schema_statements
 from coco_sql.store.table_schema import table_columns
@@ -56,6 +58,24 @@ def test_a_named_query_keeps_to_engine_neutral_sql_in_both_texts(kind: str, name
     sql = QUERIES[kind][name]
     assert portability_problems(sql, "duckdb", DOUBLES) == []
     snowflake = snowflake_query(sql, VARIANTS[1])
+    assert portability_problems(snowflake, "snowflake", DOUBLES) == [], snowflake
+    assert null_order_differences(sql, snowflake) == []
+
+
+@pytest.mark.parametrize("name", list(READ_QUERIES))
+def test_a_typed_read_keeps_to_engine_neutral_sql_in_both_texts(name: str) -> None:
+    """The store's typed reads (`store.reads_sql`) are written once, like the named queries, and checked alike."""
+    sql = READ_QUERIES[name]
+    assert portability_problems(sql, "duckdb", DOUBLES) == []
+    params = {
+        "run_id": 1,
+        "program_id": "1-5",
+        "split": "train",
+        "kind": "mutation",
+        "task": "t",
+        "name": "t",
+    }
+    snowflake = snowflake_query(sql, {k: v for k, v in params.items() if f"${k}" in sql})
     assert portability_problems(snowflake, "snowflake", DOUBLES) == [], snowflake
     assert null_order_differences(sql, snowflake) == []
 
@@ -155,6 +175,27 @@ def test_a_named_query_answers_what_pandas_computes_on_both_engines(
         assert _normal(got) == _normal(expected), (name, params)
         nonempty += bool(expected)
     assert nonempty, f"{name}: every variant answered no rows; the comparison proves nothing"
+
+
+def test_every_typed_read_gives_the_same_records_on_both_engines(
+    duckdb_store: tuple[DuckDBStore, dict[str, pd.DataFrame]],
+    snowpark_store: tuple[Any, dict[str, pd.DataFrame]],
+) -> None:
+    """Each read is one query for both engines (`store.reads`): the same records from the same rows, `cache_hits`
+    included (DuckDB's own read of program_scores once left it out)."""
+    duck, snow = duckdb_store[0], snowpark_store[0]
+    reads = {
+        "get_run": (1,), "latest_run_id": (), "last_iteration": (1,), "programs": (1,), "program": ("1-5",),
+        "program_scores": (1, "val"), "row_scores": (1, "train"), "archive_entries": (1,), "ledger": (1,),
+        "events": (1, "mutation"), "primitives": (1,), "primitive_trials": (1,), "deploy_usage": (1,),
+    }  # fmt: skip
+    for read, args in reads.items():
+        here, there = getattr(duck, read)(*args), getattr(snow, read)(*args)
+        if read == "get_run":  # the stores' own clocks wrote these
+            here, there = (replace(r, created_at=None, finished_at=None) for r in (here, there))
+        assert here == there and (here or read == "primitives"), read
+    assert any(score.cache_hits for score in duck.program_scores(1, "val").values())
+    assert duck.row_scores(1, "train", "1-5") == snow.row_scores(1, "train", "1-5") != {}
 
 
 def _normal(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
