@@ -97,11 +97,8 @@ def engine(name: str) -> EnginePlugin:
 
 
 def open_store(path: str | Path, *, read_only: bool = False) -> Warehouse:
-    """The store of the database file `path`: `FILE_ENGINE`'s store class (its `store`), imported now."""
-    plugin = engine(FILE_ENGINE)
-    if not plugin.store:
-        raise ConfigError(f"engine {FILE_ENGINE!r} names no store class to open {path} with")
-    return _load(plugin.store, ENGINE_GROUP, FILE_ENGINE)(path, read_only=read_only)
+    """The store of the database file `path`: `FILE_ENGINE`'s (`EnginePlugin.open_store`), imported now."""
+    return engine(FILE_ENGINE).open_store(path, read_only=read_only)
 
 
 __all__ = [

@@ -71,7 +71,7 @@ class DuckDBStore(StoreReads, DuckDBWrites):
     # -- lifecycle -------------------------------------------------------------------------------------------
     def _create_schema(self) -> None:
         with self._lock:
-            for statement in schema_statements("duckdb"):
+            for statement in schema_statements():
                 self._con.execute(statement)
 
     def _missing_views(self) -> None:

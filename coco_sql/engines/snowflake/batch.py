@@ -214,7 +214,7 @@ def stage_schema() -> Any:
     return StructType([StructField("tbl", StringType(), nullable=False), StructField("data", StringType())])
 
 
-#: What `SnowparkStore.recover` must repair in a run (DuckDB dialect, run through `portable.snowflake_query`):
+#: What `SnowparkStore.recover` must repair in a run (DuckDB dialect, run through `translate.snowflake_query`):
 #: per table, the rows to delete; for `runs`, 1 when the run_finished event is there but not the status.
 RECOVER_SQL = """
 WITH committed AS (SELECT COALESCE(MAX(iteration), -1) AS last FROM programs WHERE run_id = $run_id),

@@ -72,7 +72,7 @@ class LocalSql:
 def _views() -> dict[str, tuple[str, frozenset[str]]]:
     """coco-sql's views: name -> (DuckDB DDL, the tables and views it reads)."""
     views: dict[str, tuple[str, frozenset[str]]] = {}
-    for statement in schema_statements("duckdb"):
+    for statement in schema_statements():
         create = sqlglot.parse_one(statement, read="duckdb")
         if isinstance(create, exp.Create) and create.kind == "VIEW":
             views[create.this.name.lower()] = (statement, frozenset(_relations(create.expression)))

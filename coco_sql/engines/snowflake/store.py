@@ -34,10 +34,10 @@ import pandas as pd
 from coco_sql.engines.snowflake.batch import RECOVER_SQL, SqlWriter, default_writer, write_batch
 from coco_sql.engines.snowflake.local import default_executor
 from coco_sql.engines.snowflake.sql import SqlExecutor, snowpark_schema
+from coco_sql.engines.snowflake.translate import snowflake_query
 from coco_sql.errors import StoreError
 from coco_sql.store.base import QueryRows
 from coco_sql.store.inputs import checked_source
-from coco_sql.store.portable import snowflake_query
 from coco_sql.store.reads import StoreReads
 from coco_sql.store.records import (
     IterationBatch,
