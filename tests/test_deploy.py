@@ -89,7 +89,8 @@ def test_every_type_and_function_of_the_ddl_has_a_checked_snowflake_translation(
     )
     assert unchecked_constructs(planted) == ["function LIST_COUNT", "function NOW", "type STRUCT"]
     with pytest.raises(
-        StoreError, match=r"schema statement v uses .*LIST_COUNT.* add it to coco_sql/engines/snowflake/ddl.py"
+        StoreError,
+        match=r"schema statement v uses .*LIST_COUNT.* add it to coco_sql/engines/snowflake/ddl.py",
     ):
         snowflake_statements([planted])
 
