@@ -17,11 +17,11 @@ point of the same name.
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.errors import ConfigError, TaskError
+from coco_sql.lazy import load_target
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,14 +56,10 @@ def _names(builtin: dict[str, str], group: str) -> tuple[str, ...]:
 
 
 def _load(target: str, group: str, name: str) -> Any:
-    module, _, attr = target.partition(":")
     try:
-        loaded: Any = importlib.import_module(module)
-        for part in attr.split(".") if attr else ():
-            loaded = getattr(loaded, part)
+        return load_target(target)
     except (ImportError, AttributeError) as error:
         raise ConfigError(f"plug-in {name!r} of {group} ({target}) does not load: {error}") from None
-    return loaded
 
 
 def kind_names() -> tuple[str, ...]:

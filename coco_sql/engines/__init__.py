@@ -23,12 +23,12 @@ stays in `store/`.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.errors import ConfigError
+from coco_sql.lazy import load_target
 
 if TYPE_CHECKING:
     from coco_sql.store.base import Warehouse
@@ -42,14 +42,10 @@ class Part:
 
     def load(self) -> Any:
         """The object the target names; a one-line ConfigError when it does not import."""
-        module, _, attr = self.target.partition(":")
         try:
-            loaded: Any = importlib.import_module(module)
-            for name in attr.split(".") if attr else ():
-                loaded = getattr(loaded, name)
+            return load_target(self.target)
         except (ImportError, AttributeError) as error:
             raise ConfigError(f"engine part {self.target} does not load: {error}") from None
-        return loaded
 
 
 @dataclass(frozen=True)
