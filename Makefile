@@ -58,8 +58,9 @@ chromium:
 	  echo "no chromium: the report's browser checks will skip"
 
 # The suite runs on every core (at most 4), one test file per worker (its module fixtures are built once), the
-# heaviest files first (tests/conftest.py: HEAVY_FIRST; --no-loadscope-reorder keeps that order); PYTEST_ARGS adds
-# flags (.ci/run: --durations=30).
+# heaviest files first (tests/conftest.py: HEAVY_FIRST; --no-loadscope-reorder keeps that order), the other files and
+# every file's tests in a random order (pytest-randomly; the seed is printed last, and PYTEST_ARGS=--randomly-seed=N
+# repeats an order, -p no:randomly runs them as written); PYTEST_ARGS adds flags (.ci/run: --durations=30).
 WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 test: $(STAMP) $(LLM) chromium lint  ## lint, then the whole test suite (what CI runs)

@@ -23,7 +23,8 @@ from typing import Any
 from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummary
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.languages.base import ExportRequest, Language, TaskRegistrar, language_for
+from coco_sql.languages import language_for
+from coco_sql.languages.base import ExportRequest, Language, TaskRegistrar
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator

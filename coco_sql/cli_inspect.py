@@ -4,6 +4,7 @@ so `coco-sql --help` loads none of it (issue 28)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING
@@ -12,7 +13,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.reflect.history import CLI_FLAGS, HistoryTools
 
 if TYPE_CHECKING:
-    from coco_sql.engines.duckdb.store import DuckDBStore
+    from coco_sql.store.base import Warehouse
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -132,9 +133,9 @@ HISTORY_ALIASES = {"primitives": "get_primitives"}  # `coco-sql history primitiv
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from coco_sql.engines.duckdb.store import DuckDBStore
+    from coco_sql.plugins import open_store
 
-    with DuckDBStore(args.db, read_only=True) as store:
+    with contextlib.closing(open_store(args.db, read_only=True)) as store:
         run_id = _run_id(store, args)
         options = {name: getattr(args, name) for name in CLI_FLAGS}
         result = HistoryTools(store, run_id).call(
@@ -145,7 +146,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_id(store: DuckDBStore, args: argparse.Namespace) -> int:
+def _run_id(store: Warehouse, args: argparse.Namespace) -> int:
     """--run, or the newest run in the store; StoreError when there is none or it does not exist."""
     from coco_sql import api
 

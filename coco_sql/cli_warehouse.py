@@ -7,6 +7,7 @@ the rest of the command: parse, call the library, print.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -150,8 +151,7 @@ def _check_deploy_parser(commands: argparse._SubParsersAction) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from coco_sql import api
-    from coco_sql.engines.duckdb.store import DuckDBStore
-    from coco_sql.plugins import kind
+    from coco_sql.plugins import kind, open_store
 
     champion = api.export(
         args.run, db=args.db, form=args.form, source=args.source, max_cost=args.max_cost, task=args.task,
@@ -176,7 +176,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             f"(validation score {champion.val_score:.4f})\n" + text
         )
     if args.out is not None:
-        with DuckDBStore(args.db, read_only=True) as store:
+        with contextlib.closing(open_store(args.db, read_only=True)) as store:
             main = f"coco_{store.get_run(champion.run_id).task}_champion.sql"  # the name the export creates
         written = {f"models/{main}" if args.form == "dbt" else main: text, **champion.files}
         for name, content in written.items():

@@ -1,5 +1,5 @@
 """Lazy package exports (PEP 562): a package names what it exports and where each lives, and a name's module is
-imported on first use. `import coco_sql.engine.spend` then does not load the loop, the mutators and scipy, which
+imported on first use; and `load_target`, the object a plug-in names as "module:attr", imported when asked for. `import coco_sql.engine.spend` then does not load the loop, the mutators and scipy, which
 keeps `coco-sql --help` fast (issue 28: under 0.5 s of CPU)."""
 
 from __future__ import annotations
@@ -25,3 +25,13 @@ def lazy_exports(
         return sorted(where)
 
     return get, names
+
+
+def load_target(target: str) -> Any:
+    """The object "module:attr" names (attr may be dotted; none: the module), imported now. ImportError or
+    AttributeError when it is not there (callers say whose target it was, in one line)."""
+    module, _, attr = target.partition(":")
+    loaded: Any = importlib.import_module(module)
+    for name in attr.split(".") if attr else ():
+        loaded = getattr(loaded, name)
+    return loaded

@@ -17,17 +17,17 @@ point of the same name.
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.errors import ConfigError, TaskError
+from coco_sql.lazy import load_target
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from coco_sql.engines import EnginePlugin
-    from coco_sql.languages.base import KindPlugin
+    from coco_sql.languages.kind import KindPlugin
     from coco_sql.store import Warehouse
 
 KIND_GROUP = "coco_sql.languages"
@@ -56,14 +56,10 @@ def _names(builtin: dict[str, str], group: str) -> tuple[str, ...]:
 
 
 def _load(target: str, group: str, name: str) -> Any:
-    module, _, attr = target.partition(":")
     try:
-        loaded: Any = importlib.import_module(module)
-        for part in attr.split(".") if attr else ():
-            loaded = getattr(loaded, part)
+        return load_target(target)
     except (ImportError, AttributeError) as error:
         raise ConfigError(f"plug-in {name!r} of {group} ({target}) does not load: {error}") from None
-    return loaded
 
 
 def kind_names() -> tuple[str, ...]:
@@ -108,11 +104,8 @@ def engine(name: str) -> EnginePlugin:
 
 
 def open_store(path: str | Path, *, read_only: bool = False) -> Warehouse:
-    """The store of the database file `path`: `FILE_ENGINE`'s store class (its `store`), imported now."""
-    plugin = engine(FILE_ENGINE)
-    if not plugin.store:
-        raise ConfigError(f"engine {FILE_ENGINE!r} names no store class to open {path} with")
-    return _load(plugin.store, ENGINE_GROUP, FILE_ENGINE)(path, read_only=read_only)
+    """The store of the database file `path`: `FILE_ENGINE`'s (`EnginePlugin.open_store`), imported now."""
+    return engine(FILE_ENGINE).open_store(path, read_only=read_only)
 
 
 __all__ = [

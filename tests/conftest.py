@@ -68,8 +68,18 @@ HEAVY_FIRST = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """HEAVY_FIRST's files first; a stable sort, so the order pytest-randomly shuffled the files and tests into
+    (it runs before this hook) stays within the rest."""
     rank = {name: n for n, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The order's seed, last (also under -q, which hides pytest-randomly's header line): the same seed gives the
+    same order again; `-p no:randomly` runs the files and tests as written."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int) and getattr(config.option, "randomly_reorganize", False):
+        terminalreporter.write_line(f"test order: --randomly-seed={seed} (pytest-randomly)")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -31,11 +31,11 @@ from coco_sql.engines.snowflake.candidates import WarehouseCandidates
 from coco_sql.engines.snowflake.store import SnowparkStore
 from coco_sql.engines.snowflake.strict import strict_procedures
 from coco_sql.errors import EvaluationError
+from coco_sql.languages import language_for
 from coco_sql.languages.agent_spec.spec import Parameter, Tool, parse
 from coco_sql.languages.agent_spec.tools import ToolBox
 from coco_sql.languages.agent_spec.toolsql import CheckedQuery
 from coco_sql.languages.agent_spec.warehouse import WarehouseToolQueries
-from coco_sql.languages.base import language_for
 from coco_sql.llm.providers.base import ToolCall
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime

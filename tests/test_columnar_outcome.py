@@ -148,7 +148,7 @@ STORED = (
 
 def reference_database() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
-    for statement in schema_statements("duckdb"):
+    for statement in schema_statements():
         con.execute(statement)
     return con
 

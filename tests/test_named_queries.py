@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -18,16 +19,14 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from coco_sql.engines.duckdb import PLUGIN as DUCKDB
 from coco_sql.engines.duckdb.store import DuckDBStore
+from coco_sql.engines.snowflake import PLUGIN as SNOWFLAKE
+from coco_sql.engines.snowflake.translate import snowflake_query
 from coco_sql.store.history_sql import QUERIES as HISTORY_QUERIES
-from coco_sql.store.portable import (
-    double_columns,
-    null_order_differences,
-    portability_problems,
-    snowflake_query,
-)
+from coco_sql.store.portable import double_columns, null_order_differences, portability_problems
+from coco_sql.store.reads_sql import QUERIES as READ_QUERIES
 from coco_sql.store.report_sql import QUERIES as REPORT_QUERIES
-from coco_sql.store.schema import schema_statements
 from coco_sql.store.table_schema import table_columns
 from tests.named_query_data import all_batches
 from tests.named_query_references import REFERENCES
@@ -54,21 +53,39 @@ VARIANTS = [
 @pytest.mark.parametrize(("kind", "name"), NAMED, ids=[f"{k}.{n}" for k, n in NAMED])
 def test_a_named_query_keeps_to_engine_neutral_sql_in_both_texts(kind: str, name: str) -> None:
     sql = QUERIES[kind][name]
-    assert portability_problems(sql, "duckdb", DOUBLES) == []
+    assert portability_problems(sql, DUCKDB.sql, DOUBLES) == []
     snowflake = snowflake_query(sql, VARIANTS[1])
-    assert portability_problems(snowflake, "snowflake", DOUBLES) == [], snowflake
+    assert portability_problems(snowflake, SNOWFLAKE.sql, DOUBLES) == [], snowflake
+    assert null_order_differences(sql, snowflake) == []
+
+
+@pytest.mark.parametrize("name", list(READ_QUERIES))
+def test_a_typed_read_keeps_to_engine_neutral_sql_in_both_texts(name: str) -> None:
+    """The store's typed reads (`store.reads_sql`) are written once, like the named queries, and checked alike."""
+    sql = READ_QUERIES[name]
+    assert portability_problems(sql, DUCKDB.sql, DOUBLES) == []
+    params = {
+        "run_id": 1,
+        "program_id": "1-5",
+        "split": "train",
+        "kind": "mutation",
+        "task": "t",
+        "name": "t",
+    }
+    snowflake = snowflake_query(sql, {k: v for k, v in params.items() if f"${k}" in sql})
+    assert portability_problems(snowflake, SNOWFLAKE.sql, DOUBLES) == [], snowflake
     assert null_order_differences(sql, snowflake) == []
 
 
 def test_the_views_keep_to_engine_neutral_sql_as_deployed() -> None:
-    for dialect in ("duckdb", "snowflake"):
-        parsed = [sqlglot.parse_one(s, read=dialect) for s in schema_statements(dialect)]
+    for engine in (DUCKDB, SNOWFLAKE):
+        parsed = [sqlglot.parse_one(s, read=engine.dialect) for s in engine.schema_statements()]
         views = [v for v in parsed if isinstance(v, exp.Create) and v.kind == "VIEW"]
         assert len(views) == 6
         for view in views:
-            query = view.expression.sql(dialect)
-            assert portability_problems(query, dialect, DOUBLES) == [], (dialect, query)
-    pairs = zip(schema_statements("duckdb"), schema_statements("snowflake"), strict=True)
+            query = view.expression.sql(engine.dialect)
+            assert portability_problems(query, engine.sql, DOUBLES) == [], (engine.name, query)
+    pairs = zip(DUCKDB.schema_statements(), SNOWFLAKE.schema_statements(), strict=True)
     assert all(null_order_differences(d, s) == [] for d, s in pairs)
 
 
@@ -87,7 +104,7 @@ OLD_MISTAKES = {  # what the queries held before issue 27, and what else the che
 @pytest.mark.parametrize("mistake", OLD_MISTAKES.values(), ids=OLD_MISTAKES.keys())
 def test_the_check_catches_constructs_that_differ(mistake: tuple[str, str, str]) -> None:
     sql, dialect, reason = mistake
-    problems = portability_problems(sql, dialect, DOUBLES)
+    problems = portability_problems(sql, {"duckdb": DUCKDB, "snowflake": SNOWFLAKE}[dialect].sql, DOUBLES)
     assert problems and any(reason in p for p in problems), problems
 
 
@@ -105,7 +122,7 @@ def test_the_old_diverse_programs_query_is_caught_in_its_snowflake_text() -> Non
     old = "SELECT cell, ARG_MAX(program_id, {'score': COALESCE(score, -1.0), 'early': -iteration}) FROM o GROUP BY cell"
     snowflake = snowflake_query(old)
     assert "OBJECT_CONSTRUCT" in snowflake
-    assert any("MAX_BY" in p for p in portability_problems(snowflake, "snowflake", DOUBLES))
+    assert any("MAX_BY" in p for p in portability_problems(snowflake, SNOWFLAKE.sql, DOUBLES))
 
 
 def test_snowflake_text_drops_the_materialized_hint_and_binds_literals() -> None:
@@ -155,6 +172,27 @@ def test_a_named_query_answers_what_pandas_computes_on_both_engines(
         assert _normal(got) == _normal(expected), (name, params)
         nonempty += bool(expected)
     assert nonempty, f"{name}: every variant answered no rows; the comparison proves nothing"
+
+
+def test_every_typed_read_gives_the_same_records_on_both_engines(
+    duckdb_store: tuple[DuckDBStore, dict[str, pd.DataFrame]],
+    snowpark_store: tuple[Any, dict[str, pd.DataFrame]],
+) -> None:
+    """Each read is one query for both engines (`store.reads`): the same records from the same rows, `cache_hits`
+    included (DuckDB's own read of program_scores once left it out)."""
+    duck, snow = duckdb_store[0], snowpark_store[0]
+    reads = {
+        "get_run": (1,), "latest_run_id": (), "last_iteration": (1,), "programs": (1,), "program": ("1-5",),
+        "program_scores": (1, "val"), "row_scores": (1, "train"), "archive_entries": (1,), "ledger": (1,),
+        "events": (1, "mutation"), "primitives": (1,), "primitive_trials": (1,), "deploy_usage": (1,),
+    }  # fmt: skip
+    for read, args in reads.items():
+        here, there = getattr(duck, read)(*args), getattr(snow, read)(*args)
+        if read == "get_run":  # the stores' own clocks wrote these
+            here, there = (replace(r, created_at=None, finished_at=None) for r in (here, there))
+        assert here == there and (here or read == "primitives"), read
+    assert any(score.cache_hits for score in duck.program_scores(1, "val").values())
+    assert duck.row_scores(1, "train", "1-5") == snow.row_scores(1, "train", "1-5") != {}
 
 
 def _normal(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,7 +19,9 @@ snowpark = pytest.importorskip(
 import numpy as np  # noqa: E402
 from snowflake.snowpark import Session  # noqa: E402
 
+from coco_sql.engines.duckdb import PLUGIN as DUCKDB  # noqa: E402
 from coco_sql.engines.duckdb.store import DuckDBStore  # noqa: E402
+from coco_sql.engines.snowflake import PLUGIN as SNOWFLAKE  # noqa: E402
 from coco_sql.engines.snowflake.batch import (  # noqa: E402
     LITERAL_BYTES,
     RECOVER_SQL,
@@ -32,9 +34,10 @@ from coco_sql.engines.snowflake.local import LocalSql  # noqa: E402
 from coco_sql.engines.snowflake.local_writes import LocalWrites  # noqa: E402
 from coco_sql.engines.snowflake.sql import create_tables  # noqa: E402
 from coco_sql.engines.snowflake.store import SnowparkStore, default_writer  # noqa: E402
+from coco_sql.engines.snowflake.translate import snowflake_query  # noqa: E402
 from coco_sql.llm.cache import CachedEmbedding, CachedResponse  # noqa: E402
 from coco_sql.store import Event, IterationBatch  # noqa: E402
-from coco_sql.store.portable import double_columns, portability_problems, snowflake_query  # noqa: E402
+from coco_sql.store.portable import double_columns, portability_problems  # noqa: E402
 from tests.named_query_data import batches  # noqa: E402
 
 
@@ -155,9 +158,9 @@ def test_the_insert_and_the_recovery_query_parse_as_snowflake_and_keep_to_portab
     staged = {table for table, _ in staged_rows(_tricky_batch(), datetime(2026, 1, 2, 3, 4, 5, 678901))}
     statement = sqlglot.parse_one(insert_all("STAGE", sorted(staged)), read="snowflake")
     assert isinstance(statement, exp.MultitableInserts) and len(statement.expressions) == len(staged)
-    assert portability_problems(RECOVER_SQL, "duckdb", double_columns()) == []
+    assert portability_problems(RECOVER_SQL, DUCKDB.sql, double_columns()) == []
     snowflake = snowflake_query(RECOVER_SQL, {"run_id": 1})
-    assert portability_problems(snowflake, "snowflake", double_columns()) == []
+    assert portability_problems(snowflake, SNOWFLAKE.sql, double_columns()) == []
 
 
 def test_the_counter_follows_what_snowpark_sends_an_account() -> None:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.base import KindPlugin, Program, RunResult
+from coco_sql.languages.base import Program, RunResult
+from coco_sql.languages.kind import KindPlugin
 from coco_sql.mutate.base import MutationRequest, Proposal
 
 _PROGRAM = re.compile(r"\s*threshold\s+([A-Za-z_]\w*)\s+(-?\d+)\s*")

@@ -30,9 +30,11 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from coco_sql.plugins import engine
+if TYPE_CHECKING:
+    from coco_sql.engines import AiBinding
+
 
 ParamKind = Literal["required", "optional", "variadic"]
 
@@ -363,10 +365,11 @@ def local_only_names(function: str) -> Mapping[str, str]:
     return {alias: p.name for p in entry.params for alias in p.local}
 
 
-def check_named_argument(function: str, name: str, dialect: str) -> str | None:
-    """Why `function(name => ...)` is refused in `dialect` ('snowflake' or 'duckdb'), as one line, or None.
+def check_named_argument(function: str, name: str, ai: AiBinding) -> str | None:
+    """Why `function(name => ...)` is refused by an engine whose AI functions are called as `ai` says, as one
+    line, or None.
 
-    Documented names are accepted in both dialects; local names only in DuckDB dialect. The message names the
+    Documented names are accepted by every engine; local names only where `ai.cortex_names_only` is false (DuckDB). The message names the
     documented alternative, so the search (and a user) can fix the call."""
     entry = BY_NAME.get(function.upper())
     if entry is None:
@@ -376,7 +379,7 @@ def check_named_argument(function: str, name: str, dialect: str) -> str | None:
     if key in documented:
         return None
     local = {alias.lower(): documented for alias, documented in local_only_names(function).items()}
-    if key in local and not engine(dialect).cortex_names_only:
+    if key in local and not ai.cortex_names_only:
         return None
     if key in local:
         return (

@@ -1,35 +1,100 @@
 """Engines as plug-ins: where candidates run and the store lives (DuckDB locally, Snowflake through Snowpark).
 
-An engine is an `EnginePlugin`, found by name through `coco_sql.plugins` (built-ins, and entry points of group
-`coco_sql.engines`). It names its dialect, what differs in it as small tables (sqlglot's way: a dialect
-overrides tables, not code paths), and its store class as a "module:attr" string, imported only when a store is
-opened (`plugins.open_store`). Each built-in engine is one package: `duckdb/` (the store and its writes, the
-procedures installed in a DuckDB connection and their AI functions) and `snowflake/` (the Snowpark store, its SQL,
-batch writes, the warehouse as the candidates' engine, local testing's emulation, and `procs/`: the Snowpark
-handlers, the deploy script and zip, the local-testing deploy and the mirror into DuckDB). What both stores do
-the same way stays in `store/`.
+An engine is an `EnginePlugin`, an object made of parts, found by name through `coco_sql.plugins` (built-ins, and
+entry points of group `coco_sql.engines`) and resolved once by the caller that names it (`api` opens a store
+file with `plugins.open_store`; a task's engine is its `dialect`), then handed down as the object, never looked
+up again by a leaf module. Its parts:
+
+    sql        `SqlRules`: what differs in its SQL, as a small table (sqlglot's way: a dialect overrides
+               tables, not code paths)
+    ai         `AiBinding`: how its AI functions are called (the seam the Cortex catalogue, the meter and the
+               local AI functions move into: issue 41, a later step)
+    store      its `store.Warehouse` class, imported when a store is opened (`open_store`); the store supplies
+               the candidate engine when the engine runs candidates itself (`runs_candidates`)
+    ddl        the schema's statements in its dialect (`schema_statements`): sqlglot's translation of
+               `sql/`, or the engine's checked fixups
+    checks     its own checks of a program (Snowflake's, which still live in `languages/sql/check/`: the seam
+               they move into)
+
+A part that is code is a `Part`, a "module:attr" string imported on first use, so that naming an engine loads
+none of it. Each built-in engine is one package: `duckdb/` and `snowflake/`. What both stores do the same way
+stays in `store/`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from coco_sql.errors import ConfigError
+from coco_sql.lazy import load_target
+
+if TYPE_CHECKING:
+    from coco_sql.store.base import Warehouse
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a plug-in that is code: "module:attr", imported when `load` is first called."""
+
+    target: str
+
+    def load(self) -> Any:
+        """The object the target names; a one-line ConfigError when it does not import."""
+        try:
+            return load_target(self.target)
+        except (ImportError, AttributeError) as error:
+            raise ConfigError(f"engine part {self.target} does not load: {error}") from None
+
+
+@dataclass(frozen=True)
+class SqlRules:
+    """What differs in an engine's SQL, as a table of small rules."""
+
+    dialect: str  # sqlglot's name of it
+    translated: bool = False  # its programs are transpiled to DuckDB to run in the sandbox (FLATTEN, names)
+    materialized_ctes: bool = True  # its parser takes `WITH x AS MATERIALIZED (...)`
+
+
+@dataclass(frozen=True)
+class AiBinding:
+    """How an engine's AI functions are called."""
+
+    cortex_names_only: bool = False  # its AI functions take only Cortex's argument names (no local-only ones)
 
 
 @dataclass(frozen=True)
 class EnginePlugin:
-    """One engine: `name` (task.toml `dialect`) and the SQL dialect its programs and queries are written in."""
+    """One engine: `name` (task.toml `dialect`) and its parts (module docstring)."""
 
     name: str
-    dialect: str
-    warehouse: bool  # runs candidates and AI functions itself (Snowflake), not in coco-sql's sandboxes
-    # what differs in its SQL, as small tables (sqlglot's way: a dialect overrides tables, not code paths)
-    translated: bool = False  # its programs are transpiled to DuckDB to run in the sandbox (FLATTEN, names)
-    cortex_names_only: bool = False  # its AI functions take only Cortex's argument names (no local-only ones)
-    materialized_ctes: bool = True  # its parser takes `WITH x AS MATERIALIZED (...)`
-    schema_fixups: bool = False  # the schema's DDL needs the checked fixups of `store.schema`
-    store: str = (
-        ""  # "module:attr" of its `store.Warehouse` class, imported on first use (`plugins.open_store`)
-    )
+    sql: SqlRules
+    ai: AiBinding = field(default_factory=AiBinding)
+    store: Part | None = None  # its `store.Warehouse` class
+    runs_candidates: bool = False  # its store runs candidates and AI functions itself (a warehouse)
+    ddl: Part | None = None  # a function: the schema's DuckDB expressions -> its statements; None: sqlglot's
+    checks: Part | None = None  # its own checks of a program (a later step moves Snowflake's here)
+
+    @property
+    def dialect(self) -> str:
+        """The SQL dialect its programs and queries are written in."""
+        return self.sql.dialect
+
+    def open_store(self, path: str | Path, *, read_only: bool = False) -> Warehouse:
+        """Its store of the database file `path`; ConfigError when the engine has no file store."""
+        if self.store is None:
+            raise ConfigError(f"engine {self.name!r} names no store class to open {path} with")
+        return self.store.load()(path, read_only=read_only)
+
+    def schema_statements(self) -> list[str]:
+        """The schema's DDL (`sql/`) as this engine runs it."""
+        from coco_sql.store.schema import schema_expressions
+
+        expressions = schema_expressions()
+        if self.ddl is not None:
+            return list(self.ddl.load()(expressions))
+        return [expression.sql(dialect=self.dialect) for expression in expressions]
 
 
-__all__ = ["EnginePlugin"]
+__all__ = ["AiBinding", "EnginePlugin", "Part", "SqlRules"]

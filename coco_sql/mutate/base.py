@@ -8,19 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from coco_sql.core.proposal import Proposal
 from coco_sql.reflect.context import ContextBundle, ProgramView
-from coco_sql.reflect.environment import DraftEnvironment
 
 if TYPE_CHECKING:
     from coco_sql.llm.runtime import AiRuntime
-    from coco_sql.llm.usage import Usage
     from coco_sql.primitives.context import PrimitiveContext
+    from coco_sql.reflect.environment import DraftEnvironment
     from coco_sql.reflect.history import HistoryTools
-    from coco_sql.store.records import AgentTurn
+
+__all__ = [
+    "CallsModels",
+    "DeclaresModels",
+    "MutationRequest",
+    "Mutator",
+    "OperatorBrief",
+    "Proposal",
+    "calls_models",
+    "declared_models",
+]
 
 
 @dataclass(frozen=True)
@@ -49,25 +59,6 @@ class OperatorBrief:
 
     text: str
     check: Callable[[str], str | None]
-
-
-@dataclass(frozen=True)
-class Proposal:
-    code: str
-    approach: str  # what the mutator did, in one sentence (stored on the program and in the ledger)
-    strategy: str = "hillclimb"
-    donor_id: str | None = None
-    notes: dict[str, Any] = field(default_factory=dict)  # recorded in the 'mutation' event
-    discarded: str | None = None  # why the mutator produced no child: recorded as an invalid child, not run
-    # The mutator has nothing left to try for this parent (every edit it can make was tried): why. No child is
-    # made and `code` is ignored; the loop never draws this parent again and spends the iteration on another
-    # (`engine.stages.select`), or ends the run when no parent is left.
-    exhausted: str | None = None
-    # The mutator's own model spending for this proposal: one line per (agent role, model), e.g. ('agent',
-    # 'openai/gpt-4o-mini'). The loop stores it in ai_usage / ai_calls with split 'mutator'.
-    usage: Usage | None = None
-    transcript: tuple[AgentTurn, ...] = ()  # the conversation that produced it (table agent_turns)
-    paradigm: str | None = None  # the strategy the reflector put in force for it (ledger.paradigm)
 
 
 class Mutator(Protocol):

@@ -26,7 +26,7 @@ from coco_sql.plugins import kind
 from coco_sql.primitives.library import Primitive
 
 if TYPE_CHECKING:
-    from coco_sql.languages.base import PrimitiveAdapter
+    from coco_sql.languages.kind import PrimitiveAdapter
 
 
 def parse_python(code: str) -> ast.Module:

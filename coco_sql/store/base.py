@@ -1,12 +1,17 @@
-"""The warehouse interface. The loop, the CLI and the reflection tools talk to this protocol only.
+"""The warehouse interface, as four small roles: a run's writes (`RunWriter`), its typed reads (`RunReader`), the
+named queries (`NamedQueries`) and the registered tasks (`TaskRegistry`). The loop, the CLI, the procedures and
+the reflection tools talk to these protocols only; `Warehouse` is all four, with the store's candidate engine.
 
-Implementations hold every piece of raw SQL (``engines.duckdb.store.DuckDBStore``, ``engines.snowflake.store.
-SnowparkStore``). Engine differences stay inside them, so the loop never branches on the engine.
+Every read is written once (`store.reads`, over the named DuckDB queries of `reads_sql`, `history_sql` and
+`report_sql`); an engine's store (`engines.duckdb.store.DuckDBStore`, `engines.snowflake.store.SnowparkStore`)
+supplies only `execute` (one of those queries, run as written or translated), the writes (an iteration's batch,
+a run's few updates, a registered task's rows), `recover`, the user's own `read_source` and its candidate engine.
+Engine differences stay inside them, so the loop never branches on the engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -72,7 +77,10 @@ class CandidateEngine(Protocol):
     def drop_staged(self, name: str) -> None: ...
 
 
-class Warehouse(Protocol):
+class RunWriter(Protocol):
+    """A run's writes: its id and row, each iteration's batch, the repair before a resume, a run's few updates and
+    its progress row. The only role that changes a run's tables."""
+
     write_behind: bool
     """True when `write_iteration` may run in a second thread while the loop goes on (DuckDB)."""
 
@@ -85,12 +93,14 @@ class Warehouse(Protocol):
         seed's batch (`IterationBatch.new_run`), so a run whose seed fails leaves no row."""
         ...
 
-    def get_run(self, run_id: int) -> RunRecord:
-        """Raise StoreError naming the id when absent."""
+    def write_iteration(self, batch: IterationBatch) -> None:
+        """Commit one iteration's rows as a single transaction (all or nothing), a new run's row (`new_run`, with
+        its seed's batch) first."""
         ...
 
-    def latest_run_id(self, task: str | None = None) -> int | None:
-        """The newest run (of `task`, if given), or None."""
+    def recover(self, run_id: int) -> None:
+        """Delete what an interrupted `write_iteration` of the run left. A no-op where `write_iteration` is one
+        transaction (DuckDB); needed where it is not (Snowflake). Called before a run resumes."""
         ...
 
     def set_budget(self, run_id: int, budget: int) -> None:
@@ -101,13 +111,21 @@ class Warehouse(Protocol):
         """Replace a run's stored configuration (`runs.config`; resume with a new `max_spend` or prices)."""
         ...
 
-    def write_iteration(self, batch: IterationBatch) -> None:
-        """Commit one iteration's rows as a single transaction (all or nothing), a new run's row (`new_run`, with
-        its seed's batch) first."""
+    def set_progress(self, row: Mapping[str, Any]) -> None:
+        """Replace run `row['run_id']`'s row of `coco_progress` (the columns of `sql/schema.sql`), committed at
+        once: another connection polls it while the run goes on (`procedures.progress`)."""
         ...
 
-    def ai_cache_entries(self) -> tuple[list[CachedResponse], list[CachedEmbedding]]:
-        """Every cached AI response and embedding in the store (shared by all its runs)."""
+
+class RunReader(Protocol):
+    """A run as the loop rebuilds it on resume and the read models show it: typed records, by iteration."""
+
+    def get_run(self, run_id: int) -> RunRecord:
+        """Raise StoreError naming the id when absent."""
+        ...
+
+    def latest_run_id(self, task: str | None = None) -> int | None:
+        """The newest run (of `task`, if given), or None."""
         ...
 
     def last_iteration(self, run_id: int) -> int:
@@ -118,14 +136,12 @@ class Warehouse(Protocol):
         """All programs of a run, by iteration."""
         ...
 
-    def program(self, program_id: str) -> ProgramRecord: ...
+    def program(self, program_id: str) -> ProgramRecord:
+        """Raise StoreError naming the id when absent."""
+        ...
 
     def program_scores(self, run_id: int, split: str) -> dict[str, ProgramScore]:
         """program_id -> aggregate score on `split`."""
-        ...
-
-    def archive_entries(self, run_id: int) -> list[ArchiveEntry]:
-        """Every archive landing of a run, in landing order."""
         ...
 
     def row_scores(
@@ -135,9 +151,8 @@ class Warehouse(Protocol):
         `program_id`'s when given."""
         ...
 
-    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
-        """program_id -> what its validation evaluation used (`DeployUsage`), for every program of the run with a
-        validation score; a program without AI calls has calls 0 and no models."""
+    def archive_entries(self, run_id: int) -> list[ArchiveEntry]:
+        """Every archive landing of a run, in landing order."""
         ...
 
     def ledger(self, run_id: int) -> list[LedgerEntry]:
@@ -156,9 +171,11 @@ class Warehouse(Protocol):
         """The run's primitive operator trials, by iteration (loaded on resume to rebuild the posteriors)."""
         ...
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
-        """Run a trusted, read-only query of coco-sql's own (status, history tools). Never candidate SQL."""
-        ...
+
+class NamedQueries(Protocol):
+    """The named, parameterised queries (history tools, read models) and the reads that are not one run's state.
+    There is no raw SQL here: a read is a named query (a store's own `query` method, for tests and scripts, is not
+    part of the protocol)."""
 
     def history(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Run the named history query of `coco_sql.store.history_sql.QUERIES` with named parameters.
@@ -168,6 +185,24 @@ class Warehouse(Protocol):
         ISO-format timestamps). Raises StoreError for an unknown query name or a missing parameter.
         """
         ...
+
+    def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run the named report query of `coco_sql.store.report_sql.QUERIES` (as `history`, for the read models
+        of `coco_sql.report`)."""
+        ...
+
+    def deploy_usage(self, run_id: int) -> dict[str, DeployUsage]:
+        """program_id -> what its validation evaluation used (`DeployUsage`), for every program of the run with a
+        validation score; a program without AI calls has calls 0 and no models."""
+        ...
+
+    def ai_cache_entries(self) -> tuple[list[CachedResponse], list[CachedEmbedding]]:
+        """Every cached AI response and embedding in the store (shared by all its runs)."""
+        ...
+
+
+class TaskRegistry(Protocol):
+    """Tasks registered from the user's own tables (`coco_task`): reading the source, storing its rows."""
 
     def read_source(self, source: str) -> tuple[pd.DataFrame, dict[str, str]]:
         """The rows of a user's table or query (a task's source) and its columns' types; StoreError if it fails.
@@ -191,20 +226,9 @@ class Warehouse(Protocol):
         """What `coco_task` stored in this store under `name`, or None."""
         ...
 
-    def set_progress(self, row: Mapping[str, Any]) -> None:
-        """Replace run `row['run_id']`'s row of `coco_progress` (the columns of `sql/schema.sql`), committed at
-        once: another connection polls it while the run goes on (`procedures.progress`)."""
-        ...
 
-    def report(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """Run the named report query of `coco_sql.store.report_sql.QUERIES` (as `history`, for the read models
-        of `coco_sql.report`)."""
-        ...
-
-    def recover(self, run_id: int) -> None:
-        """Delete what an interrupted `write_iteration` of the run left. A no-op where `write_iteration` is one
-        transaction (DuckDB); needed where it is not (Snowflake). Called before a run resumes."""
-        ...
+class Warehouse(RunWriter, RunReader, NamedQueries, TaskRegistry, Protocol):
+    """A whole store: the four roles, the candidate engine it supplies, and its end."""
 
     def candidate_engine(self) -> CandidateEngine | None:
         """The warehouse itself when it runs candidate SQL (Snowflake: Cortex is its AI), else None (candidates
@@ -212,3 +236,6 @@ class Warehouse(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+ROLES: tuple[type, ...] = (RunWriter, RunReader, NamedQueries, TaskRegistry)

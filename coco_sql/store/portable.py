@@ -1,7 +1,7 @@
 """Engine-neutral SQL: what the store's named queries (`history_sql`, `report_sql`) and views (`sql/views.sql`) may
 use, checked on the text each engine runs.
 
-The queries are written once, in DuckDB; Snowflake gets sqlglot's translation (`snowflake_query`). sqlglot
+The queries are written once, in DuckDB; Snowflake gets sqlglot's translation (`engines.snowflake.translate`). sqlglot
 translates syntax, not meaning, and the local tests run the Snowflake text back on DuckDB (`LocalSql`), so a
 construct that means something else in Snowflake passes every local test. So the queries keep to constructs that
 mean the same in both engines, and `portability_problems` checks a query's DuckDB text and its Snowflake text
@@ -21,7 +21,8 @@ against these rules (`tests/test_named_queries.py` runs it over every named quer
     ORDER BY    a descending key sorts NULLs last in DuckDB and first in Snowflake: each key of the Snowflake
                 text must sort them where the DuckDB text does (`null_order_differences`; sqlglot writes NULLS
                 LAST where it translates a DuckDB default)
-    MATERIALIZED  a CTE hint DuckDB takes and Snowflake's parser refuses: SNOWFLAKE_REWRITES drops it
+    MATERIALIZED  a CTE hint DuckDB takes and Snowflake's parser refuses (`SqlRules.materialized_ctes`): the
+                  Snowflake translation drops it
 
 A list a query returns travels as text (`STRING_AGG` / `LISTAGG`, comma-separated) and is decoded by the store
 (`named.decode_lists`), so both engines return the same Python list.
@@ -29,15 +30,15 @@ A list a query returns travels as text (`STRING_AGG` / `LISTAGG`, comma-separate
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.plugins import engine
 from coco_sql.store.table_schema import table_columns
-from coco_sql.store.values import plain
+
+if TYPE_CHECKING:
+    from coco_sql.engines import SqlRules
 
 # Functions whose meaning was compared between DuckDB and Snowflake (sqlglot node types of either parse).
 CHECKED: dict[type[exp.Expression], str] = {
@@ -73,39 +74,14 @@ REFUSED: dict[type[exp.Expression], str] = {
 }
 _DOUBLE = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
 
-Rewrite = Callable[[exp.Expression], exp.Expression]
 
-
-def _drop_materialized(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, exp.CTE) and node.args.get("materialized") is not None:
-        node.set("materialized", None)
-    return node
-
-
-#: How the Snowflake text differs from sqlglot's translation: hints Snowflake does not take.
-SNOWFLAKE_REWRITES: tuple[Rewrite, ...] = (_drop_materialized,)
-
-
-def snowflake_query(sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> str:
-    """A DuckDB query of coco-sql's own in Snowflake SQL, with its `$name` (or `?`) parameters as literals: the
-    values become sqlglot literal nodes, so a string from a tool call is quoted, never spliced."""
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    positional = iter(params) if not isinstance(params, Mapping) else None
-
-    def bind(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Parameter | exp.Placeholder):
-            value = params[node.name] if isinstance(params, Mapping) and node.name else next(positional)  # type: ignore[arg-type]
-            return exp.convert(plain(value))
-        for rewrite in SNOWFLAKE_REWRITES:
-            node = rewrite(node)
-        return node
-
-    return tree.transform(bind).sql(dialect="snowflake")
-
-
-def portability_problems(sql: str, dialect: str, double_columns: frozenset[str] = frozenset()) -> list[str]:
-    """What in `sql` (one query or view, in `dialect`) breaks the rules of the module docstring; empty when
-    nothing does. `double_columns`: the columns that are DOUBLE in every table (`double_columns()`)."""
+def portability_problems(
+    sql: str, rules: SqlRules, double_columns: frozenset[str] = frozenset()
+) -> list[str]:
+    """What in `sql` (one query or view, in the dialect of the engine whose `rules` are given) breaks the rules of
+    the module docstring; empty when nothing does. `double_columns`: the columns that are DOUBLE in every table
+    (`double_columns()`)."""
+    dialect = rules.dialect
     tree = sqlglot.parse_one(sql, read=dialect)
     problems = []
     for node in tree.walk():
@@ -127,7 +103,7 @@ def portability_problems(sql: str, dialect: str, double_columns: frozenset[str] 
         elif (
             isinstance(node, exp.CTE)
             and node.args.get("materialized") is not None
-            and not engine(dialect).materialized_ctes
+            and not rules.materialized_ctes
         ):
             problems.append(f"CTE {node.alias} AS MATERIALIZED: Snowflake's parser refuses the hint")
     return problems

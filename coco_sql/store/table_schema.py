@@ -23,7 +23,7 @@ class Column:
 def table_columns() -> dict[str, tuple[Column, ...]]:
     """table -> its columns in DDL order, for every CREATE TABLE of the schema."""
     tables: dict[str, tuple[Column, ...]] = {}
-    for statement in schema_statements("duckdb"):
+    for statement in schema_statements():
         create = sqlglot.parse_one(statement, read="duckdb")
         if not (isinstance(create, exp.Create) and create.kind == "TABLE"):
             continue

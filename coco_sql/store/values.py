@@ -10,6 +10,24 @@ from typing import Any
 _PLAIN_TYPES = frozenset((bool, int, float, str))
 
 
+def python_value(value: Any) -> Any:
+    """A result value as DuckDB's Python API gives it, whichever engine produced it (a Snowflake result comes as
+    a pandas frame): a missing value (None, NaN, NaT, NA) -> None, numpy scalars -> Python numbers, a pandas
+    timestamp -> datetime, a whole Decimal -> int (another -> float). Text, JSON text and lists stay."""
+    if value is None or type(value) in _PLAIN_TYPES:
+        return None if isinstance(value, float) and math.isnan(value) else value
+    if type(value).__name__ in ("NaTType", "NAType"):  # pandas' missing timestamp and missing value
+        return None
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    to_datetime = getattr(value, "to_pydatetime", None)
+    if callable(to_datetime):  # pandas Timestamp
+        return to_datetime()
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:  # numpy scalar
+        return python_value(value.item())
+    return value
+
+
 def plain(value: Any) -> Any:
     """Decimal -> float, timestamps -> ISO text, numpy scalars and arrays -> Python numbers and lists, lists and
     structs recursively; a missing value (None, NaN, pandas' NaT) -> None. JSON columns stay text (callers

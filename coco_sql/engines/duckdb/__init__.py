@@ -2,8 +2,10 @@
 `procedures` (the procedures installed in a connection: `coco_sql.connect`) and `ai_functions` (the AI functions
 of such a connection)."""
 
-from coco_sql.engines import EnginePlugin
+from coco_sql.engines import EnginePlugin, Part, SqlRules
 
 PLUGIN = EnginePlugin(
-    name="duckdb", dialect="duckdb", warehouse=False, store="coco_sql.engines.duckdb.store:DuckDBStore"
+    name="duckdb",
+    sql=SqlRules(dialect="duckdb"),
+    store=Part("coco_sql.engines.duckdb.store:DuckDBStore"),
 )

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from coco_sql.engines.snowflake.sql import is_local
 from coco_sql.store.records import IterationBatch, to_json
 from coco_sql.store.rows import WRITE_ORDER, evaluation_chunks, table_rows
 from coco_sql.store.table_schema import Column, table_columns
@@ -40,7 +41,7 @@ from coco_sql.store.table_schema import Column, table_columns
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
 
-    from coco_sql.engines.snowflake.store import SqlExecutor
+    from coco_sql.engines.snowflake.sql import SqlExecutor
 
 CHUNK_ROWS = 200_000
 LITERAL_BYTES = 512 * 1024
@@ -71,9 +72,7 @@ class SessionWrites:
 
 def default_writer(session: Session, sql: SqlExecutor) -> SqlWriter:
     """`SessionWrites` on an account; `LocalWrites` in local testing, reading through `sql`."""
-    from snowflake.snowpark.mock._connection import MockServerConnection
-
-    if isinstance(getattr(session, "_conn", None), MockServerConnection):
+    if is_local(session):
         from coco_sql.engines.snowflake.local_writes import LocalWrites
 
         return LocalWrites(session, sql)
@@ -215,7 +214,7 @@ def stage_schema() -> Any:
     return StructType([StructField("tbl", StringType(), nullable=False), StructField("data", StringType())])
 
 
-#: What `SnowparkStore.recover` must repair in a run (DuckDB dialect, run through `portable.snowflake_query`):
+#: What `SnowparkStore.recover` must repair in a run (DuckDB dialect, run through `translate.snowflake_query`):
 #: per table, the rows to delete; for `runs`, 1 when the run_finished event is there but not the status.
 RECOVER_SQL = """
 WITH committed AS (SELECT COALESCE(MAX(iteration), -1) AS last FROM programs WHERE run_id = $run_id),

@@ -26,6 +26,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
+from coco_sql.engines.snowflake.sql import is_local
 from coco_sql.errors import EvaluationError, EvaluationTimeout
 from coco_sql.store.base import PYTHON_HANDLER, QueryRows
 
@@ -210,7 +211,7 @@ class WarehouseCandidates:
         name = f"COCO_PY_{uuid.uuid4().hex[:12].upper()}"
         self._create_python(name, source)
         try:
-            if not _local(self._session):
+            if not is_local(self._session):
                 found = self.query(f"SELECT ID, {name}(INSTANCE) AS RESULT FROM {staged}", deadline_s)
                 return [(str(row[0]), row[1]) for row in found.rows]
             from snowflake.snowpark.functions import call_udf, col
@@ -244,11 +245,13 @@ class WarehouseCandidates:
         allowed in a procedure); in local testing, the same source's handler registered through Snowpark."""
         from snowflake.snowpark.types import StringType
 
-        if _local(self._session):
+        if is_local(self._session):
+            from coco_sql.engines.snowflake.kept_modules import keeping_imports
+
             namespace: dict[str, Any] = {"__name__": name}
             exec(compile(source, name, "exec"), namespace)  # the adapter only: the program runs in the UDF
             self._session.udf.register(
-                namespace[PYTHON_HANDLER], return_type=StringType(), input_types=[StringType()],
+                keeping_imports(namespace[PYTHON_HANDLER]), return_type=StringType(), input_types=[StringType()],
                 is_permanent=False, name=name, replace=True,
             )  # fmt: skip
             return
@@ -260,13 +263,13 @@ class WarehouseCandidates:
         )
 
     def _drop_python(self, name: str) -> None:
-        if not _local(self._session):
+        if not is_local(self._session):
             self._queries(f"DROP FUNCTION IF EXISTS {name}(VARCHAR)", timeout_s=60.0)
 
 
 def default_queries(session: Session) -> CandidateSql:
     """`SessionQueries` on an account; `LocalQueries` in local testing, which has no SQL."""
-    return LocalQueries(session) if _local(session) else SessionQueries(session)
+    return LocalQueries(session) if is_local(session) else SessionQueries(session)
 
 
 def local_schema(columns: list[str], types: tuple[str, ...]) -> Any:
@@ -293,12 +296,6 @@ def local_schema(columns: list[str], types: tuple[str, ...]) -> Any:
                 datatype = t.LongType() if upper in _INTEGERS else t.VariantType()
         fields.append(t.StructField(column, datatype, nullable=True))
     return t.StructType(fields)
-
-
-def _local(session: Session) -> bool:
-    from snowflake.snowpark.mock._connection import MockServerConnection
-
-    return isinstance(getattr(session, "_conn", None), MockServerConnection)
 
 
 def _tables_read(tree: exp.Expression) -> set[str]:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
 
-    from coco_sql.engines.snowflake.store import SqlExecutor, SqlWriter
+    from coco_sql.engines.snowflake.batch import SqlWriter
+    from coco_sql.engines.snowflake.sql import SqlExecutor
 
 _BIND_STAGE = 3  # CREATE TEMPORARY TABLE, the bound INSERT, DROP TABLE
 

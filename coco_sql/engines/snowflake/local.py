@@ -1,6 +1,7 @@
 """`LocalSql`: the SnowparkStore's raw-SQL executor for Snowpark's local testing mode, which has no `session.sql`.
 
-It runs the store's Snowflake SQL on DuckDB: sqlglot transpiles the statement (Snowflake to DuckDB), the tables it
+`default_executor` picks it for a local-testing session (`SessionSql` otherwise). It runs the store's Snowflake
+SQL on DuckDB: sqlglot transpiles the statement (Snowflake to DuckDB), the tables it
 reads are copied out of the local session (`session.table(name).to_pandas()`), coco-sql's views are defined over
 them from `sql/views.sql`, and the query runs in a fresh in-memory DuckDB. Everything else the store does goes
 through the real Snowpark DataFrame API. Local development and the test suite use it; an account never does.
@@ -17,11 +18,16 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
-from coco_sql.engines.snowflake.sql import SqlResult
+from coco_sql.engines.snowflake.sql import SessionSql, SqlExecutor, SqlResult, is_local
 from coco_sql.store.schema import schema_statements
 
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
+
+
+def default_executor(session: Session) -> SqlExecutor:
+    """`SessionSql` on an account; `LocalSql` (DuckDB) in Snowpark's local testing mode, which has no SQL."""
+    return LocalSql(session) if is_local(session) else SessionSql(session)
 
 
 class LocalSql:
@@ -66,7 +72,7 @@ class LocalSql:
 def _views() -> dict[str, tuple[str, frozenset[str]]]:
     """coco-sql's views: name -> (DuckDB DDL, the tables and views it reads)."""
     views: dict[str, tuple[str, frozenset[str]]] = {}
-    for statement in schema_statements("duckdb"):
+    for statement in schema_statements():
         create = sqlglot.parse_one(statement, read="duckdb")
         if isinstance(create, exp.Create) and create.kind == "VIEW":
             views[create.this.name.lower()] = (statement, frozenset(_relations(create.expression)))

@@ -19,7 +19,7 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.engines.snowflake.store import SqlExecutor
+from coco_sql.engines.snowflake.sql import SqlExecutor
 
 if TYPE_CHECKING:
     from snowflake.snowpark import Session

@@ -43,16 +43,8 @@ class SessionSql:
         return SqlResult(data, types)
 
 
-def default_executor(session: Session) -> SqlExecutor:
-    """`SessionSql` on an account; `LocalSql` (DuckDB) in Snowpark's local testing mode, which has no SQL."""
-    if _local(session):
-        from coco_sql.engines.snowflake.local import LocalSql
-
-        return LocalSql(session)
-    return SessionSql(session)
-
-
-def _local(session: Session) -> bool:
+def is_local(session: Session) -> bool:
+    """Whether `session` is one of Snowpark's local testing mode (no SQL, no DDL: `local`)."""
     from snowflake.snowpark.mock._connection import MockServerConnection
 
     return isinstance(getattr(session, "_conn", None), MockServerConnection)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coco_sql.languages.base import Exported, ExportRequest, KindPlugin, Language, ProgramParts
+from coco_sql.languages.base import Exported, ExportRequest, Language, ProgramParts
+from coco_sql.languages.kind import KindPlugin
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

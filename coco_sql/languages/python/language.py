@@ -17,18 +17,17 @@ The harness is trusted pack code, like the task's data: it is executed in this p
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from coco_sql.errors import EvaluationError, TaskError
+from coco_sql.errors import TaskError
 from coco_sql.languages.base import Program, RunResult
+from coco_sql.languages.python.answers import Measure, finished, instance_rows, one_line_reason
 from coco_sql.languages.python.validate import ALLOWED_MODULES, PythonSpec, validate_program
 from coco_sql.sandbox.python_sandbox import PythonSandbox, PythonSandboxLimits
 from coco_sql.search.features import cell_of_counts
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.languages.python.warehouse import WarehousePythonRunner
     from coco_sql.store.base import CandidateEngine
@@ -92,9 +91,6 @@ class PythonLanguage:
         return PythonRunner(sandbox, self.measure, dict(instances))
 
 
-Measure = Callable[[Any, Mapping[str, Any]], Any]
-
-
 class PythonRunner:
     """Runs validated modules over the split's instances in its Python sandbox; with the harness's `measure`,
     turns each answer into its output here, on `instances` (this process's own copy)."""
@@ -119,34 +115,6 @@ class PythonRunner:
 
     def close(self) -> None:
         self.sandbox.close()
-
-
-def finished(
-    answers: list[tuple[object, object]],
-    failures: dict[str, str],
-    elapsed_ms: float,
-    measure: Measure | None,
-    instances: Mapping[str, Mapping[str, Any]],
-) -> RunResult:
-    """A program's run over the split from what it answered (wherever it ran): each answer as the harness's
-    `measure` makes it an output, here, on `instances` (this process's own copy), a refused one its instance's
-    failure; EvaluationError when no instance was finished. An id that is not an instance of the split is left
-    out when measured (the sandbox has only these)."""
-    outputs = answers
-    if measure is not None:
-        outputs = []
-        for instance_id, answer in answers:
-            instance = instances.get(str(instance_id))
-            if instance is None:
-                continue
-            try:
-                outputs.append((instance_id, measure(answer, instance)))
-            except Exception as error:  # the harness refuses the answer: the instance's failure
-                failures[str(instance_id)] = one_line_reason(error)
-    if not outputs and failures:
-        instance_id, reason = next(iter(failures.items()))
-        raise EvaluationError(f"the program failed on every instance; on {instance_id}: {reason}")
-    return RunResult(outputs, elapsed_ms, failures)
 
 
 def pack_spec(task: TaskPack) -> PythonSpec:
@@ -184,11 +152,6 @@ def harness_measure(task: TaskPack) -> Measure | None:
     return measure if callable(measure) else None
 
 
-def one_line_reason(error: BaseException) -> str:
-    text = " ".join(str(error).split())[:300]
-    return f"{type(error).__name__}{': ' + text if text else ''}"
-
-
 def _function(source: str, name: str, what: str) -> ast.FunctionDef | None:
     try:
         tree = ast.parse(source)
@@ -196,14 +159,3 @@ def _function(source: str, name: str, what: str) -> ast.FunctionDef | None:
         raise TaskError(f"{what} is not Python: {error.msg} (line {error.lineno})") from None
     found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
     return found[-1] if found else None
-
-
-def instance_rows(inputs: pd.DataFrame, columns: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
-    """A split's input frame as `(id, {column: value})` pairs of plain Python values (arrays become lists)."""
-    records = inputs[["id", *columns]].to_dict("records")
-    return [(str(record["id"]), {c: _plain(record[c]) for c in columns}) for record in records]
-
-
-def _plain(value: Any) -> Any:
-    tolist = getattr(value, "tolist", None)
-    return tolist() if callable(tolist) else value

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.errors import ConfigError
-from coco_sql.languages.base import KindPlugin, Language
+from coco_sql.languages.base import Language
+from coco_sql.languages.kind import KindPlugin
 from coco_sql.languages.python.highlight import PythonHighlighter
 from coco_sql.languages.python.primitives import PythonPrimitives
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from coco_sql.bounded import json_value
 from coco_sql.languages.base import Program, RunResult
-from coco_sql.languages.python.language import Measure, finished, instance_rows
+from coco_sql.languages.python.answers import Measure, finished, instance_rows
 from coco_sql.languages.sql.warehouse import WarehouseQueries
 from coco_sql.store.base import PYTHON_HANDLER, CandidateEngine
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from coco_sql.languages.base import KindPlugin, Language
+from coco_sql.languages.base import Language
+from coco_sql.languages.kind import KindPlugin
 from coco_sql.languages.sql.exports import SqlExports
 from coco_sql.languages.sql.highlight import SqlHighlighter
 from coco_sql.languages.sql.primitives import SqlPrimitives

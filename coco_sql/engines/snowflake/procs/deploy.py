@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import coco_sql
+from coco_sql.engines.snowflake.ddl import snowflake_schema
 from coco_sql.engines.snowflake.procs.connection import open_session, snowflake_errors
 from coco_sql.errors import ConfigError, StoreError
 from coco_sql.progress import Progress
 from coco_sql.resources import resource_dir
 from coco_sql.stage import STAGE
-from coco_sql.store.schema import schema_statements
 
 if TYPE_CHECKING:
     from coco_sql.engines.snowflake.procs.signatures import Procedure
@@ -112,7 +112,7 @@ def deploy_plan(
     qualified_stage = f"{schema}.{stage}" if schema is not None and "." not in stage else stage
     setup = [f"USE SCHEMA {schema}"] if schema is not None else []
     setup.append(f"CREATE STAGE IF NOT EXISTS {stage}")
-    objects = schema_statements("snowflake")
+    objects = snowflake_schema()
     objects += [procedure_statement(p, qualified_stage) for p in procedures().values()]
     if task_run is not None:
         objects += task_statements(task_run, schema)
@@ -139,7 +139,7 @@ def deploy_files(
     setup = [f"-- coco-sql {coco_sql.__version__}: tables, views and procedures in a Snowflake schema"]
     setup += [s + ";" for s in plan.setup]
     setup.append(upload)
-    count = len(schema_statements("snowflake"))
+    count = len(snowflake_schema())
     setup += [s + ";" for s in plan.objects[:count]]
     files = {"00_setup.sql": setup}
     names = list(procedures())

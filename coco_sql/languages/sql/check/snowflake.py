@@ -24,6 +24,8 @@ Each rewrite depends only on the tree it is given (it mutates and returns that t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
@@ -34,6 +36,10 @@ from coco_sql.aifuncs.catalogue import check_named_argument
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.sql.check.allowlist import AI_SIGNATURES
 from coco_sql.languages.sql.check.snowflake_functions import REWRITES, json_path
+from coco_sql.plugins import engine
+
+if TYPE_CHECKING:
+    from coco_sql.engines import AiBinding
 
 JSON_EACH = "JSON_EACH"
 """The one table function a program may contain: generated from Snowflake FLATTEN, never written by users."""
@@ -83,7 +89,7 @@ def rewrite_named_arguments(tree: exp.Expression, dialect: str = "duckdb") -> ex
         args = positional_arguments(node)
         if not any(isinstance(a, exp.Kwarg) for a in args):
             continue
-        slots = _named_slots(name, args, dialect)
+        slots = _named_slots(name, args, engine(dialect).ai)
         missing = [p for i, p in enumerate(signature.params[: signature.required]) if i not in slots]
         if missing:
             raise CandidateRejected(f"{name} is missing required parameter(s): {', '.join(missing)}")
@@ -96,7 +102,7 @@ def rewrite_named_arguments(tree: exp.Expression, dialect: str = "duckdb") -> ex
     return tree
 
 
-def _named_slots(name: str, args: list[exp.Expression], dialect: str) -> dict[int, exp.Expression]:
+def _named_slots(name: str, args: list[exp.Expression], ai: AiBinding) -> dict[int, exp.Expression]:
     """Position -> argument of one AI call whose arguments are positional, then named. Raises
     CandidateRejected for an unknown name, a name given twice, or a local-only name in Snowflake dialect."""
     function = AI_FUNCTIONS[name]
@@ -108,7 +114,7 @@ def _named_slots(name: str, args: list[exp.Expression], dialect: str) -> dict[in
             slots[position] = arg
             continue
         key = arg.this.name
-        refused = check_named_argument(name, key, dialect)
+        refused = check_named_argument(name, key, ai)
         index = function.position(key)
         if refused is not None or index is None:
             raise CandidateRejected(refused or f"{name} has no parameter named {key!r}")

@@ -30,6 +30,7 @@ from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
+from coco_sql.engines import EnginePlugin
 from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
 from coco_sql.languages.sql.check.calls import (
     check_functions,
@@ -43,7 +44,7 @@ from coco_sql.languages.sql.check.snowflake import (
     rewrite_named_arguments,
     snowflake_to_duckdb,
 )
-from coco_sql.plugins import engine
+from coco_sql.plugins import engine as named_engine
 from coco_sql.sqlkit.bounds import parse_bounded, recursion_guard
 
 SUPPORTED_DIALECTS = frozenset({"duckdb", "snowflake"})
@@ -113,6 +114,9 @@ class ValidationSpec:
     # read-only tables beside the input relation, name -> columns (`tasks.references`: the training rows as
     # `examples` for AI tasks)
     references: Mapping[str, Mapping[str, str]] = field(default_factory=dict, hash=False)
+    # the engine `dialect` names, resolved once per spec: the SQL checks read its parts (until they move into
+    # the engine's own `checks` part: issue 41, a later step)
+    engine: EnginePlugin = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         # Freeze the mapping so a spec shared between threads cannot change under a running validation.
@@ -124,6 +128,7 @@ class ValidationSpec:
             raise ValueError(
                 f"unsupported dialect {self.dialect!r}; expected one of {sorted(SUPPORTED_DIALECTS)}"
             )
+        object.__setattr__(self, "engine", named_engine(self.dialect))
 
     @property
     def json_columns(self) -> frozenset[str]:
@@ -234,7 +239,7 @@ def parse_program(source: str, spec: ValidationSpec) -> exp.Query:
     tree = parse_statement(source, spec.dialect)
     tree = rewrite_named_arguments(tree)
     query, _ = as_query(tree, spec)
-    if engine(spec.dialect).translated:
+    if spec.engine.sql.translated:
         transpiled = snowflake_to_duckdb(query, spec.json_columns)
         if not isinstance(transpiled, exp.Query):
             raise reject(f"expected {_ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
@@ -379,7 +384,7 @@ def _checked(
     tree = parse_statement(source, spec.dialect)
     check_read_only(tree)
     check_deterministic_constructs(tree)
-    snowflake = engine(spec.dialect).translated
+    snowflake = spec.engine.sql.translated
     # In Snowflake FLATTEN is a table function (parsed as Explode under Lateral/TableFromRows); it is allowed
     # only there, and it disappears in the rewrite to json_each.
     check_functions(tree, spec, check_arity=True, snowflake_flatten=snowflake, snowflake_names=snowflake)

@@ -32,6 +32,7 @@ from coco_sql.languages.sql.check.snowflake_functions import (
 )
 from coco_sql.languages.sql.check.validator import ValidationSpec, validate_candidate
 from coco_sql.languages.sql.macros import expand_program
+from coco_sql.plugins import engine
 
 T = exp.DataType.Type
 SNOWFLAKE_TYPES: frozenset[exp.DataType.Type] = frozenset(
@@ -172,7 +173,7 @@ def _ai_call(name: str, call: exp.Expression, label: str, where: str) -> list[Fi
     args = positional_arguments(call) if isinstance(call, exp.Func) else []
     for arg in args:
         if isinstance(arg, exp.Kwarg):
-            refused = check_named_argument(name, arg.this.name, "snowflake")
+            refused = check_named_argument(name, arg.this.name, engine("snowflake").ai)
             if refused is not None:
                 findings.append(Finding(f"{where}: {label}", refused))
     model = unserved_embed_model(call) if name == "AI_EMBED" and isinstance(call, exp.Func) else None
