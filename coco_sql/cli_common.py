@@ -46,11 +46,11 @@ def db_flag(db: str | Path) -> str:
 class RunProgress:
     """What `coco-sql evolve` and `resume` show while a run goes: a legend before the first line, then each
     iteration's line fitted to the terminal (whole in a log). Every line is also mirrored beside the store
-    (`engines.duckdb.progress_mirror`), so that `coco-sql watch` in another terminal can follow the run while
+    (`progress_mirror`), so that `coco-sql watch` in another terminal can follow the run while
     this process holds the database file; the mirror is written under --quiet too."""
 
     def __init__(self, db: str | Path, task: str = "", *, quiet: bool = False, stream: TextIO | None = None):
-        from coco_sql.engines.duckdb.progress_mirror import ProgressMirror
+        from coco_sql.progress_mirror import ProgressMirror
 
         self.db, self.quiet = db, quiet
         self.stream = stream or sys.stderr

@@ -1,6 +1,6 @@
 """`coco-sql watch`: follow a run from another terminal while `coco-sql evolve` holds the database file.
 
-It reads the progress the run mirrors beside the store (`engines.duckdb.progress_mirror`): the lines the run
+It reads the progress the run mirrors beside the store (`progress_mirror`): the lines the run
 prints, as they come, until the run finishes, stops or fails, or its process is gone. `coco-sql status` reads
 the same mirror when the store itself is busy (`status_from_mirror`).
 """
@@ -35,7 +35,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from coco_sql.engines.duckdb.progress_mirror import DONE, read_mirror, writer_alive, writing
+    from coco_sql.progress_mirror import DONE, read_mirror, writer_alive, writing
 
     width = terminal_width(sys.stdout)
     snapshot = read_mirror(args.db)
@@ -88,14 +88,14 @@ def _ago(run: dict[str, Any]) -> str:
 
 def running_elsewhere(db: str) -> bool:
     """Whether the progress mirror says a live process is writing store `db` (then it must not be opened)."""
-    from coco_sql.engines.duckdb.progress_mirror import read_mirror, writing
+    from coco_sql.progress_mirror import read_mirror, writing
 
     return writing(read_mirror(db, since=1 << 30))
 
 
 def status_from_mirror(db: str) -> None:
     """`coco-sql status` of a store another process holds: the runs its mirror knows."""
-    from coco_sql.engines.duckdb.progress_mirror import read_mirror
+    from coco_sql.progress_mirror import read_mirror
 
     snapshot = read_mirror(db, since=1 << 30)
     print(

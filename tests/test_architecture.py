@@ -127,9 +127,10 @@ KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
     # the one-line rejection)
     **{(f"coco_sql.languages.{m}", f"coco_sql.languages.sql.check.{t}"): "the SQL checker: sqlkit/ next"
        for m, t in [("agent_spec.toolsql", "rejection"), ("agent_spec.toolsql", "snowflake"),
-                    ("agent_spec.toolsql", "validator"), ("dbt.compiled", "rejection"), ("dbt.compiled", "snowflake"),
-                    ("dbt.compiled", "validator"), ("dbt.data_tests", "rejection"), ("dbt.runner", "rejection"),
+                    ("agent_spec.toolsql", "validator"), ("dbt.compiled", "rejection"), ("dbt.data_tests", "rejection"), ("dbt.runner", "rejection"),
                     ("dbt.validate", "ai_binding"), ("dbt.validate", "rejection"), ("dbt.validate", "validator")]},
+    # `coco-sql demo-agent-server` serves the agent_spec kind's offline data agent: a kind's own commands next
+    ("coco_sql.cli_demo", "coco_sql.languages.agent_spec.demo_model"): "a kind's CLI command: the kind's plug-in next",
     # the warehouse as candidate runner: one candidate runner API in engines/ next
     ("coco_sql.languages.agent_spec.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
     ("coco_sql.languages.dbt.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",

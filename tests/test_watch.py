@@ -15,8 +15,8 @@ import pytest
 
 from coco_sql.cli_common import LEGEND, RunProgress, next_steps
 from coco_sql.engine import IterationReport, RunSummary
-from coco_sql.engines.duckdb.progress_mirror import ProgressMirror, mirror_path, read_mirror, writing
 from coco_sql.progress import fit
+from coco_sql.progress_mirror import ProgressMirror, mirror_path, read_mirror, writing
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG = "joint_fit: 12 rules fitted jointly to all training rows: " + "; ".join(
