@@ -40,6 +40,10 @@ class SqlExports:
         form, code, dialect = request.form, request.code, request.dialect
         columns: dict[str, str] | None = None
         source_types: dict[str, str] | None = None
+        source_columns: dict[str, str] | None = None
+        with contextlib.suppress(TaskError):  # the user's names for input's columns (`export.forms`)
+            task = request.task()
+            source_columns = {"id": task.id_column, **{c: c for c in task.input_columns}}
         if form == "snowflake_function":
             with contextlib.suppress(TaskError):
                 pack = request.task()
@@ -66,6 +70,7 @@ class SqlExports:
             references=references,
             source_types=source_types,
             note=proxy_note(code, dialect, request.aliases) if form in SNOWFLAKE_FORMS else None,
+            source_columns=source_columns,
         )
         return Exported(header + exported.code, exported.files)
 

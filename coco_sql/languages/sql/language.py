@@ -42,6 +42,7 @@ class SqlLanguage:
             allowed_functions=frozenset(task.allowed_functions),
             dialect=task.dialect,
             references=reference_columns(task),
+            output_type=task.contract.type,
         )
 
     def validate(self, code: str) -> Program:

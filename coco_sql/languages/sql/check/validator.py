@@ -37,6 +37,7 @@ from coco_sql.languages.sql.check.calls import (
     check_scalar_expression,
     check_snowflake_functions,
 )
+from coco_sql.languages.sql.check.output_shape import check_output_shape
 from coco_sql.languages.sql.check.rejection import reject
 from coco_sql.languages.sql.check.snowflake import (
     JSON_EACH,
@@ -113,6 +114,9 @@ class ValidationSpec:
     # read-only tables beside the input relation, name -> columns (`tasks.references`: the training rows as
     # `examples` for AI tasks)
     references: Mapping[str, Mapping[str, str]] = field(default_factory=dict, hash=False)
+    # the task's label type (a contract type): an output column that is an AI call's whole object is refused
+    # (`check.output_shape`); None: not checked
+    output_type: str | None = None
 
     def __post_init__(self) -> None:
         # Freeze the mapping so a spec shared between threads cannot change under a running validation.
@@ -341,6 +345,8 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
     """
     query, wrapped = checked_query(source, spec)
     check_output(query, spec)
+    if spec.output_type is not None:
+        check_output_shape(query, spec.output_column, spec.output_type, spec.dialect)
     # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
     # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
     bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know
