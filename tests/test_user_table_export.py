@@ -22,6 +22,7 @@ from pack_copies import text_pack
 
 import coco_sql
 from coco_sql import api
+from coco_sql.errors import TaskError
 from tests.conftest import run_cli
 
 WORDS = ["refund", "crash", "invoice", "login", "charge", "error", "dark mode", "export"]
@@ -105,6 +106,15 @@ def test_every_form_runs_on_the_users_table_and_answers_what_the_run_recorded(
     got = answers(code, form, tickets(), "ticket_id")
     assert len(got) == 48 and {i: got[i] for i in seen} == seen  # every row the run scored, as it scored it
     assert api.export_findings(api.export(db=db), form, db=db) == []  # the deploy check has nothing to say
+
+
+def test_a_champion_without_an_ai_call_is_no_ai_function_and_says_which_forms_take_it(
+    duckdb_run: tuple[Path, dict[str, Any]],
+) -> None:
+    with pytest.raises(
+        TaskError, match=r"cannot be an AI function: .*calls no scalar AI function.*snowflake_view$"
+    ):
+        api.export(db=duckdb_run[0], form="snowflake_ai_function")
 
 
 def test_a_union_returns_its_id_under_the_tables_name(tmp_path: Path) -> None:

@@ -365,6 +365,18 @@ class TaskRegistrar(Protocol):
     def load(self, name: str, registered: RegisteredTask) -> TaskPack: ...
 
 
+class TaskSpec(Protocol):
+    """Another tool's specification of a task, read as this kind's coco_task options (SQL: Snowflake's
+    AI_FUNCTION_OPTIMIZATION specification, options `spec` and `ai_function`: `options.AIFO_TASK_OPTIONS`).
+    `options` gives the checked options with those the specification sets (a one-line TaskError on what it
+    cannot take); `settings` the kind's task.toml table (`[<kind>]`) of a task registered with them over
+    columns of these (DuckDB) types."""
+
+    def options(self, name: str, given: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def settings(self, options: Mapping[str, Any], types: Mapping[str, str]) -> dict[str, Any]: ...
+
+
 class FolderExport(Protocol):
     """A kind's export forms that are a folder of files (dbt: a project `dbt build` runs): the export's text
     form written out as the folder (`coco-sql export --out DIR`)."""
@@ -420,6 +432,10 @@ class KindPlugin:
     in_engine_drafts: InEngineDrafts | None = None
     pack_loader: PackLoader | None = None
     registrar: TaskRegistrar | None = None  # coco_task of this kind over the user's tables
+    task_spec: TaskSpec | None = None  # coco_task's option `spec`: another tool's task specification
+    # named mutators of the kind's own beyond `offline_mutator` (SQL: the `prompt_only` baseline), each built from
+    # the bound language and the mutator's checked settings (`engine.registry`)
+    mutators: Mapping[str, Callable[[Language, Mapping[str, Any]], Mutator]] = field(default_factory=dict)
     folder_export: FolderExport | None = None
     parts: Callable[[str], ProgramParts | None] | None = None  # a program of several files, for the report
     # a champion larger than this gets a warning after a run (SQL, issue 15: inline few-shot examples make a

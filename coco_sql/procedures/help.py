@@ -102,7 +102,14 @@ _OPTIONS: Mapping[str, tuple[OptionTable, ...]] = {
     "coco_task": (TASK_OPTIONS,),
     "coco_evolve": (RUN_OPTIONS, AI_OPTIONS),
 }
-_SETTINGS = ("coco_task dbt", "offline mutator", "agent mutator", "history tools")
+_SETTINGS = (
+    "coco_task dbt",
+    "coco_task spec",
+    "offline mutator",
+    "agent mutator",
+    "prompt_only mutator",
+    "history tools",
+)
 
 
 def topics() -> list[str]:

@@ -59,6 +59,8 @@ from coco_sql.languages.sql.export.references import reads_table, ship_table
 from coco_sql.languages.sql.macros import expand_program
 
 FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt")
+# forms written elsewhere: a Snowflake AI function (`export.ai_function`)
+OTHER_FORMS = ("snowflake_ai_function",)
 _DBT_PLACEHOLDER = "coco_dbt_source"
 _TARGETS = {
     "duckdb_view": "duckdb",
@@ -115,7 +117,7 @@ def export_bundle(
     put at the top of a form that runs in Snowflake (as SQL comments). `source_columns`: each of `input`'s
     columns -> the source's name for it (the module docstring; None or the same names: read as they are)."""
     if form not in FORMS:
-        raise ConfigError(f"unknown export form {form!r} (known: {', '.join(FORMS)})")
+        raise ConfigError(f"unknown export form {form!r} (known: {', '.join(FORMS + OTHER_FORMS)})")
     if form == "sql" and dialect == "duckdb":
         return Exported(
             code
