@@ -29,7 +29,8 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
         "--form",
         default="sql",
         help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model) "
-        "| snowflake_ai_function (CREATE AI FUNCTION) | dbt_project (a dbt program's whole project, with --out)",
+        "| snowflake_ai_function (CREATE AI FUNCTION) | snowflake_experiment (it beside Snowflake's optimizer, "
+        "for a spec task) | dbt_project (a dbt program's whole project, with --out)",
     )
     export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
     export.add_argument(

@@ -19,10 +19,11 @@ from pathlib import Path
 import duckdb
 import pytest
 import sqlglot
+import yaml
 from llm_double import FakeEndpoint
 
 import coco_sql
-from coco_sql.engines.snowflake.aifo import parse_ai_function
+from coco_sql.engines.snowflake.aifo import parse_ai_function, parse_spec
 from tests.conftest import run_cli
 
 SPEC = """
@@ -163,6 +164,18 @@ def test_the_docs_spec_runs_end_to_end_and_its_champion_is_a_checked_ai_function
         "check-deploy", "--db", db, "--program", "champion.sql", "--task", "classify_ticket", cwd=tmp_path
     )
     assert (check.returncode, check.stdout.strip()) == (0, "no findings"), check.stdout
+    side_by_side = run_cli("export", "--db", db, "--form", "snowflake_experiment", cwd=tmp_path).stdout
+    specs = re.findall(r"FROM SPECIFICATION \$\$\n(.*?)\n\$\$;", side_by_side, re.S)
+    assert yaml.safe_load(specs[0]) == {  # the champion evaluated by Snowflake on the spec's data and metric
+        "query_text": "my_db.my_schema.classify_ticket_coco(ticket_body)",
+        "metrics": [{"name": "exact_match"}],
+        "dataset": {"name": "my_db.my_schema.tickets_ds", "version": "v1", "ground_truth": "expected_label"},
+    }
+    assert parse_spec(specs[1]) == parse_spec(SPEC)  # and Snowflake's optimizer on the spec itself
+    assert "EXECUTE EXPERIMENT my_db.my_schema.classify_ticket_opt;" in side_by_side
+    assert (
+        "-- CREATE OR REPLACE AI FUNCTION my_db.my_schema.classify_ticket_tuned(body VARCHAR)" in side_by_side
+    )
     broken = statement.replace("AI_COMPLETE(", "AI_COMPLETE_TEXT(")
     (tmp_path / "broken.sql").write_text(broken)
     check = run_cli(

@@ -30,6 +30,7 @@ in Snowflake's dialect.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -277,6 +278,16 @@ def create_experiment(experiment: str, spec_text: str, kind: str = EXPERIMENT_TY
     return (
         f"CREATE OR REPLACE EXPERIMENT {experiment}\n  TYPE = '{kind}'\n  FROM SPECIFICATION $$\n"
         f"{spec_text.strip()}\n$$;\n\nEXECUTE EXPERIMENT {experiment};\n"
+    )
+
+
+def evaluation_spec(query_text: str, metric: str, dataset: str, version: str, ground_truth: str) -> str:
+    """The AI_FUNCTION_EVALUATION specification of `query_text` on a dataset version, scored by `metric`
+    ("Evaluate an AI function"). Strings are written as JSON strings, which YAML reads as they are."""
+    q = json.dumps
+    return (
+        f"query_text: {q(query_text)}\nmetrics:\n  - name: {q(metric)}\ndataset:\n  name: {q(dataset)}\n"
+        f"  version: {q(version)}\n  ground_truth: {q(ground_truth)}\n"
     )
 
 

@@ -80,6 +80,8 @@ class AifoSettings:
     dataset: str
     version: str
     metric: str
+    ground_truth: str = ""  # the label column
+    spec: str = ""  # the specification as written
 
     def table(self) -> dict[str, Any]:
         """The `[sql.aifo]` table as task.toml holds it."""
@@ -94,6 +96,8 @@ class AifoSettings:
             "dataset": self.dataset,
             "version": self.version,
             "metric": self.metric,
+            "ground_truth": self.ground_truth,
+            "spec": self.spec,
         }
 
     @classmethod
@@ -113,6 +117,8 @@ class AifoSettings:
             dataset=str(table.get("dataset", "")),
             version=str(table.get("version", "")),
             metric=str(table.get("metric", "exact_match")),
+            ground_truth=str(table.get("ground_truth", "")),
+            spec=str(table.get("spec", "")),
         )
 
 
@@ -163,7 +169,7 @@ class SpecTasks:
     def settings(self, options: Mapping[str, Any], types: Mapping[str, str]) -> dict[str, Any]:
         """The `[sql]` table of the task.toml of a task registered with `options` (spec included) over columns
         of DuckDB `types`."""
-        spec, definition = _read(str(options.get("label", "")), options)
+        spec, definition = _read("", options)
         arguments = _argument_columns("", spec, definition)
         if definition is not None:
             typed = [(a, t, c) for (a, t), (_, c) in zip(definition.arguments, arguments, strict=True)]
@@ -186,6 +192,8 @@ class SpecTasks:
             dataset=spec.dataset,
             version=spec.version,
             metric=spec.metric,
+            ground_truth=str(options.get("label", "")),
+            spec=str(options.get("spec", "")),
         )
         return {SETTINGS_KEY: settings.table()}
 

@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING
 from coco_sql.errors import TaskError
 from coco_sql.languages.base import Exported, ExportRequest
 from coco_sql.languages.sql.export.ai import DUCKDB_FORMS, bound_program
+from coco_sql.languages.sql.export.ai_function import (
+    EXPERIMENT_FORM,
+    ai_function_export,
+    check_statement,
+    experiment_export,
+    is_statement,
+)
 from coco_sql.languages.sql.export.ai_function import FORM as AI_FUNCTION
-from coco_sql.languages.sql.export.ai_function import ai_function_export, check_statement, is_statement
 from coco_sql.languages.sql.export.deploy_check import Finding, check_program
 from coco_sql.languages.sql.export.forms import FORMS, OTHER_FORMS, export_bundle, proxy_note
 from coco_sql.languages.sql.export.references import reads_table
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
 
     from coco_sql.tasks import TaskPack
 
-SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt", AI_FUNCTION})
+SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt", AI_FUNCTION, EXPERIMENT_FORM})
 """Export forms that run in Snowflake: each export in one of them is checked (`check_deploy`)."""
 
 
@@ -42,6 +48,8 @@ class SqlExports:
         form, code, dialect = request.form, request.code, request.dialect
         if form == AI_FUNCTION:  # its signature is the task's: the pack must be there
             return Exported(ai_function_export(code, dialect, request.task(), request.name))
+        if form == EXPERIMENT_FORM:
+            return Exported(experiment_export(code, dialect, request.task(), request.name))
         columns: dict[str, str] | None = None
         source_types: dict[str, str] | None = None
         source_columns: dict[str, str] | None = None

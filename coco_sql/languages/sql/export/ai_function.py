@@ -30,6 +30,9 @@ from coco_sql.engines.snowflake.aifo import (
     body_problems,
     complete_missing,
     create_ai_function,
+    create_experiment,
+    create_from_experiment,
+    evaluation_spec,
     parse_ai_function,
 )
 from coco_sql.errors import TaskError
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from coco_sql.tasks import TaskPack
 
 FORM = "snowflake_ai_function"
+EXPERIMENT_FORM = "snowflake_experiment"
 _STATEMENT = re.compile(r"\s*(--[^\n]*\n\s*)*CREATE\s+(OR\s+REPLACE\s+)?AI\s+FUNCTION\b", re.I)
 
 
@@ -75,6 +79,40 @@ def ai_function_export(code: str, dialect: str, pack: TaskPack, name: str) -> st
             "-- scalar AI functions, its Arguments section asks for AI_COMPLETE (a preview page).\n"
         )
     return header + create_ai_function(function, arguments, returns, body, comment=f"coco-sql {pack.name}")
+
+
+def experiment_export(code: str, dialect: str, pack: TaskPack, name: str) -> str:
+    """The champion beside Snowflake's optimizer in Snowflake's own harness, for a task made from a spec (form
+    `snowflake_experiment`): the champion as an AI function (`ai_function_export`), an AI_FUNCTION_EVALUATION
+    experiment of it on the spec's dataset version and metric, the spec's AI_FUNCTION_OPTIMIZATION experiment,
+    and (a comment: its run is known once it has run) the promotion of the optimizer's run, CREATE AI FUNCTION
+    ... FROM EXPERIMENT ... RUN. A one-line TaskError for a task made otherwise."""
+    settings = AifoSettings.of(pack.settings)
+    if settings is None or not settings.spec:
+        raise TaskError(
+            f"form {EXPERIMENT_FORM!r} needs a task made from an AI_FUNCTION_OPTIMIZATION spec (coco-sql init "
+            "aifo, coco_task option 'spec'); export this one as snowflake_ai_function"
+        )
+    function = ai_function_export(code, dialect, pack, name)
+    coco = f"{settings.function}_coco" if settings.function else name
+    base = settings.function or name
+    columns = ", ".join(column for _, _, column in settings.arguments)
+    evaluation = evaluation_spec(
+        f"{coco}({columns})", settings.metric, settings.dataset, settings.version, settings.ground_truth
+    )
+    signature = [(argument, kind) for argument, kind, _ in settings.arguments]
+    promote = create_from_experiment(f"{base}_tuned", signature, settings.returns, f"{base}_opt", "ITER_1")
+    return (
+        "-- coco-sql: its champion and Snowflake's optimizer on the same specification, side by side in\n"
+        "-- Snowflake's own harness (the spec's dataset version and metric). 1. the champion:\n"
+        f"{function}\n-- 2. the champion measured by Snowflake (SHOW RUN METRICS IN EXPERIMENT {coco}_eval):\n"
+        f"{create_experiment(f'{coco}_eval', evaluation, 'AI_FUNCTION_EVALUATION')}\n"
+        "-- 3. Snowflake's optimizer on the spec (runs SEED, ITER_<n>; compare test_score and\n"
+        f"-- cost_compared_to_seed: SHOW RUN METRICS IN EXPERIMENT {base}_opt):\n"
+        f"{create_experiment(f'{base}_opt', settings.spec)}\n"
+        "-- 4. then promote the frontier run you choose, e.g.:\n"
+        + "".join(f"-- {line}\n" for line in promote.splitlines())
+    )
 
 
 def is_statement(code: str) -> bool:

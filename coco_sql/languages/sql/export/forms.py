@@ -59,8 +59,8 @@ from coco_sql.languages.sql.export.references import reads_table, ship_table
 from coco_sql.languages.sql.macros import expand_program
 
 FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt")
-# forms written elsewhere: a Snowflake AI function (`export.ai_function`)
-OTHER_FORMS = ("snowflake_ai_function",)
+# forms written elsewhere: a Snowflake AI function, and it beside Snowflake's optimizer (`export.ai_function`)
+OTHER_FORMS = ("snowflake_ai_function", "snowflake_experiment")
 _DBT_PLACEHOLDER = "coco_dbt_source"
 _TARGETS = {
     "duckdb_view": "duckdb",
