@@ -80,4 +80,9 @@ def cmd_init_aifo(args: argparse.Namespace) -> int:
         f"coco-sql evolve {name} --db {args.db} --budget {high * models} --mutator prompt_only; "
         f"coco-sql's own: coco-sql evolve {name} --db {args.db} --budget {high * models}"
     )
+    print(
+        f"recorded, not used: optimization.reflection_model ({spec.reflection_model}) and strategy "
+        f"({spec.strategy}): the offline search calls no model to propose, and its champion is the cheapest "
+        "program within one standard error of the best (--champion best: the best whatever it costs)"
+    )
     return 0

@@ -275,3 +275,41 @@ def test_prompt_only_changes_only_the_calls_prompt_and_model_and_a_seed_fixes_it
     calls = [code.count("AI_COMPLETE(") for _, code in first]
     assert calls == [1] * 5  # never a second AI call
     assert any("'claude-haiku-4-5'" in code for _, code in first[1:])  # the spec's models are tried
+
+
+def test_a_function_body_spec_needs_no_definition_and_its_champion_is_an_ai_function_of_the_task(
+    tmp_path: Path, endpoint: FakeEndpoint
+) -> None:
+    body = "AI_COMPLETE('claude-haiku-4-5', 'Label this ticket: ' || CHR(10) || text)::VARCHAR"
+    spec = SPEC.replace(
+        'function_name: "my_db.my_schema.classify_ticket(VARCHAR)"', f'function_body: "{body}"'
+    )
+    spec = spec.replace("body: ticket_body", "text: ticket_body")
+    db = tickets_db(tmp_path / "body.duckdb")
+    con = coco_sql.connect(db)
+    con.execute(
+        f"CALL coco_task('by_body', 'tickets_ds', {{'spec': $s${spec}$s$, 'id_column': 'ticket_id'}})"
+    )
+    options = json.dumps({"seed": 1, "model_aliases": ALIASES})
+    con.execute("FROM coco_evolve('by_body', 0, ?::JSON)", [options]).fetchall()
+    code = con.execute("SELECT code FROM coco_export(1, 'snowflake_ai_function')").fetchone()[0]
+    definition = parse_ai_function("\n".join(x for x in code.splitlines() if not x.startswith("--")))
+    assert (definition.name, definition.arguments) == ("coco_by_body_champion", (("text", "VARCHAR"),))
+    assert "|| text" in definition.body.replace("\n", " ")  # the dataset's column read as the argument again
+
+
+def test_in_snowflake_coco_task_reads_the_spec_under_the_strict_emulation(tmp_path: Path) -> None:
+    pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
+    from snowpark_helpers import strict_session
+
+    rows = duckdb.connect(str(tickets_db(tmp_path / "sf.duckdb"))).execute("FROM tickets_ds").df()
+    options = {"spec": SPEC, "ai_function": FUNCTION, "id_column": "ticket_id"}
+    with strict_session({"tickets_ds": rows}) as (session, _):
+        (row,) = session.call("coco_task", "classify_ticket", "tickets_ds", options).collect()
+        assert tuple(row) == ("classify_ticket", 40, 20, 12, 8)
+        bad = {
+            **options,
+            "spec": SPEC.replace("budget: medium", "budget: medium\n  validation_fraction: 0.3"),
+        }
+        with pytest.raises(Exception, match=r"optimization.validation_fraction: is not supported"):
+            session.call("coco_task", "classify_ticket2", "tickets_ds", bad).collect()
