@@ -257,7 +257,7 @@ def prompt_only_run(db: Path) -> list[tuple[str, str]]:
         "'id_column': 'ticket_id'})"
     )
     options = {"seed": 3, "mutator": "prompt_only", "model_aliases": ALIASES}
-    con.execute("FROM coco_evolve('t', 4, ?::JSON)", [json.dumps(options)]).fetchall()
+    con.execute("FROM coco_evolve('t', 3, ?::JSON)", [json.dumps(options)]).fetchall()
     programs = con.execute("SELECT program_id, code FROM programs ORDER BY program_id").fetchall()
     con.close()
     return programs
@@ -269,11 +269,11 @@ def test_prompt_only_changes_only_the_calls_prompt_and_model_and_a_seed_fixes_it
 ) -> None:
     first = prompt_only_run(tickets_db(tmp_path / "a.duckdb"))
     again = prompt_only_run(tickets_db(tmp_path / "b.duckdb"))
-    assert first == again and len(first) == 5
+    assert first == again and len(first) == 4
     seed = first[0][1]
     assert all(outside_ai_calls(code) == outside_ai_calls(seed) for _, code in first)
     calls = [code.count("AI_COMPLETE(") for _, code in first]
-    assert calls == [1] * 5  # never a second AI call
+    assert calls == [1] * 4  # never a second AI call
     assert any("'claude-haiku-4-5'" in code for _, code in first[1:])  # the spec's models are tried
 
 

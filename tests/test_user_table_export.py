@@ -89,7 +89,7 @@ def duckdb_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     con.register("frame", tickets())
     con.execute("CREATE TABLE tickets AS SELECT * FROM frame")
     con.execute("CALL coco_task('tickets', 'tickets', ?::JSON)", [json.dumps(OPTIONS)]).fetchall()
-    summary = con.execute("FROM coco_evolve('tickets', 2, {'seed': 1})").df()
+    summary = con.execute("FROM coco_evolve('tickets', 1, {'seed': 1})").df()
     champion = str(summary["champion_id"][0])
     evaluations = con.execute("SELECT * FROM evaluations").df()
     con.close()
@@ -186,7 +186,7 @@ def test_in_snowflake_every_form_reads_the_users_id_column_and_passes_the_deploy
     table = tickets()  # Snowflake folds the unquoted names to upper case; coco_task reads them as written
     with strict_session({"tickets": table}) as (session, _):
         session.call("coco_task", "tickets", "tickets", OPTIONS).collect()
-        (summary,) = session.call("coco_evolve", "tickets", 1, {"seed": 1}).collect()
+        (summary,) = session.call("coco_evolve", "tickets", 0, {"seed": 1}).collect()
         evaluations = SnowparkStore(session, read_only=True).table_frame("evaluations")
         seen = recorded(evaluations, summary["CHAMPION_ID"])
         for form in ("snowflake_view", "snowflake_function", "dbt"):
