@@ -105,6 +105,12 @@ class PromptOnlyMutator:
         if classify_calls(query):
             edits, score = self._classify(query, env, parent, targets, rng)
         elif complete_calls(query):
+            if not failing:  # the prompt answers every training row: nothing a rewrite could fix here
+                return Proposal(
+                    request.parent.code,
+                    "no training row to fix",
+                    exhausted="the AI_COMPLETE prompt answers every training row",
+                )
             spec = AifoSettings.of(env.task.settings)
             models = tuple(dict.fromkeys([*self.models, *(spec.models if spec is not None else ())]))
             edits, score = self._complete(query, env, parent, targets, models, rng)
