@@ -24,7 +24,7 @@ or head, any second AI call. Deterministic given the run's seed (everything rand
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -61,6 +61,7 @@ from coco_sql.mutate.choice import pick_near_best
 from coco_sql.reflect.environment import DraftEnvironment
 
 NAME = "prompt_only"
+Scoring = Callable[[exp.Expression, Outcome], float]  # a draft's honest training score (module docstring)
 CLASSIFY_PROMPT_EDITS = frozenset(
     {"few_shot", "prune_examples", "shrink_examples", "describe_label", "output_mode"}
 )
@@ -153,7 +154,14 @@ class PromptOnlyMutator:
             },
         )
 
-    def _classify(self, query, env, parent, targets, rng):  # type: ignore[no-untyped-def]
+    def _classify(
+        self,
+        query: exp.Expression,
+        env: DraftEnvironment,
+        parent: Outcome,
+        targets: Sequence[str],
+        rng: np.random.Generator,
+    ) -> tuple[list[Edit], Scoring]:
         """AI_CLASSIFY: `ai_edits`' prompt edits, scored cross-fitted (`ai_pipeline.cross_fitted`)."""
         views = training_views(query, env, parent)
         texts = {row.instance_id: row.text for view in views.values() for row in view.rows}
@@ -182,7 +190,15 @@ class PromptOnlyMutator:
 
         return edits, score
 
-    def _complete(self, query, env, parent, targets, models, rng):  # type: ignore[no-untyped-def]
+    def _complete(
+        self,
+        query: exp.Expression,
+        env: DraftEnvironment,
+        parent: Outcome,
+        targets: Sequence[str],
+        models: Sequence[str],
+        rng: np.random.Generator,
+    ) -> tuple[list[Edit], Scoring]:
         """AI_COMPLETE: `prompt_edits`, each draft scored on the training rows that are no example of it or of
         the parent."""
         views = _complete_views(query, env, parent)
