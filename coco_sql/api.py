@@ -355,6 +355,11 @@ def check_deploy(
     if code is not None:
         if task is None:
             raise ConfigError("check_deploy(code=...) needs the task the program is written for")
+        if isinstance(task, str) and (
+            not isinstance(db, str | Path) or Path(db).is_file()
+        ):  # registered there
+            with _open(db, read_only=True) as store:
+                return _check_deploy(code, _task(task, store), "program")
         return _check_deploy(code, _task(task), "program")
     with _open(db, read_only=True) as store:
         champion = read_models.champion(store, resolve_run(store, run_id, db))

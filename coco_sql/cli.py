@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coco_sql import cli_demo, cli_run, cli_warehouse, cli_watch
+from coco_sql import cli_demo, cli_init, cli_run, cli_warehouse, cli_watch
 from coco_sql.cli_common import UsageError, ai_config, json_error, read_program
 from coco_sql.cli_help import (
     DESCRIPTION,
@@ -168,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=cmd_report)
 
     cli_warehouse.add_parsers(commands)  # export, sql, deploy, mirror, check-deploy
+    cli_init.add_parsers(commands)  # init aifo
     cli_demo.add_parser(commands)
 
     history = command(

@@ -95,8 +95,8 @@ def add_evolve_parser(commands: argparse._SubParsersAction) -> None:
     mutator = evolve.add_argument_group("mutator")
     mutator.add_argument(
         "--mutator", default=RUN_OPTIONS["mutator"].default,
-        help="what proposes changes: offline (no model), agent (a coding agent on --model), gepa_like or "
-        "openevolve_like",
+        help="what proposes changes: offline (no model), agent (a coding agent on --model), gepa_like, "
+        "openevolve_like, or prompt_only (SQL: only the AI calls' prompts change, as Snowflake's optimizer does)",
     )  # fmt: skip
     mutator.add_argument(
         "--model", default=None, metavar="MODEL",

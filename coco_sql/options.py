@@ -324,6 +324,20 @@ DBT_TASK_OPTIONS = OptionTable(
     ),
 )  # fmt: skip
 
+AIFO_TASK_OPTIONS = OptionTable(
+    "coco_task(name, source, {'spec': ...}): a Snowflake AI_FUNCTION_OPTIMIZATION specification as the task; "
+    "it sets label, seed_program, input_columns, scorer, dialect and output_type, and the other coco_task "
+    "options apply as well",
+    (
+        Option("spec", "string", None, "the AI_FUNCTION_OPTIMIZATION specification: its YAML, as CREATE "
+               "EXPERIMENT ... FROM SPECIFICATION $$ ... $$ takes it", nullable=True,
+               example="$$function: {function_body: ...} ...$$"),
+        Option("ai_function", "string", None, "the CREATE AI FUNCTION statement of the function the spec's "
+               "function.function_name names (a spec with function.function_body needs none)",
+               nullable=True, example="$$CREATE AI FUNCTION db.sch.classify_ticket(body VARCHAR) ...$$"),
+    ),
+)  # fmt: skip
+
 RUN_OPTIONS = OptionTable(
     "coco_evolve(task, budget, options) and coco-sql evolve",
     (
@@ -334,7 +348,7 @@ RUN_OPTIONS = OptionTable(
                low=1, high=100_000),
         Option("policy", "string", "lp_roster", "the parent policy: lp_roster | map_elites | "
                "rare_capability | pareto | best"),
-        Option("mutator", "string", "offline", "the mutator: offline | agent | gepa_like | openevolve_like"),
+        Option("mutator", "string", "offline", "the mutator: offline | agent | gepa_like | openevolve_like | prompt_only"),
         Option("mutator_settings", "object", {}, "the mutator's own settings (the offline and agent tables)",
                example="{'max_drafts': 8}"),
         Option("targeting", "choice", "infogain", "how the curator picks target rows",
@@ -386,6 +400,17 @@ OFFLINE_SETTINGS = OptionTable(
     ),
 )  # fmt: skip
 
+PROMPT_ONLY_SETTINGS = OptionTable(
+    "mutator_settings of the prompt_only baseline (Snowflake's optimizer's search space: the AI call's prompt "
+    "and model)",
+    (
+        Option("max_drafts", "integer", 32, "drafts tested on training rows per iteration", low=1, high=1024),
+        Option("max_examples", "integer", 0, "few-shot examples per call (0: no cap)", low=0, high=10_000),
+        Option("models", "strings", [], "candidate models of an AI_COMPLETE call, besides a spec's "
+               "optimization.models", example="['claude-haiku-4-5', 'openai-gpt-5-nano']"),
+    ),
+)  # fmt: skip
+
 AGENT_SETTINGS = OptionTable(
     "mutator_settings of the coding agent (agent, gepa_like, openevolve_like)",
     (
@@ -430,10 +455,12 @@ TOOL_ARGUMENTS = OptionTable(
 TABLES: Mapping[str, OptionTable] = {
     "coco_task": TASK_OPTIONS,
     "coco_task dbt": DBT_TASK_OPTIONS,
+    "coco_task spec": AIFO_TASK_OPTIONS,
     "coco_evolve": RUN_OPTIONS,
     "coco_evolve models": AI_OPTIONS,
     "offline mutator": OFFLINE_SETTINGS,
     "agent mutator": AGENT_SETTINGS,
+    "prompt_only mutator": PROMPT_ONLY_SETTINGS,
     "history tools": TOOL_ARGUMENTS,
 }
 """Every table, by the name a help command shows it under."""

@@ -5,7 +5,8 @@ It stands in for REMOTE providers only, and is driven through the real clients o
 - OpenAI: POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models (bearer key checked when configured);
 - Anthropic: POST /v1/messages (`x-api-key` checked when configured, `anthropic-version` and `max_tokens` required).
 
-Everything is deterministic. A completion answers `reply(messages)` (default "reply to: <last user message>"), or,
+Everything is deterministic. A completion answers `reply(messages)` (default "reply to: <last user message>"; a
+model named in `models` answers with its own reply function), or,
 when `response_format` carries a schema, a JSON object built from the schema (enum values picked by a hash of the
 prompt). Usage reports `estimate_tokens` of every message plus 3 per message (the chat template) as input and
 `estimate_tokens(reply)` as output. Embeddings are `vector_for(text)` (seeded by a CRC of the text, NOT normalised)
@@ -184,6 +185,7 @@ class FakeEndpoint:
         embedding_dim: int = 8,
         script: ScriptFn | None = None,
         full_tools: bool = False,
+        models: Mapping[str, ReplyFn] | None = None,
     ) -> None:
         self.latency_s = latency_s
         self.faults = faults
@@ -198,6 +200,7 @@ class FakeEndpoint:
         self.full_tools = (
             full_tools  # the script gets each tool's {name, description, parameters}, not its name
         )
+        self.models = dict(models or {})  # a chat request's model -> its reply (others: `reply`)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._requests: list[RecordedRequest] = []
@@ -409,7 +412,9 @@ class FakeEndpoint:
                 ]  # fmt: skip
             finish = "tool_calls" if turn.tool_calls else "stop"
         else:
-            text = self._reply_text(messages, body.get("response_format"))
+            text = self._reply_text(
+                messages, body.get("response_format"), self.models.get(body.get("model", ""))
+            )
             message, finish = {"role": "assistant", "content": text}, "stop"
         document: dict[str, Any] = {
             "id": "chatcmpl-fake",
@@ -488,13 +493,13 @@ class FakeEndpoint:
             }
         return 200, document
 
-    def _reply_text(self, messages: list[Any], response_format: Any) -> str:
+    def _reply_text(self, messages: list[Any], response_format: Any, reply: ReplyFn | None = None) -> str:
         turns = [{"role": m.get("role", ""), "content": _text(m.get("content"))} for m in messages]
         if not isinstance(response_format, dict) or response_format.get("type") not in (
             "json_object",
             "json_schema",
         ):
-            return self.reply(turns)
+            return (reply or self.reply)(turns)
         schema = response_format.get("schema") or response_format.get("json_schema", {}).get("schema")
         if not isinstance(schema, dict):
             return json.dumps({"answer": self.reply(turns)})

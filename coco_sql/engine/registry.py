@@ -17,7 +17,7 @@ from typing import Any
 from coco_sql.errors import ConfigError
 from coco_sql.languages.base import Language
 from coco_sql.mutate.base import Mutator
-from coco_sql.options import OFFLINE_SETTINGS, OptionTable, as_object
+from coco_sql.options import OFFLINE_SETTINGS, PROMPT_ONLY_SETTINGS, OptionTable, as_object
 from coco_sql.plugins import kind
 
 
@@ -68,6 +68,18 @@ def _offline(language: Language, settings: Mapping[str, Any]) -> Mutator:
     if factory is None:
         raise ConfigError(f"the offline mutator has no operators for {language.name} programs")
     return factory(**settings)
+
+
+def _kind_mutator(name: str) -> Callable[[Language, Mapping[str, Any]], Mutator]:
+    """A builder of the kind's own mutator `name` (`KindPlugin.mutators`); one line for a kind without it."""
+
+    def build(language: Language, settings: Mapping[str, Any]) -> Mutator:
+        factory = kind(language.name).mutators.get(name)
+        if factory is None:
+            raise ConfigError(f"the {name} mutator has no operators for {language.name} programs")
+        return factory(language, settings)
+
+    return build
 
 
 def _agent(**presets: Any) -> Callable[[Language, Mapping[str, Any]], Mutator]:
@@ -136,6 +148,14 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
             _agent_defaults(GEPA_LIKE),
             _agent(**GEPA_LIKE),
             _agent_check(**GEPA_LIKE),
+        ),
+        "prompt_only": MutatorSpec(
+            "prompt_only",
+            "baseline: the search Snowflake's AI-function optimizer makes, the one AI call's prompt and model "
+            "(few-shot examples, label descriptions, answers, output_mode, models), tested on training rows",
+            {option.name: option.default for option in PROMPT_ONLY_SETTINGS},
+            _kind_mutator("prompt_only"),
+            options=PROMPT_ONLY_SETTINGS,
         ),
         "openevolve_like": MutatorSpec(
             "openevolve_like",

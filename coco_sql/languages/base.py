@@ -208,6 +208,18 @@ class TaskRegistrar(Protocol):
     def load(self, name: str, registered: RegisteredTask) -> TaskPack: ...
 
 
+class TaskSpec(Protocol):
+    """Another tool's specification of a task, read as this kind's coco_task options (SQL: Snowflake's
+    AI_FUNCTION_OPTIMIZATION specification, options `spec` and `ai_function`: `options.AIFO_TASK_OPTIONS`).
+    `options` gives the checked options with those the specification sets (a one-line TaskError on what it
+    cannot take); `settings` the kind's task.toml table (`[<kind>]`) of a task registered with them over
+    columns of these (DuckDB) types."""
+
+    def options(self, name: str, given: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def settings(self, options: Mapping[str, Any], types: Mapping[str, str]) -> dict[str, Any]: ...
+
+
 class FolderExport(Protocol):
     """A kind's export forms that are a folder of files (dbt: a project `dbt build` runs): the export's text
     form written out as the folder (`coco-sql export --out DIR`)."""

@@ -7,8 +7,8 @@ that need only the seam's own types are in `languages.base`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from coco_sql.languages.base import (
@@ -18,10 +18,12 @@ from coco_sql.languages.base import (
     FolderExport,
     Highlighter,
     InEngineDrafts,
+    Language,
     PackLoader,
     ProgramParts,
     TaskKeys,
     TaskRegistrar,
+    TaskSpec,
 )
 
 if TYPE_CHECKING:
@@ -172,6 +174,10 @@ class KindPlugin:
     in_engine_drafts: InEngineDrafts | None = None
     pack_loader: PackLoader | None = None
     registrar: TaskRegistrar | None = None  # coco_task of this kind over the user's tables
+    task_spec: TaskSpec | None = None  # coco_task's option `spec`: another tool's task specification
+    # named mutators of the kind's own beyond `offline_mutator` (SQL: the `prompt_only` baseline), each built from
+    # the bound language and the mutator's checked settings (`engine.registry`)
+    mutators: Mapping[str, Callable[[Language, Mapping[str, Any]], Mutator]] = field(default_factory=dict)
     folder_export: FolderExport | None = None
     parts: Callable[[str], ProgramParts | None] | None = None  # a program of several files, for the report
     # a champion larger than this gets a warning after a run (SQL, issue 15: inline few-shot examples make a

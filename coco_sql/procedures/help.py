@@ -61,7 +61,8 @@ ARGUMENTS: Mapping[str, OptionTable] = {
         "coco_export(run_id, form, max_cost, source)",
         _RUN_ID,
         Option("form", "choice", "sql", "the form of the champion's code",
-               choices=("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt"),
+               choices=("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt",
+                        "snowflake_ai_function", "snowflake_experiment"),
                example="'duckdb_view'"),
         Option("max_cost", "amount", None, "the best program within this deploy cost per 1,000 rows instead",
                nullable=True, example="'500 calls'"),
@@ -102,7 +103,14 @@ _OPTIONS: Mapping[str, tuple[OptionTable, ...]] = {
     "coco_task": (TASK_OPTIONS,),
     "coco_evolve": (RUN_OPTIONS, AI_OPTIONS),
 }
-_SETTINGS = ("coco_task dbt", "offline mutator", "agent mutator", "history tools")
+_SETTINGS = (
+    "coco_task dbt",
+    "coco_task spec",
+    "offline mutator",
+    "agent mutator",
+    "prompt_only mutator",
+    "history tools",
+)
 
 
 def topics() -> list[str]:

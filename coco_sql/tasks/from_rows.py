@@ -45,15 +45,19 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from coco_sql.errors import TaskError
 from coco_sql.languages.sql.check.calls import ai_functions_called
-from coco_sql.options import TASK_OPTIONS, as_object, check_task_name
+from coco_sql.options import AIFO_TASK_OPTIONS, TASK_OPTIONS, as_object, check_task_name
+from coco_sql.plugins import kind
 from coco_sql.tasks.loader import TaskPack
 from coco_sql.tasks.lookup import load_task
+
+if TYPE_CHECKING:
+    from coco_sql.languages.base import TaskSpec
 
 _CONTRACT_OF = {"BOOLEAN": "BOOLEAN", "VARCHAR": "VARCHAR", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE"}
 _INTEGERS = (
@@ -84,7 +88,15 @@ def check_options(name: object, options: object, *, stored: bool = False) -> dic
     back from a store, where an older version may have registered a pack-style name (`options.PACK_NAME`)."""
     check_task_name(name, error=TaskError, stored=stored)
     given = as_object(options, f"task {name!r}: the options", error=TaskError)
-    checked = TASK_OPTIONS.check(given, error=TaskError, prefix=f"task {name!r}: ")
+    specified = {k: v for k, v in given.items() if k in AIFO_TASK_OPTIONS.names}
+    checked = TASK_OPTIONS.check(
+        {k: v for k, v in given.items() if k not in specified}, error=TaskError, prefix=f"task {name!r}: "
+    )
+    if specified:  # another tool's specification of the task: its kind reads it (`spec_reader`)
+        specified = AIFO_TASK_OPTIONS.check(specified, error=TaskError, prefix=f"task {name!r}: ")
+        if specified.get("spec") is None:
+            raise TaskError(f"task {name!r}: option 'ai_function' goes with option 'spec'")
+        checked = spec_reader(name, checked).options(name, {**checked, **specified})
     for required in ("label", "seed_program"):
         if not checked.get(required):
             raise TaskError(f"task {name!r}: option {required!r} is required")
@@ -103,6 +115,15 @@ def check_options(name: object, options: object, *, stored: bool = False) -> dic
             "held-out rows as option 'test_source', or keep test_fraction above 0"
         )
     return checked
+
+
+def spec_reader(name: str, options: Mapping[str, Any]) -> TaskSpec:
+    """The task's kind's reader of option `spec` (`languages.base.TaskSpec`); one line when it has none."""
+    chosen = str(options.get("kind") or TASK_OPTIONS.default("kind"))
+    reader = kind(chosen).task_spec
+    if reader is None:
+        raise TaskError(f"task {name!r}: option 'spec' is not read by {chosen} tasks")
+    return reader
 
 
 def task_from_rows(
@@ -149,7 +170,7 @@ def task_from_rows(
             table.to_csv(root / "data" / file, index=False)
         (root / "seed.sql").write_text(str(options["seed_program"]))
         (root / "task.toml").write_text(
-            _toml(name, source, options, id_column, label, {c: types[c] for c in inputs}, output_type)
+            _toml(name, source, options, id_column, label, {c: types[c] for c in inputs}, output_type, types)
         )
         try:
             return load_task(root, registered=True)
@@ -217,6 +238,7 @@ def _toml(
     label: str,
     inputs: Mapping[str, str],
     output_type: str,
+    types: Mapping[str, str],
 ) -> str:
     q = json.dumps  # a JSON string is a valid TOML basic string
     lines = [
@@ -247,7 +269,20 @@ def _toml(
         "[source]",
         f"name = {q(source)}",
     ]
+    if options.get("spec") is not None:  # the kind's own table: what the specification adds
+        settings = spec_reader(name, options).settings(options, types)
+        lines += _toml_table(str(options.get("kind") or TASK_OPTIONS.default("kind")), settings)
     return "\n".join(lines) + "\n"
+
+
+def _toml_table(key: str, table: Mapping[str, Any]) -> list[str]:
+    """`table` as TOML under `[key]`: scalars and lists (JSON's spelling is TOML's), sub-tables as `[key.sub]`."""
+    lines = [f"[{key}]"]
+    lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in table.items() if not isinstance(v, Mapping)]
+    for sub, value in table.items():
+        if isinstance(value, Mapping):
+            lines += _toml_table(f"{key}.{json.dumps(sub)}", value)
+    return lines
 
 
 def _test_fraction(options: Mapping[str, Any]) -> float:

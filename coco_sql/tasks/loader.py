@@ -167,6 +167,7 @@ class TaskPack:
     settings_files: Mapping[str, Path] = field(default_factory=dict)  # its strings naming pack files: checked
     kind_data: Any = None  # what a kind with its own pack loader adds (`KindPlugin.pack_loader`)
     run_defaults: Mapping[str, Any] = field(default_factory=dict)  # [run]: options a run does not set itself
+    id_column: str = "id"  # the data's own name for the instance id (programs read it as `id`)
 
     def split(self, name: str) -> Split:
         """Return split ``name`` (train, val or test). Copies, so callers cannot corrupt the cache."""
@@ -476,6 +477,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         settings=settings,
         settings_files=settings_files,
         run_defaults=run_defaults,
+        id_column=id_column,
     )
 
 

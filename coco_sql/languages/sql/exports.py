@@ -17,8 +17,16 @@ from typing import TYPE_CHECKING
 from coco_sql.errors import TaskError
 from coco_sql.languages.base import Exported, ExportRequest
 from coco_sql.languages.sql.export.ai import DUCKDB_FORMS, bound_program
+from coco_sql.languages.sql.export.ai_function import (
+    EXPERIMENT_FORM,
+    ai_function_export,
+    check_statement,
+    experiment_export,
+    is_statement,
+)
+from coco_sql.languages.sql.export.ai_function import FORM as AI_FUNCTION
 from coco_sql.languages.sql.export.deploy_check import Finding, check_program
-from coco_sql.languages.sql.export.forms import FORMS, export_bundle, proxy_note
+from coco_sql.languages.sql.export.forms import FORMS, OTHER_FORMS, export_bundle, proxy_note
 from coco_sql.languages.sql.export.references import reads_table
 from coco_sql.languages.sql.linear_head import (
     EXAMPLE_VECTORS,
@@ -34,19 +42,27 @@ if TYPE_CHECKING:
 
     from coco_sql.tasks import TaskPack
 
-SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt"})
+SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt", AI_FUNCTION, EXPERIMENT_FORM})
 """Export forms that run in Snowflake: each export in one of them is checked (`check_deploy`)."""
 
 
 class SqlExports:
     """`Exporter` for SQL programs."""
 
-    forms = frozenset(FORMS) - {"sql"}
+    forms = frozenset(FORMS + OTHER_FORMS) - {"sql"}
 
     def export(self, request: ExportRequest) -> Exported:
         form, code, dialect = request.form, request.code, request.dialect
+        if form == AI_FUNCTION:  # its signature is the task's: the pack must be there
+            return Exported(ai_function_export(code, dialect, request.task(), request.name))
+        if form == EXPERIMENT_FORM:
+            return Exported(experiment_export(code, dialect, request.task(), request.name))
         columns: dict[str, str] | None = None
         source_types: dict[str, str] | None = None
+        source_columns: dict[str, str] | None = None
+        with contextlib.suppress(TaskError):  # the user's names for input's columns (`export.forms`)
+            task = request.task()
+            source_columns = {"id": task.id_column, **{c: c for c in task.input_columns}}
         if form == "snowflake_function":
             with contextlib.suppress(TaskError):
                 pack = request.task()
@@ -73,6 +89,7 @@ class SqlExports:
             references=references,
             source_types=source_types,
             note=proxy_note(code, dialect, request.aliases) if form in SNOWFLAKE_FORMS else None,
+            source_columns=source_columns,
         )
         return Exported(header + exported.code, exported.files)
 
@@ -81,6 +98,15 @@ class SqlExports:
         return form in SNOWFLAKE_FORMS or (form == "sql" and dialect == "snowflake")
 
     def check_deploy(self, code: str, dialect: str, task: TaskPack | None, where: str) -> list[Finding]:
+        if is_statement(code):  # an exported AI function (`export.ai_function`): its body over its arguments
+            return check_statement(
+                code,
+                where,
+                lambda query, columns: check_program(
+                    query, "snowflake", where=where, input_columns=columns, output_column="answer",
+                    allowed_functions=frozenset(task.allowed_functions) if task is not None else frozenset(),
+                ),
+            )  # fmt: skip
         if task is None:  # the task is gone: functions, names and types are still checked
             return check_program(code, dialect, where=where)
         return check_program(

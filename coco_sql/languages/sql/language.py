@@ -43,6 +43,7 @@ class SqlLanguage:
             allowed_functions=frozenset(task.allowed_functions),
             dialect=task.dialect,
             references={**reference_columns(task), **head_columns(task)},
+            output_type=task.contract.type,
         )
         self._heads: dict[str, object] = {}  # the head table's rows by what they depend on (`linear_head`)
 

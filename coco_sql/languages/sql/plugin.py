@@ -6,6 +6,7 @@ task does not load scipy's MILP.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.languages.base import Language
@@ -34,6 +35,13 @@ def _offline(**settings: Any) -> Mutator:
     return OfflineMutator(**settings)
 
 
+def _prompt_only(language: Language, settings: Mapping[str, Any]) -> Mutator:
+    """The `prompt_only` baseline (`mutate.prompt_only`); it reads the models of the task's spec itself."""
+    from coco_sql.languages.sql.mutate.prompt_only import PromptOnlyMutator
+
+    return PromptOnlyMutator(int(settings["max_drafts"]), int(settings["max_examples"]), settings["models"])
+
+
 def _cross_fit(env: DraftEnvironment, code: str, outcome: Outcome) -> Outcome:
     from coco_sql.languages.sql.cross_fit import cross_fitted_train
 
@@ -52,6 +60,20 @@ class _InEngineDrafts:
     def query(self, runnable: str, output_column: str) -> str:
         output = output_column.replace('"', '""')
         return f'SELECT CAST(id AS VARCHAR) AS id, "{output}" AS output FROM ({runnable}) AS candidate'
+
+
+class _SpecTasks:
+    """`languages.sql.aifo.SpecTasks`, imported on first use."""
+
+    def options(self, name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        from coco_sql.languages.sql.aifo import SpecTasks
+
+        return SpecTasks().options(name, given)
+
+    def settings(self, options: Mapping[str, Any], types: Mapping[str, str]) -> dict[str, Any]:
+        from coco_sql.languages.sql.aifo import SpecTasks
+
+        return SpecTasks().settings(options, types)
 
 
 def _prompt(task: TaskPack) -> str:
@@ -81,6 +103,8 @@ PLUGIN = KindPlugin(
     highlight=SqlHighlighter(),
     references=_references,
     in_engine_drafts=_InEngineDrafts(),
+    task_spec=_SpecTasks(),
+    mutators={"prompt_only": _prompt_only},
     dialects=True,
     warn_bytes=8 * 1024,
 )

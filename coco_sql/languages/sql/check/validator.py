@@ -37,6 +37,7 @@ from coco_sql.languages.sql.check.calls import (
     check_scalar_expression,
     check_snowflake_functions,
 )
+from coco_sql.languages.sql.check.output_shape import check_output_shape
 from coco_sql.languages.sql.check.rejection import reject
 from coco_sql.languages.sql.check.snowflake import (
     JSON_EACH,
@@ -117,6 +118,9 @@ class ValidationSpec:
     # the engine `dialect` names, resolved once per spec: the SQL checks read its parts (until they move into
     # the engine's own `checks` part: issue 41, a later step)
     engine: EnginePlugin = field(init=False, repr=False, compare=False, hash=False)
+    # the task's label type (a contract type): an output column that is an AI call's whole object is refused
+    # (`check.output_shape`); None: not checked
+    output_type: str | None = None
 
     def __post_init__(self) -> None:
         # Freeze the mapping so a spec shared between threads cannot change under a running validation.
@@ -347,6 +351,8 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
     with recursion_guard():  # the parse is bounded (`sqlkit.bounds`); this catches what a deep stack adds
         query, wrapped = checked_query(source, spec)
         check_output(query, spec)
+        if spec.output_type is not None:
+            check_output_shape(query, spec.output_column, spec.output_type, spec.dialect)
         # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
         # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
         bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know

@@ -19,6 +19,13 @@ files come back in `Exported.files`.
 
 `source` is a table name (`source_table`: a name, schema.name or db.schema.name); anything else is refused.
 
+The user's table as it is (issue 38): a program reads `input`, whose id column is `id` and whose inputs have the
+task's names; the user's table may call them otherwise (`coco_task(..., {'id_column': 'ticket_id'})`, a pack's
+`data.id_column`). `columns` maps each of `input`'s columns to the source's (`id` -> `ticket_id`); when one
+differs, the form reads the source through a projection that names them as the program does (`(SELECT
+ticket_id AS id, body FROM tickets) AS input`), and returns the id under the source's name again (`id AS
+ticket_id`), so the export runs on the table as it is and its rows join back to it.
+
 The UDTF must declare its columns, and a program alone does not say every type: a column passed through from
 the source (`id`) has whatever type the user's table gives it. So each output column (the query's named
 selects, in order) is typed from, first, `columns` when the caller knows them (e.g. the task's contract:
@@ -52,6 +59,8 @@ from coco_sql.languages.sql.export.references import reads_table, ship_table
 from coco_sql.languages.sql.macros import expand_program
 
 FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt")
+# forms written elsewhere: a Snowflake AI function, and it beside Snowflake's optimizer (`export.ai_function`)
+OTHER_FORMS = ("snowflake_ai_function", "snowflake_experiment")
 _DBT_PLACEHOLDER = "coco_dbt_source"
 _TARGETS = {
     "duckdb_view": "duckdb",
@@ -98,15 +107,17 @@ def export_bundle(
     references: Mapping[str, tuple[pd.DataFrame, Mapping[str, str]]] | None = None,
     source_types: Mapping[str, str] | None = None,
     note: str | None = None,
+    source_columns: Mapping[str, str] | None = None,
 ) -> Exported:
     """The program `code` (written in `dialect`) as `form`, reading `source` instead of `input`. `columns` gives
     known output column types (DuckDB or contract spelling, e.g. the task's contract) for `snowflake_function`,
     and `source_types` the source's column types (DuckDB spelling), from which the function's other columns are
     typed. `references`: the task's reference tables (name -> rows and column types); each one the program
     reads ships with it as `<name>_<table>` (`export.references`) and is read under that name. `note`: lines
-    put at the top of a form that runs in Snowflake (as SQL comments)."""
+    put at the top of a form that runs in Snowflake (as SQL comments). `source_columns`: each of `input`'s
+    columns -> the source's name for it (the module docstring; None or the same names: read as they are)."""
     if form not in FORMS:
-        raise ConfigError(f"unknown export form {form!r} (known: {', '.join(FORMS)})")
+        raise ConfigError(f"unknown export form {form!r} (known: {', '.join(FORMS + OTHER_FORMS)})")
     if form == "sql" and dialect == "duckdb":
         return Exported(
             code
@@ -123,7 +134,8 @@ def export_bundle(
         program = snowflake_to_duckdb(program)
     relation: str | exp.Table = _DBT_PLACEHOLDER if form == "dbt" else reads
     tables, files, refs = "", {}, {_DBT_PLACEHOLDER: reads}
-    schema = {"input": dict(source_types or {})}
+    renamed = {k: v for k, v in (source_columns or {}).items() if k != v}
+    schema = {"input": _input_types(source_types or {}, source_columns or {})}
     for table, (rows, types) in (references or {}).items():
         if not reads_table(code, dialect, table):
             continue
@@ -134,6 +146,9 @@ def export_bundle(
         schema[read_as] = dict(types)
         tables += shipped.sql + ("\n" if shipped.sql else "")
         files |= shipped.files
+    if renamed:
+        program = _id_renamed(program, (source_columns or {}).get("id", "id"))
+        relation = _projection(relation, source_columns or {})
     body = over_source(program, relation).sql(dialect=target, pretty=True)
     header = "".join(f"-- {line}\n" for line in note.splitlines()) if note and target == "snowflake" else ""
     if form == "dbt":
@@ -271,13 +286,69 @@ def _udtf_type(kind: exp.DataType | None) -> str:
     return "VARIANT" if kind is None else _UDTF_TYPES.get(kind.this, "VARIANT")
 
 
-def over_source(query: exp.Expression, source: str | exp.Table, relation: str = "input") -> exp.Expression:
-    """`query` with every reference to the table `relation` (not a CTE of that name) replaced by `source`."""
+def _input_types(source_types: Mapping[str, str], columns: Mapping[str, str]) -> dict[str, str]:
+    """The types of `input`'s columns from the source's (`columns`: input's name -> the source's)."""
+    typed = dict(source_types)
+    for name, column in columns.items():
+        if column in source_types:
+            typed[name] = source_types[column]
+    return typed
+
+
+def _projection(source: str | exp.Table, columns: Mapping[str, str]) -> exp.Subquery:
+    """`(SELECT ticket_id AS id, body FROM source)`: the source's columns under the names the program reads."""
+    table = source.copy() if isinstance(source, exp.Table) else exp.to_table(source)
+    selects = [
+        exp.column(exp.to_identifier(column))
+        if column == name
+        else exp.alias_(exp.column(exp.to_identifier(column)), exp.to_identifier(name))
+        for name, column in columns.items()
+    ]
+    return exp.select(*selects).from_(table).subquery()
+
+
+def _id_renamed(program: exp.Expression, id_column: str) -> exp.Expression:
+    """`program` returning its `id` under the source's name `id_column`: the outermost SELECT's `id` projection
+    aliased, or (a set operation, a `*`) the program wrapped in a SELECT that renames it."""
+    if id_column == "id":
+        return program
+    target = exp.to_identifier(id_column)
+    if isinstance(program, exp.Select):
+        for index, projection in enumerate(program.expressions):
+            if projection.alias_or_name.lower() == "id" and not isinstance(projection, exp.Star):
+                renamed = program.copy()
+                inner = projection.this if isinstance(projection, exp.Alias) else projection
+                renamed.expressions[index].replace(exp.alias_(inner.copy(), target))
+                return renamed
+    names = program.named_selects if isinstance(program, exp.Query) else []
+    if not names or "*" in names:
+        raise ConfigError(
+            f"the program's columns are not all named, so its id cannot be returned as {id_column!r}: "
+            "name them (SELECT id, ... AS <output>)"
+        )
+    selects = [
+        exp.alias_(exp.column("id", table="coco_champion"), target)
+        if name.lower() == "id"
+        else exp.column(exp.to_identifier(name), table="coco_champion")
+        for name in names
+    ]
+    return exp.select(*selects).from_(
+        exp.Subquery(this=program.copy(), alias=exp.TableAlias(this=exp.to_identifier("coco_champion")))
+    )
+
+
+def over_source(
+    query: exp.Expression, source: str | exp.Table | exp.Subquery, relation: str = "input"
+) -> exp.Expression:
+    """`query` with every reference to the table `relation` (not a CTE of that name) replaced by `source` (a
+    table, or a subquery: `_projection`)."""
     query = query.copy()
     for scope in traverse_scope(query):
         for table in scope.tables:
             if table.name.lower() == relation and not table.db and table.name not in scope.cte_sources:
-                replacement = source.copy() if isinstance(source, exp.Table) else exp.to_table(source)
+                replacement = (
+                    source.copy() if isinstance(source, exp.Table | exp.Subquery) else exp.to_table(source)
+                )
                 replacement.set(
                     "alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(relation))
                 )

@@ -64,6 +64,8 @@ from coco_sql.languages.sql.mutate.joint_fit import (
     strip_point_guards,
 )
 from coco_sql.languages.sql.mutate.joint_fit import OPERATOR as JOINT_FIT
+from coco_sql.languages.sql.mutate.prompt_edits import complete_calls
+from coco_sql.languages.sql.mutate.prompt_only import PromptOnlyMutator
 from coco_sql.languages.sql.mutate.scope_probing import ScopeProbing, _Probes
 from coco_sql.languages.sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 from coco_sql.mutate.base import MutationRequest, Proposal
@@ -226,6 +228,12 @@ class OfflineMutator(ScopeProbing):
                     budget -= try_draft(edit)
             if any(gain > 0 for _, _, gain in tested.values()):
                 break
+        if not any(gain > 0 for _, _, gain in tested.values()) and complete_calls(parent_query):
+            # an AI_COMPLETE prompt: the edits Snowflake's optimizer makes (its model, its prompt), so that this
+            # search holds that one (`prompt_only`)
+            prompt = PromptOnlyMutator(self.max_drafts, self.max_examples).propose(request, rng)
+            if prompt.exhausted is None or not tested:
+                return prompt
         if not tested:
             return Proposal(
                 code=request.parent.code,
