@@ -329,7 +329,7 @@ def test_coco_task_and_coco_evolve_in_a_stored_procedure_equal_the_run_on_duckdb
     assert ") / 100.0 as amount" in flat and "left join" in flat  # the two planted defects, repaired
     with strict_session(shop_frames()) as (session, limits):
         (row,) = session.call("coco_task", "shop", None, SHOP_OPTIONS).collect()
-        assert (row["TASK"], row["ROWS"], row["TRAIN"], row["VAL"], row["TEST"]) == ("shop", 44, 24, 16, 12)
+        assert (row["TASK"], row["ROWS"], row["TRAIN"], row["VAL"], row["TEST"]) == ("shop", 44, 25, 17, 13)
         clock = time.perf_counter()
         session.call("coco_evolve", "shop", 1, {"seed": 1}).collect()
         (remote,) = session.call("coco_resume", 1, 2).collect()

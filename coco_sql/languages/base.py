@@ -140,6 +140,14 @@ class ScoresRows(Protocol):
     ) -> list[float]: ...
 
 
+@runtime_checkable
+class AggregatesRows(Protocol):
+    """A kind whose program score is not the plain mean of its row scores (dbt: per target, then weighted over
+    targets and data tests): the evaluator takes an outcome's score from this. Row scores stay as they are."""
+
+    def aggregate(self, ids: Sequence[str], scores: Sequence[float]) -> float: ...
+
+
 LanguageFactory = Callable[["TaskPack"], Language]
 
 

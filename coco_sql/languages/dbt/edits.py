@@ -38,6 +38,7 @@ class Evidence:
     swaps: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (column, got, wanted)
     nulls: Counter[str] = field(default_factory=Counter)  # column -> got NULL where a value was expected
     missing: Counter[str] = field(default_factory=Counter)  # model -> rows with no output
+    extra: Counter[str] = field(default_factory=Counter)  # model -> rows returned that no expected row has
     errors: int = 0
 
     @classmethod
@@ -49,6 +50,11 @@ class Evidence:
             model = str(instance).split(":", 1)[0]
             wanted, found = decode_row(want), decode_row(got)
             if not isinstance(wanted, dict):
+                continue
+            if str(instance).endswith("#extra"):  # the target's extra-rows instance (`task.EXTRA`)
+                count = found.get("__extra_rows__") if isinstance(found, dict) else None
+                if isinstance(count, int) and count > 0:
+                    evidence.extra[str(instance).removesuffix("#extra")] += count
                 continue
             if not isinstance(found, dict):
                 evidence.missing[model] += 1

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -215,6 +215,28 @@ class DbtProject:
             else:
                 files[path] = content
         return DbtProject.of(files)
+
+
+_REF = re.compile(r"""\bref\(\s*(?:['"]\w+['"]\s*,\s*)?['"]([A-Za-z_]\w*)['"]""")
+
+
+def model_refs(project: DbtProject) -> dict[str, set[str]]:
+    """Model name -> the names its ``ref()`` calls read, as written (``ref('x')``, ``ref('package', 'x')``); a ref
+    built by Jinja at render time is not seen."""
+    return {name: set(_REF.findall(project.files[path])) for name, path in project.models().items()}
+
+
+def upstream_models(project: DbtProject, targets: Iterable[str]) -> set[str]:
+    """The models the `targets` read, directly or through other models, the targets included."""
+    refs = model_refs(project)
+    found: set[str] = set()
+    stack = [t for t in targets if t in refs]
+    while stack:
+        name = stack.pop()
+        if name not in found:
+            found.add(name)
+            stack.extend(r for r in refs.get(name, ()) if r in refs)
+    return found
 
 
 @dataclass(frozen=True)
