@@ -116,7 +116,7 @@ def test_the_evidence_points_at_the_unit_and_its_edit_gains(evaluator) -> None: 
     assert factor == 100.0 and {"amount", "customer_lifetime_value"} <= columns
     assert evidence.missing["customers"] > 0  # the inner join drops customers without orders
     edits = hypotheses(DbtProject.from_text(code), evaluator.check(code).tree, evidence, "duckdb")
-    assert edits[0].approach.startswith("scale")
+    assert any(e.approach.startswith("scale") for e in edits[:4])
     best = max(evaluator.evaluate(e.code, "train").score for e in edits[:4])
     assert best > seed.score + 0.1
 
