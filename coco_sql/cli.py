@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coco_sql import cli_warehouse
+from coco_sql import cli_init, cli_warehouse
 from coco_sql.cli_common import progress_line, read_program
 from coco_sql.cli_inspect import HISTORY_ALIASES, cmd_cost, cmd_history, cmd_report, cmd_status
 from coco_sql.engine.spend import price_option
@@ -227,6 +227,7 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=cmd_report)
 
     cli_warehouse.add_parsers(commands, DEFAULT_DB)  # export, sql, deploy, mirror, check-deploy
+    cli_init.add_parser(commands)  # init dbt PROJECT
 
     history = commands.add_parser(
         "history", help="query a run's search history (the history tools of the paper's Table 6), as JSON"

@@ -1,5 +1,5 @@
-"""A dbt task pack: its sources, targets and splits, read from task.toml (`tasks.loader` hands a pack whose
-`language = "dbt"` to `load_dbt_pack`).
+"""A dbt task: its sources, targets and splits, checked and assembled from a task.toml document and its tables
+(`pack.load_dbt_pack` reads a pack's files; `registered` a task's stored rows).
 
 The instances of a dbt task are its expected rows, one per target key (id ``model:key``, the key's columns
 joined by ``|`` when it has several), one per target that counts the rows it returned that no expected row has
@@ -22,7 +22,7 @@ task.toml keys (besides name, description, language, dialect, [source])::
     [[sources]] name = "source.table", file = "data/x.csv", columns = { col = "DUCKDB TYPE", ... }
     [splits]   seed, train_fraction, test_fraction, entity = "source.table.col", follow = ["a.b.c -> d.e.f"]
     [[targets]] model, key = "col" or ["col", ...], expected = "expected/x.csv" (or .parquet), columns = [...],
-               key_of = "source.table.col", split_by = "col", weight = 1.0,
+               key_of = "source.table.col", split_by = "col", split = "entity" | "keys", weight = 1.0,
                tolerance = { col = { abs_tol = 0.005, rel_tol = 0 } }
     [data_tests] mode = "score" | "report" | "off", weight = 0.1 (their share of the program's score)
 """
@@ -36,7 +36,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import duckdb
 import pandas as pd
 
 from coco_sql.errors import CandidateRejected
@@ -45,11 +44,9 @@ from coco_sql.languages.dbt.project import DbtProject, upstream_models
 from coco_sql.languages.dbt.validate import DbtSpec
 from coco_sql.languages.dbt.yaml_check import check_yaml
 from coco_sql.options import SPLIT_SEED, TIMEOUT_SECONDS
-from coco_sql.tasks.pack_files import Reader, check_duckdb_type, display
+from coco_sql.tasks.pack_files import Reader
 from coco_sql.tasks.splits import SPLIT_NAMES, Split, partition_ids
 
-_TOP = ("name", "description", "language", "dialect", "program", "sources", "splits", "targets", "data_tests",
-        "source")  # fmt: skip
 TEST_KINDS = ("unique", "not_null", "accepted_values", "relationships")
 EXTRA = "#extra"  # a target's extra-rows instance is ``model#extra``
 EXTRA_ROWS, EXPECTED_ROWS = "__extra_rows__", "__expected_rows__"  # its output's and expected value's keys
@@ -179,39 +176,6 @@ def check_source_name(reader: Reader, key: str, name: object) -> tuple[str, str]
     return source, table
 
 
-def _sources(reader: Reader, root: Path, doc: Mapping[str, Any], con: duckdb.DuckDBPyConnection) -> tuple[
-    dict[str, pd.DataFrame], dict[tuple[str, str], dict[str, str]]
-]:  # fmt: skip
-    entries = doc.get("sources")
-    if not isinstance(entries, list) or not entries:
-        raise reader.error("sources", "a dbt pack needs at least one [[sources]] table")
-    tables: dict[str, pd.DataFrame] = {}
-    columns: dict[tuple[str, str], dict[str, str]] = {}
-    for i, entry in enumerate(entries):
-        key = f"sources[{i}]"
-        if not isinstance(entry, dict):
-            raise reader.error(key, "must be a table")
-        reader.check_keys(entry, key, ("name", "file", "columns"))
-        name = reader.get(entry, f"{key}.name", str)
-        check_source_name(reader, f"{key}.name", name)
-        path = reader.file_path(root, entry, f"{key}.file")
-        types = reader.get(entry, f"{key}.columns", dict)
-        checked = {c: check_duckdb_type(reader, f"{key}.columns.{c}", str(t), con) for c, t in types.items()}
-        spec = ", ".join(f"'{c}': '{t}'" for c, t in checked.items())
-        try:
-            frame = con.execute(
-                f"SELECT * FROM read_csv(?, header = true, columns = {{{spec}}})", [str(path)]
-            ).df()
-        except duckdb.Error as error:
-            raise reader.error(
-                f"{key}.file", f"{display(path)}: {' '.join(str(error).split())[:200]}"
-            ) from None  # type: ignore[arg-type]
-        tables[name] = frame
-        source, table = name.split(".")
-        columns[(source, table)] = checked
-    return tables, columns
-
-
 @dataclass(frozen=True)
 class SplitSources:
     """Each split's copy of the sources, which tables were cut (the entity's and those that follow it), and how,
@@ -275,18 +239,6 @@ def _split_sources(
     return SplitSources(result, frozenset(cut), tuple(cuts))
 
 
-def expected_files(reader: Reader, root: Path, doc: Mapping[str, Any]) -> list[tuple[pd.DataFrame, str]]:
-    """Each target's expected rows as read from its CSV file (every cell text), and how messages name it."""
-    found = []
-    for i, entry in enumerate(doc.get("targets") or []):
-        if not isinstance(entry, dict):
-            raise reader.error(f"targets[{i}]", "must be a table")
-        path = reader.file_path(root, entry, f"targets[{i}].expected")
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])  # type: ignore[arg-type]
-        found.append((frame, display(path)))  # type: ignore[arg-type]
-    return found
-
-
 def _targets(reader: Reader, doc: Mapping[str, Any], frames: Sequence[tuple[pd.DataFrame, str]],
              splits: SplitSources, entity: str, key_text: Callable[[Any], str],
              seed: int, fractions: tuple[float, float]) -> tuple[list[Target], dict[str, dict[str, str]], dict[str, frozenset[str]]]:  # fmt: skip
@@ -304,7 +256,7 @@ def _targets(reader: Reader, doc: Mapping[str, Any], frames: Sequence[tuple[pd.D
         if not isinstance(entry, dict):
             raise reader.error(key, "must be a table")
         reader.check_keys(entry, key, ("model", "key", "expected", "columns", "tolerance", "key_of", "split_by",
-                                       "weight"))  # fmt: skip
+                                       "weight", "split"))  # fmt: skip
         model = reader.get(entry, f"{key}.model", str)
         given = entry.get("key")
         key_columns = (given,) if isinstance(given, str) else tuple(given) if isinstance(given, list) else ()
@@ -383,29 +335,6 @@ def seed_tests(project: DbtProject, targets: Sequence[str] | None = None) -> tup
                     if kind in TEST_KINDS:
                         found.add(f"test:{kind}:{model['name']}.{column['name']}")
     return tuple(sorted(found))
-
-
-def load_dbt_pack(root: Path, reader: Reader, doc: Mapping[str, Any], fingerprint: Any) -> Any:
-    """The `TaskPack` of a dbt pack (see the module docstring); TaskError (one line) for anything wrong."""
-    reader.check_keys(doc, "", _TOP)
-    name = reader.get(doc, "name", str)
-    if name != root.name:
-        raise reader.error("name", f"must equal the pack directory name {root.name!r} (got {name!r})")
-    program = reader.table(doc, "program", ("seed", "allowed_functions", "timeout_seconds"))
-    seed_dir = root / reader.get(program, "program.seed", str)
-    if not seed_dir.is_dir() or not seed_dir.resolve().is_relative_to(root.resolve()):
-        raise reader.error("program.seed", f"must be a folder inside the pack (got {display(seed_dir)})")
-    try:
-        seed = DbtProject.from_dir(seed_dir)
-    except CandidateRejected as error:
-        raise reader.error("program.seed", str(error)) from None
-    with duckdb.connect(":memory:") as con:
-        tables, source_columns = _sources(reader, root, doc, con)
-    expected = expected_files(reader, root, doc)
-    files = [reader.path, *sorted(p for p in root.rglob("*") if p.is_file() and "reference" not in p.parts
-                                  and "solution" not in p.parts)]  # fmt: skip
-    return assemble_dbt_task(reader, doc, DbtTables(seed, tables, source_columns, expected),
-                             root=root, fingerprint=fingerprint(root, files))  # fmt: skip
 
 
 @dataclass(frozen=True)
