@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.project import DbtProject
@@ -210,11 +211,18 @@ def test_a_valid_project_becomes_the_run_form() -> None:
     assert validated.models["stg_orders"].materialized == "table"  # from dbt_project.yml
     run = validated.run_files("coco")
     assert run["models/orders.sql"] == (
-        "{{ config(materialized='view', tags=['mart']) }}\n"
-        "SELECT\n  o.id,\n  o.amount / 100 AS dollars\nFROM {{ ref('stg_orders') }} AS o\n"
+        "SELECT\n  o.id,\n  o.amount / 100 AS dollars\nFROM {{ ref('stg_orders') }} AS o"
     )
     assert "macros/cents.sql" not in run  # expanded by the validator: dbt never renders the author's Jinja
-    assert "profile: coco" in run["dbt_project.yml"]
+    assert "profile: coco" in run["dbt_project.yml"] and "models:" not in run["dbt_project.yml"]
+    # the effective configs (config() in the model, dbt_project.yml's folders) are written once, as plain data
+    properties = yaml.safe_load(run["models/_coco_properties.yml"])
+    configs = {entry["name"]: entry["config"] for entry in properties["models"]}
+    assert configs == {
+        "orders": {"materialized": "view", "enabled": True},
+        "stg_orders": {"materialized": "table", "enabled": True},
+    }
+    assert sorted(run) == ["dbt_project.yml", "models/_coco_properties.yml", "models/orders.sql", "models/stg_orders.sql"]
 
 
 def test_snowflake_dialect_ai_calls_are_bound_for_the_sandbox() -> None:

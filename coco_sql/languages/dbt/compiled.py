@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -36,8 +35,6 @@ from coco_sql.errors import CandidateRejected, EvaluationError, EvaluationTimeou
 from coco_sql.languages.dbt.runner import DbtRunResult
 from coco_sql.languages.dbt.validate import ValidatedModel, ValidatedProject
 from coco_sql.languages.sql.check.rejection import one_line
-from coco_sql.languages.sql.check.snowflake import rewrite_named_arguments
-from coco_sql.languages.sql.check.validator import parse_statement
 from coco_sql.languages.sql.meter import meter
 from coco_sql.llm.usage import Usage
 from coco_sql.store.base import CandidateEngine
@@ -100,12 +97,23 @@ def model_query(
 ) -> str:
     """One model's SQL in the engine's `dialect` over `relations` (upstream models) and `sources` (staged
     tables): the module docstring's compilation."""
+    return model_tree(model, relations, sources).sql(dialect=dialect)
+
+
+def model_tree(
+    model: ValidatedModel, relations: Mapping[str, Relation], sources: Mapping[tuple[str, str], str]
+) -> exp.Expression:
+    """The checked query of `model` (`ValidatedModel.tree`: the tree the validator checked, in the task's dialect,
+    never parsed again) with its placeholder relations replaced by warehouse relations; nothing else changes
+    but quoted plain identifiers, unquoted."""
     rendered = model.rendered
-    if rendered is None:
-        raise EvaluationError(f"{model.path}: the model was validated without its rendered SQL")
-    tree = rewrite_named_arguments(parse_statement(rendered.sql, task_dialect), task_dialect)
+    if rendered is None or model.tree is None:
+        raise EvaluationError(f"{model.path}: the model was validated without its checked query")
+    tree: exp.Expression = model.tree.copy()
     for table in list(tree.find_all(exp.Table)):
-        placeholder = table.name
+        placeholder = table.name.lower()
+        if table.db or table.catalog:
+            continue
         if placeholder in rendered.refs:
             relation = relations[rendered.refs[placeholder]]
             label = rendered.refs[placeholder]
@@ -120,10 +128,16 @@ def model_query(
             tree = replacement
         else:
             table.replace(replacement)
+    for column in tree.find_all(exp.Column):  # `ref.col` reads the relation's alias, which is its label
+        qualifier = column.args.get("table")
+        name = qualifier.name.lower() if isinstance(qualifier, exp.Identifier) else ""
+        label = rendered.refs.get(name) or (rendered.sources[name][1] if name in rendered.sources else None)
+        if label is not None and not column.args.get("db"):
+            column.set("table", exp.to_identifier(label))
     for identifier in tree.find_all(exp.Identifier):
         if identifier.quoted and _PLAIN.fullmatch(identifier.name):
             identifier.set("quoted", False)
-    return tree.sql(dialect=dialect)
+    return tree
 
 
 def run_models(
@@ -155,14 +169,14 @@ def _build(engine: CandidateEngine, project: ValidatedProject, run: ProjectRun, 
            sources: Mapping[tuple[str, str], str], task_dialect: str, deadline: Deadline) -> None:  # fmt: skip
     for name in dependency_order(project, run.selected):
         model = project.models[name]
-        if not enabled(project, model):
+        if not model.enabled:
             raise EvaluationError(f"dbt could not run the project: model {name} is disabled but selected")
         if any(r in run.errors for r in model.refs):
             run.errors[name] = "skipped: an upstream model failed"
             continue
         try:
-            sql = model_query(model, run.relations, sources, task_dialect, engine.dialect)
-            run.relations[name], billed = _materialise(engine, sql, deadline)
+            tree = model_tree(model, run.relations, sources)
+            run.relations[name], billed = _materialise(engine, tree, deadline)
         except EvaluationTimeout:
             raise
         except (EvaluationError, CandidateRejected, SqlglotError) as error:  # the model's failure, as dbt's
@@ -172,9 +186,11 @@ def _build(engine: CandidateEngine, project: ValidatedProject, run: ProjectRun, 
             usage.merge(billed)
 
 
-def _materialise(engine: CandidateEngine, sql: str, deadline: Deadline) -> tuple[Relation, Usage | None]:
+def _materialise(
+    engine: CandidateEngine, tree: exp.Expression, deadline: Deadline
+) -> tuple[Relation, Usage | None]:
     """The model's table; with AI calls, the table holds their bill's columns too, read here once."""
-    metered = meter(sqlglot.parse_one(sql, read=engine.dialect))
+    metered = meter(tree)
     table = engine.create_table(metered.query.sql(dialect=engine.dialect), deadline.left())
     if not metered.sites:
         return Relation(table), None
@@ -240,20 +256,9 @@ def dependency_order(project: ValidatedProject, names: set[str]) -> list[str]:
 
 
 def enabled(project: ValidatedProject, model: ValidatedModel) -> bool:
-    """config(enabled=...) in the model, else the deepest folder config of dbt_project.yml (as `materialized`)."""
-    if model.rendered is not None and "enabled" in model.rendered.config:
-        return bool(model.rendered.config["enabled"])
-    found = True
-    block: Any = project.properties.model_configs.get(project.properties.name) or {}
-    for folder in [None, *model.path.split("/")[1:-1]]:
-        if folder is not None:
-            block = block.get(folder) if isinstance(block, Mapping) else None
-        if not isinstance(block, Mapping):
-            break
-        for key in ("enabled", "+enabled"):
-            if key in block:
-                found = bool(block[key])
-    return found
+    """The model's effective ``enabled`` (`validate.model_config`: in the model, its property file, or
+    dbt_project.yml)."""
+    return model.enabled
 
 
 def run_result(

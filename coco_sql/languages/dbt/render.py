@@ -15,15 +15,15 @@ Rendering here takes milliseconds and offers a model exactly what the validator 
 
 Every other name is refused before rendering, by a static walk of the template (`jinja2.meta`), so a branch
 that this rendering does not take cannot hide a call either; include, import and extends are refused the same
-way. The environment is a `SandboxedEnvironment` (as dbt's own is), with ``range`` capped and a deadline checked
-on every call and every output chunk, since the template is hostile.
+way. The environment is Jinja's sandbox (as dbt's own is) with its work counted and its values bounded
+(`jinja_sandbox`: loops without calls count too), since the template is hostile.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -31,9 +31,9 @@ from typing import Any
 import jinja2
 import jinja2.meta
 import jinja2.nodes
-import jinja2.sandbox
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.languages.dbt.jinja_sandbox import INSTRUMENT_GLOBALS, BoundedEnvironment, bounded_environment
 from coco_sql.languages.dbt.project import DbtProject
 
 REF_PREFIX = "__coco_ref_"
@@ -41,9 +41,10 @@ SOURCE_PREFIX = "__coco_src_"
 MATERIALIZATIONS = ("table", "view", "ephemeral")
 CONFIG_KEYS = ("materialized", "tags", "enabled")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_MAX_RANGE = 10_000
 _MAX_OUTPUT_CHARS = 1_000_000
-_SAFE_GLOBALS = frozenset({"range", "dict", "namespace", "loop", "caller", "varargs", "kwargs"})
+_SAFE_GLOBALS = (
+    frozenset({"range", "dict", "namespace", "loop", "caller", "varargs", "kwargs"}) | INSTRUMENT_GLOBALS
+)
 PROJECT_GLOBALS = frozenset({"ref", "source", "config", "var"})
 
 
@@ -68,63 +69,8 @@ class RenderedModel:
         return placeholder
 
 
-class _Environment(jinja2.sandbox.SandboxedEnvironment):
-    """The sandbox with a deadline checked on every call and every 1,024 steps of a range(), and ``*`` / ``**``
-    bounded (``'x' * 10**9`` and ``10 ** 10 ** 9`` would otherwise exhaust memory or time in one step)."""
-
-    deadline: float = float("inf")
-    intercepted_binops = frozenset({"*", "**"})
-
-    def check_deadline(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise CandidateRejected("rendering took longer than its deadline")
-
-    def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        self.check_deadline()
-        return super().call(__context, __obj, *args, **kwargs)
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "**" and isinstance(right, int) and abs(right) > 64:
-            raise CandidateRejected(f"exponent {right} is too large (at most 64)")
-        if operator == "*":
-            sizes = [len(x) for x in (left, right) if isinstance(x, (str, list, tuple))]
-            counts = [x for x in (left, right) if isinstance(x, int) and not isinstance(x, bool)]
-            if sizes and counts and sizes[0] * counts[0] > _MAX_RANGE:
-                raise CandidateRejected(f"a repeated sequence of more than {_MAX_RANGE} items")
-        return super().call_binop(context, operator, left, right)
-
-    def capped_range(self, *args: int) -> _Range:
-        values = range(*args)
-        if len(values) > _MAX_RANGE:
-            raise CandidateRejected(f"range() of {len(values)} items; at most {_MAX_RANGE} allowed")
-        return _Range(values, self)
-
-
-class _Range:
-    """range() for templates: the deadline is checked while a loop walks it, so nested loops cannot spin."""
-
-    def __init__(self, values: range, env: _Environment) -> None:
-        self._values = values
-        self._env = env
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __iter__(self) -> Iterator[int]:
-        for index, value in enumerate(self._values):
-            if index % 1024 == 0:
-                self._env.check_deadline()
-            yield value
-
-
-def _environment() -> _Environment:
-    env = _Environment(
-        extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"], undefined=jinja2.StrictUndefined
-    )
-    env.globals["range"] = env.capped_range
-    for name in ("lipsum", "cycler", "joiner"):
-        env.globals.pop(name, None)
-    return env
+def _environment() -> BoundedEnvironment:
+    return bounded_environment()
 
 
 # --------------------------------------------------------------------------------------------- static checks
@@ -275,7 +221,7 @@ def render_models(
 ) -> dict[str, RenderedModel]:
     """Render every model of `project`; model name -> `RenderedModel`. Raises `CandidateRejected` naming the file."""
     env = _environment()
-    env.deadline = time.monotonic() + deadline_s
+    env.start(deadline_s)
     macros = macro_names(project)
     macro_text = "".join(project.files[p] for p in project.paths("macros/", ".sql"))
     prefix_lines = macro_text.count("\n")
@@ -308,7 +254,7 @@ def _stem(path: str) -> str:
     return path.rsplit("/", 1)[-1].removesuffix(".sql")
 
 
-def _render(env: _Environment, text: str, calls: _Calls, path: str, prefix_lines: int) -> str:
+def _render(env: BoundedEnvironment, text: str, calls: _Calls, path: str, prefix_lines: int) -> str:
     """Render one model (after the macro files' text, so macros see each other) within the deadline."""
 
     def where(lineno: int | None) -> str:
@@ -340,6 +286,11 @@ def _render(env: _Environment, text: str, calls: _Calls, path: str, prefix_lines
         raise CandidateRejected(message if message.startswith(path) else f"{path}: {message}") from None
     except jinja2.TemplateSyntaxError as error:
         raise CandidateRejected(f"{where(error.lineno)}: Jinja syntax error: {error.message}") from None
+    except RecursionError:
+        raise CandidateRejected(f"{path}: rendering failed: macros or blocks nested too deeply") from None
     except Exception as error:  # the template is hostile: any failure is the candidate's
         raise CandidateRejected(f"{path}: rendering failed: {type(error).__name__}: {error}") from None
-    return "".join(chunks)
+    sql = "".join(chunks)
+    if "\x00" in sql:
+        raise CandidateRejected(f"{path}: renders a NUL character; a model is text")
+    return sql

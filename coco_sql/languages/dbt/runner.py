@@ -5,7 +5,8 @@ built-in macros), while a partial parse after a model changed costs ~0.5 s. A se
 and one profile for all its runs, so dbt's partial parse carries over from run to run; the database does not:
 each run gets a fresh in-memory DuckDB (the plugin fills it, `inputs`), which is dropped when the run ends.
 
-One run: write the run form of the project (`validate.ValidatedProject.run_files`), ``dbt parse``, then
+One run: audit the run form of the project (`validate.ValidatedProject.run_files`; `run_form.audit`: no Jinja the
+validator did not write, whoever made the form), write it, ``dbt parse``, then
 ``dbt run`` and ``dbt test`` on the targets and everything upstream of them, with the parsed manifest handed
 over in-process. ``run`` and ``test`` are separate on purpose: ``build`` skips a model downstream of a failing
 test, and a program's rows are scored even when its data tests fail. Each target's rows are read back from
@@ -31,7 +32,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from coco_sql.errors import EvaluationError, EvaluationTimeout
+from coco_sql.errors import CandidateRejected, EvaluationError, EvaluationTimeout
+from coco_sql.languages.dbt import run_form
 from coco_sql.languages.dbt.inputs import RegisterUdfs, RunInputs, new_token, opened
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
@@ -190,6 +192,10 @@ class DbtSession:
         DataFrame). EvaluationTimeout when `interrupt` stopped the run."""
         from dbt.adapters.duckdb.connections import DuckDBConnectionManager
 
+        try:  # whoever made the form: dbt renders no Jinja that the validator did not write (`run_form`)
+            run_form.audit(files)
+        except CandidateRejected as error:
+            raise EvaluationError(str(error)) from None
         tables = _source_tables(sources)
         if any(not t or '"' in t for t in targets):
             raise EvaluationError("a target must be a model name without quotes")

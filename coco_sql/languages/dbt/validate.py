@@ -13,10 +13,14 @@ The checks, in order, each failing with one line that names the file and the pro
    with the sources' columns known, every column must resolve (the models' columns are inferred in
    dependency order) and each target model must return the columns the task compares.
 
-What passes becomes the run form (`ValidatedProject.run_files`): each model is the checked DuckDB SQL (Snowflake
-programs transpiled, AI calls bound to the sandbox's UDFs) with its relations put back as ``{{ ref() }}`` /
-``{{ source() }}`` and its config as one ``{{ config() }}``; the YAML and docs as written; dbt_project.yml
-rebuilt from checked values; no macros (already expanded). dbt thus never renders Jinja a candidate wrote.
+What passes becomes the run form (`ValidatedProject.run_files`, written by `run_form`): each model is the checked
+DuckDB SQL (Snowflake programs transpiled, AI calls bound to the sandbox's UDFs) as sqlglot wrote it, with the
+relations it reads written as our own ``{{ ref() }}`` / ``{{ source() }}`` and every other ``{`` made inert; one
+properties file of checked values (sources, each model's effective config, its generic tests); dbt_project.yml
+rebuilt with our profile; no macros (already expanded), docs or descriptions. dbt thus never renders a character
+the validator did not render: `run_form.audit` checks the form before dbt reads it, and
+tests/test_dbt_differential.py compares what dbt compiles with what was checked, model by model. A rendered model
+that still holds ``{{``, ``{%`` or ``{#`` outside a string literal (in a comment, an identifier) is refused.
 """
 
 from __future__ import annotations
@@ -34,14 +38,21 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.dbt.project import PROJECT_FILE, DbtProject
+from coco_sql.languages.dbt import run_form
+from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.render import REF_PREFIX, SOURCE_PREFIX, RenderedModel, render_models
+from coco_sql.languages.dbt.run_form import Relation
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
 from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
 from coco_sql.languages.sql.check.rejection import one_line
-from coco_sql.languages.sql.check.validator import ValidationSpec, checked_query
+from coco_sql.languages.sql.check.validator import ValidationSpec, checked_trees
+from coco_sql.sqlkit.bounds import recursion_guard
 
 _PLACEHOLDER = re.compile(rf"""(['"]?)\b((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)\b\1""")
+# a placeholder as sqlglot writes it in a relation's place: bare, or as a quoted identifier
+_RELATION_NAME = re.compile(
+    rf'"((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)"|\b((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)\b', re.I
+)
 _NO_RELATION = "__coco_no_relation"
 UNKNOWN_TYPE = "UNKNOWN"
 
@@ -90,17 +101,24 @@ class DbtSpec:
 
 @dataclass(frozen=True)
 class ValidatedModel:
-    """One checked model: the DuckDB SQL dbt will run (with ref/source Jinja), what it reads, its columns."""
+    """One checked model: the run form dbt reads (`run_sql`), the SQL the validator checked, what it reads, its
+    effective config and columns."""
 
     name: str
     path: str
-    run_sql: str
+    run_sql: str  # the model's run-form file (`run_form.model_file`)
     materialized: str
     refs: tuple[str, ...]
     sources: tuple[tuple[str, str], ...]
     columns: tuple[str, ...] | None  # None when the sources' columns were not given
-    # the model as rendered, in the task's dialect with placeholder relations (what a warehouse runs: `compiled`)
+    # the model as rendered, in the task's dialect with placeholder relations (its refs, sources and config())
     rendered: RenderedModel | None = field(default=None, compare=False, repr=False)
+    # the DuckDB SQL the validator checked (and DuckDB parsed), placeholders in the relations' places: what dbt
+    # must compile the model to, with only the relation names substituted (tests/test_dbt_differential.py)
+    checked_sql: str = ""
+    enabled: bool = True
+    # the checked query in the task's dialect, AI calls not bound: what a warehouse runs (`compiled`)
+    tree: exp.Query | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -110,13 +128,19 @@ class ValidatedProject:
     models: Mapping[str, ValidatedModel] = field(hash=False)
 
     def run_files(self, profile: str) -> dict[str, str]:
-        """Path -> content of the project dbt runs (see the module docstring)."""
-        files = {PROJECT_FILE: self.properties.run_form(profile)}
+        """Path -> content of the project dbt runs (see the module docstring and `run_form`), audited."""
+        entries = []
+        for model in self.models.values():
+            entry = dict(self.properties.run_models.get(model.name) or {"name": model.name})
+            entry["config"] = {"materialized": model.materialized, "enabled": model.enabled}
+            entries.append(entry)
+        files = {
+            run_form.PROJECT_FILE: run_form.project_file(self.properties.name, profile),
+            run_form.PROPERTIES: run_form.properties_file(self.properties.run_sources, entries),
+        }
         for model in self.models.values():
             files[model.path] = model.run_sql
-        for path in self.project.paths("models/"):
-            if path.endswith((".yml", ".md")):
-                files[path] = self.project.files[path]
+        run_form.audit(files)
         return files
 
 
@@ -146,17 +170,20 @@ def validate_project(program: DbtProject | str, spec: DbtSpec | None = None) -> 
         checked = {name: _check_model(rendered[name], spec, known_sources, columns, parser) for name in order}
     for name in order:
         model = rendered[name]
-        materialized = materialization(properties, model)
-        sql, model_columns = checked[name]
+        config = model_config(properties, model)
+        check = checked[name]
         models[name] = ValidatedModel(
             name=name,
             path=model.path,
-            run_sql=_config_call(model.config) + _restore_relations(sql, model),
-            materialized=materialized,
+            run_sql=run_form.model_file(check.pieces),
+            materialized=str(config["materialized"]),
             refs=tuple(dict.fromkeys(model.refs.values())),
             sources=tuple(dict.fromkeys(model.sources.values())),
-            columns=model_columns,
+            columns=check.columns,
             rendered=model,
+            checked_sql=check.sql,
+            enabled=bool(config["enabled"]),
+            tree=check.tree,
         )
     _check_targets(models, spec)
     return ValidatedProject(project, properties, MappingProxyType({n: models[n] for n in sorted(models)}))
@@ -187,21 +214,29 @@ def _dependency_order(rendered: Mapping[str, RenderedModel]) -> list[str]:
     return order
 
 
-def materialization(properties: ProjectYaml, model: RenderedModel) -> str:
-    """config() in the model, else the deepest folder config of dbt_project.yml, else dbt's default (view)."""
-    if "materialized" in model.config:
-        return str(model.config["materialized"])
-    found = "view"
+def model_config(properties: ProjectYaml, model: RenderedModel) -> dict[str, Any]:
+    """``materialized`` and ``enabled`` as dbt resolves them: config() in the model, else the model's ``config:``
+    in a property file, else the deepest folder config of dbt_project.yml, else dbt's defaults (view, enabled).
+    The run form writes the result, so dbt and the validator read the same values."""
+    found: dict[str, Any] = {"materialized": "view", "enabled": True}
     block: Any = properties.model_configs.get(properties.name) or {}
     for folder in [None, *model.path.split("/")[1:-1]]:
         if folder is not None:
             block = block.get(folder) if isinstance(block, Mapping) else None
         if not isinstance(block, Mapping):
             break
-        for key in ("materialized", "+materialized"):
-            if key in block:
-                found = str(block[key])
+        for key in found:
+            for written in (key, "+" + key):
+                if written in block:
+                    found[key] = block[written]
+    for layer in (properties.file_configs.get(model.name) or {}, model.config):
+        found.update({key: layer[key] for key in found if key in layer})
     return found
+
+
+def materialization(properties: ProjectYaml, model: RenderedModel) -> str:
+    """The model's effective ``materialized`` (`model_config`)."""
+    return str(model_config(properties, model)["materialized"])
 
 
 def _check_targets(models: Mapping[str, ValidatedModel], spec: DbtSpec) -> None:
@@ -226,16 +261,24 @@ def _check_targets(models: Mapping[str, ValidatedModel], spec: DbtSpec) -> None:
 # ------------------------------------------------------------------------------------------- one model
 
 
+@dataclass(frozen=True)
+class _CheckedModel:
+    sql: str  # the checked DuckDB SQL, placeholders for relations
+    pieces: tuple[str | Relation, ...]  # the same text cut at its relations (`run_form.model_file`)
+    columns: tuple[str, ...] | None
+    tree: exp.Query  # the checked query in the task's dialect, AI calls not bound
+
+
 def _check_model(
     model: RenderedModel,
     spec: DbtSpec,
     sources: Mapping[tuple[str, str], Mapping[str, str]] | None,
     upstream: dict[str, tuple[str, ...] | None],
     parser: duckdb.DuckDBPyConnection,
-) -> tuple[str, tuple[str, ...] | None]:
+) -> _CheckedModel:
     """The SQL candidates' checks on one rendered model, then DuckDB's own parser on the SQL dbt will run (which
-    must read it as one SELECT: sqlglot accepts, and writes back, text DuckDB refuses, e.g. ``IN (SELECT)``);
-    (DuckDB SQL with placeholders, its columns or None). Records the columns in `upstream`."""
+    must read it as one SELECT: sqlglot accepts, and writes back, text DuckDB refuses, e.g. ``IN (SELECT)``).
+    Records the columns in `upstream`."""
     relations: dict[str, Mapping[str, str] | None] = {}
     for placeholder, name in model.refs.items():
         known = upstream.get(name)
@@ -252,15 +295,19 @@ def _check_model(
         references={name: dict(relations.get(name) or {}) for name in names[1:]},
     )
     try:
-        query, _ = checked_query(model.sql, vspec, wrap=False)
-        columns = None
-        if all(value is not None for value in relations.values()):
-            columns = _columns(query, model, {k: v for k, v in relations.items() if v is not None})
-        bind_ai_calls(query)
-        sql = query.sql(dialect="duckdb", copy=False, pretty=True)
+        run_form.refuse_jinja_outside_literals(model.sql, spec.dialect)
+        with recursion_guard("the model's SQL"):
+            query, _, written = checked_trees(model.sql, vspec, wrap=False)
+            tree = written.copy() if written is query else written
+            columns = None
+            if all(value is not None for value in relations.values()):
+                columns = _columns(query, model, {k: v for k, v in relations.items() if v is not None})
+            bind_ai_calls(query)
+            sql = query.sql(dialect="duckdb", copy=False, pretty=True, comments=False)
+            pieces = _restore_relations(sql, query, model)
         _check_duckdb_parses(sql, parser)
         upstream[model.name] = columns
-        return sql, columns
+        return _CheckedModel(sql, pieces, columns, tree)
     except CandidateRejected as error:
         raise CandidateRejected(_explain(str(error), model)) from None
 
@@ -320,21 +367,39 @@ def _explain(message: str, model: RenderedModel) -> str:
 # -------------------------------------------------------------------------------------------- run form
 
 
-def _restore_relations(sql: str, model: RenderedModel) -> str:
-    """Put each placeholder back as the Jinja call dbt resolves (quotes around a placeholder go with it)."""
+def _restore_relations(sql: str, query: exp.Query, model: RenderedModel) -> tuple[str | Relation, ...]:
+    """`sql` cut at its relations: each placeholder where the checked tree reads a relation (a table, or a
+    column's table) becomes the `Relation` dbt resolves; the text between stays text (`run_form.model_file` makes
+    it inert). A placeholder anywhere else (a string, an alias, a column's name: a macro can spell one) would turn
+    into a relation that the validator did not check there, so it is refused."""
+    known = {**{p: Relation(model=m) for p, m in model.refs.items()},
+             **{p: Relation(source=s) for p, s in model.sources.items()}}  # fmt: skip
+    expected = sum(
+        1 for identifier in query.find_all(exp.Identifier) if _in_relation_place(identifier, known)
+    )
+    matches = list(_RELATION_NAME.finditer(sql))
+    names = [(m.group(1) or m.group(2)).lower() for m in matches]
+    if len(matches) != expected or any(name not in known for name in names):
+        raise CandidateRejected(
+            f"names starting with {REF_PREFIX!r} or {SOURCE_PREFIX!r} are reserved for ref() and source(); one "
+            "appears outside a relation"
+        )
+    pieces: list[str | Relation] = []
+    position = 0
+    for match, name in zip(matches, names, strict=True):
+        pieces += [sql[position : match.start()], known[name]]
+        position = match.end()
+    pieces.append(sql[position:])
+    return tuple(piece for piece in pieces if piece != "")
 
-    def call(match: re.Match[str]) -> str:
-        placeholder = match.group(2)
-        if placeholder in model.refs:
-            return "{{ ref('" + model.refs[placeholder] + "') }}"
-        source, table = model.sources[placeholder]
-        return "{{ source('" + source + "', '" + table + "') }}"
 
-    return _PLACEHOLDER.sub(call, sql) + "\n"
-
-
-def _config_call(config: Mapping[str, Any]) -> str:
-    if not config:
-        return ""
-    arguments = ", ".join(f"{key}={value!r}" for key, value in sorted(config.items()))
-    return "{{ config(" + arguments + ") }}\n"
+def _in_relation_place(identifier: exp.Identifier, known: Mapping[str, Relation]) -> bool:
+    """Whether `identifier` is a placeholder read as a relation: a table's name, or the table of a column."""
+    if identifier.name.lower() not in known:
+        return False
+    parent = identifier.parent
+    if isinstance(parent, exp.Table):
+        return identifier is parent.this and not parent.db and not parent.catalog
+    if isinstance(parent, exp.Column):
+        return identifier is parent.args.get("table") and not parent.db and not parent.catalog
+    return False

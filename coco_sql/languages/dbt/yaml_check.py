@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
+from coco_sql import bounded
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.project import PROJECT_FILE, DbtProject
 from coco_sql.languages.dbt.render import CONFIG_KEYS, check_config
+from coco_sql.languages.dbt.run_form import DBT_EXPRESSION, JINJA_DELIMITERS
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOC_CALL = re.compile(r"""\{\{\s*doc\(\s*(['"])([A-Za-z_][A-Za-z0-9_]*)\1\s*\)\s*\}\}""")
@@ -32,7 +32,6 @@ _RELATION = re.compile(
     r"""|source\(\s*(['"])(?P<source>[A-Za-z_]\w*)\3\s*,\s*(['"])(?P<table>[A-Za-z_]\w*)\5\s*\))\s*"""
 )
 _DOCS_BLOCK = re.compile(r"\{%-?\s*docs\s+([A-Za-z_][A-Za-z0-9_]*)\s*-?%\}(.*?)\{%-?\s*enddocs\s*-?%\}", re.S)
-_MAX_NODES = 100_000
 GENERIC_TESTS = ("unique", "not_null", "accepted_values", "relationships")
 _TEST_ARGUMENTS = {
     "unique": frozenset(),
@@ -56,7 +55,11 @@ _DEFAULT_PATHS = {
 
 @dataclass(frozen=True)
 class ProjectYaml:
-    """What the YAML declares: the project's name, vars, model configs, sources, and properties per model."""
+    """What the YAML declares: the project's name, vars, model configs, sources, and properties per model.
+
+    `file_configs` are the ``config:`` of models in property files; `run_sources` and `run_models` what the run
+    form's properties file keeps of them (`run_form.properties_file`: sources, and per model its columns' and
+    its own generic tests, checked; no description, docs or tag)."""
 
     name: str
     variables: Mapping[str, Any] = field(hash=False)
@@ -64,55 +67,15 @@ class ProjectYaml:
     sources: frozenset[tuple[str, str]] = frozenset()
     documented_models: frozenset[str] = frozenset()
     relationship_targets: tuple[tuple[str, str], ...] = ()  # (file, "ref('x')" or "source('a', 'b')")
-
-    def run_form(self, profile: str) -> str:
-        """The dbt_project.yml the runner writes: checked values only, our profile, default paths."""
-        document = {
-            "name": self.name,
-            "version": "1.0",
-            "config-version": 2,
-            "profile": profile,
-            "model-paths": ["models"],
-            "macro-paths": ["macros"],
-            "models": _plain(self.model_configs),
-        }
-        return yaml.safe_dump(document, sort_keys=False)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+    file_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    run_sources: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict, hash=False)
+    run_models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
 
 
 def load_yaml(path: str, text: str) -> Any:
-    """Parse one YAML file (safe loader); a syntax error becomes one line naming the file and line."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise CandidateRejected(
-            f"{path}{where}: YAML does not parse: {' '.join(str(problem).split())}"
-        ) from None
-    _count_nodes(path, document)
-    return document
-
-
-def _count_nodes(path: str, document: Any) -> None:
-    """Refuse alias bombs: a small file whose anchors expand into millions of nodes."""
-    stack, seen = [document], 0
-    while stack:
-        node = stack.pop()
-        seen += 1
-        if seen > _MAX_NODES:
-            raise CandidateRejected(f"{path}: the YAML expands to more than {_MAX_NODES} values")
-        if isinstance(node, dict):
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    """Parse one YAML file (safe loader, bounded in depth and size: `coco_sql.bounded`); a syntax error or a bound
+    becomes one line naming the file (and the line)."""
+    return bounded.load_yaml(path, text)
 
 
 class _Checker:
@@ -160,7 +123,7 @@ class _Checker:
                 if match.group(2) not in self.docs:
                     raise self.fail(at, f"doc('{match.group(2)}') names no docs block in models/*.md")
             rest = _DOC_CALL.sub("", value)
-        if any(token in rest for token in ("{{", "{%", "{#")):
+        if any(token in rest for token in JINJA_DELIMITERS):
             raise self.fail(at, "Jinja is not allowed here (only {{ doc('name') }} in a description)")
 
     def config(self, value: Any, at: str) -> None:
@@ -231,9 +194,9 @@ def docs_blocks(project: DbtProject) -> frozenset[str]:
         text = project.files[path]
         for match in _DOCS_BLOCK.finditer(text):
             names.add(match.group(1))
-            if any(token in match.group(2) for token in ("{{", "{%", "{#")):
+            if any(token in match.group(2) for token in JINJA_DELIMITERS):
                 raise CandidateRejected(f"{path}: docs block {match.group(1)!r} may hold plain text only")
-        if any(token in _DOCS_BLOCK.sub("", text) for token in ("{{", "{%", "{#")):
+        if any(token in _DOCS_BLOCK.sub("", text) for token in JINJA_DELIMITERS):
             raise CandidateRejected(
                 f"{path}: a .md file holds {{% docs name %}} ... {{% enddocs %}} blocks only"
             )
@@ -261,12 +224,18 @@ def check_properties(path: str, text: str, models: frozenset[str], docs: frozens
         name = check.identifier(model["name"], f"{at}.name")
         if name not in models:
             raise check.fail(f"{at}.name", f"describes model {name!r}, which the project does not have")
+        if name in found.models:
+            raise check.fail(f"{at}.name", f"model {name!r} is described twice")
         found.models.add(name)
         check.text(model.get("description"), f"{at}.description", description=True)
         check.config(model.get("config") or {}, f"{at}.config")
+        found.configs[name] = dict(model.get("config") or {})
         _check_tags_docs(check, model, at)
-        _check_tests(check, model, at, found)
-        _check_columns(check, model.get("columns") or [], at, found)
+        found.run_models[name] = _run_entry(
+            name,
+            _check_tests(check, model, at, found),
+            _check_columns(check, model.get("columns") or [], at, found),
+        )
     for index, source in enumerate(check.items(document.get("sources") or [], "sources")):
         at = f"sources[{index}]"
         check.mapping(source, at, {"name", "description", "tables", "tags"}, ("name", "tables"))
@@ -280,9 +249,22 @@ def check_properties(path: str, text: str, models: frozenset[str], docs: frozens
             table_name = check.identifier(table["name"], f"{where}.name")
             found.sources.add((source_name, table_name))
             check.text(table.get("description"), f"{where}.description", description=True)
-            _check_tests(check, table, where, found)
-            _check_columns(check, table.get("columns") or [], where, found)
+            _check_tags_docs(check, table, where)
+            tests = _check_tests(check, table, where, found)
+            columns = _check_columns(check, table.get("columns") or [], where, found)
+            found.run_sources.setdefault(source_name, []).append(_run_entry(table_name, tests, columns))
+        _check_tags_docs(check, source, at)
     return found
+
+
+def _run_entry(name: str, tests: list[Any], columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """A model's or a source table's entry in the run form's properties file: only what a run reads."""
+    entry: dict[str, Any] = {"name": name}
+    if columns:
+        entry["columns"] = columns
+    if tests:
+        entry["data_tests"] = tests
+    return entry
 
 
 @dataclass
@@ -290,19 +272,27 @@ class _Properties:
     sources: set[tuple[str, str]] = field(default_factory=set)
     models: set[str] = field(default_factory=set)
     relationships: list[str] = field(default_factory=list)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    run_sources: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    run_models: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _check_tags_docs(check: _Checker, entry: dict, at: str) -> None:
     tags = entry.get("tags")
-    if tags is not None and not (
-        isinstance(tags, str) or all(isinstance(t, str) for t in check.items(tags, f"{at}.tags"))
-    ):
-        raise check.fail(f"{at}.tags", "tags are strings")
+    if tags is not None:
+        for tag in [tags] if isinstance(tags, str) else check.items(tags, f"{at}.tags"):
+            if not isinstance(tag, str):
+                raise check.fail(f"{at}.tags", "tags are strings")
+            check.text(tag, f"{at}.tags")
     if "docs" in entry:
-        check.mapping(entry["docs"], f"{at}.docs", {"show"})
+        docs = check.mapping(entry["docs"], f"{at}.docs", {"show"})
+        if "show" in docs and not isinstance(docs["show"], bool):
+            raise check.fail(f"{at}.docs.show", "show is true or false")
 
 
-def _check_columns(check: _Checker, columns: Any, at: str, found: _Properties) -> None:
+def _check_columns(check: _Checker, columns: Any, at: str, found: _Properties) -> list[dict[str, Any]]:
+    """Check a columns list; the run form's entries of the columns that have tests (name, quote, data_tests)."""
+    kept: list[dict[str, Any]] = []
     for index, column in enumerate(check.items(columns, f"{at}.columns")):
         where = f"{at}.columns[{index}]"
         check.mapping(
@@ -316,10 +306,18 @@ def _check_columns(check: _Checker, columns: Any, at: str, found: _Properties) -
         check.text(column.get("data_type"), f"{where}.data_type")
         if "quote" in column and not isinstance(column["quote"], bool):
             raise check.fail(f"{where}.quote", "quote is true or false")
-        _check_tests(check, column, where, found)
+        _check_tags_docs(check, column, where)
+        tests = _check_tests(check, column, where, found)
+        if tests:
+            quote = {"quote": column["quote"]} if "quote" in column else {}
+            kept.append({"name": column["name"], **quote, "data_tests": tests})
+    return kept
 
 
-def _check_tests(check: _Checker, entry: dict, at: str, found: _Properties) -> None:
+def _check_tests(check: _Checker, entry: dict, at: str, found: _Properties) -> list[Any]:
+    """Check an entry's tests (``tests`` and ``data_tests``); each as the run form writes it: a name, or
+    ``{name: {arguments: {...}, config: {severity}}}``."""
+    kept: list[Any] = []
     for key in ("tests", "data_tests"):
         for index, test in enumerate(check.items(entry.get(key) or [], f"{at}.{key}")):
             where = f"{at}.{key}[{index}]"
@@ -332,10 +330,11 @@ def _check_tests(check: _Checker, entry: dict, at: str, found: _Properties) -> N
                 raise check.fail(where, "a test is a name or a one-key mapping {name: {arguments}}")
             if name not in GENERIC_TESTS:
                 raise check.fail(where, f"test {name!r} is not allowed; allowed: {', '.join(GENERIC_TESTS)}")
-            _check_test_body(check, name, body, where, found)
+            kept.append(_check_test_body(check, name, body, where, found))
+    return kept
 
 
-def _check_test_body(check: _Checker, name: str, body: Any, at: str, found: _Properties) -> None:
+def _check_test_body(check: _Checker, name: str, body: Any, at: str, found: _Properties) -> Any:
     arguments_allowed = _TEST_ARGUMENTS[name]
     check.mapping(body, at, arguments_allowed | {"arguments", "config"})
     arguments = dict(body.get("arguments") or {})
@@ -346,17 +345,44 @@ def _check_test_body(check: _Checker, name: str, body: Any, at: str, found: _Pro
         if str(config.get("severity", "error")).lower() not in ("error", "warn"):
             raise check.fail(f"{at}.config.severity", "severity is error or warn")
     if name == "accepted_values":
-        values = check.items(arguments.get("values"), f"{at}.values")
-        for value in values:
-            if not (value is None or isinstance(value, (str, int, float, bool))):
-                raise check.fail(f"{at}.values", "accepted values are scalars")
-            check.text(value, f"{at}.values")
+        _check_accepted_values(check, arguments, at)
     if name == "relationships":
         target = arguments.get("to")
         if not isinstance(target, str) or not _RELATION.fullmatch(target):
             raise check.fail(f"{at}.to", "to is ref('model') or source('source', 'table')")
         check.identifier(arguments.get("field"), f"{at}.field")
         found.relationships.append(target.strip())
+        arguments["to"] = target.strip()
+    written: dict[str, Any] = {}
+    if arguments:
+        written["arguments"] = arguments
+    if "config" in body:
+        written["config"] = {"severity": str(body["config"].get("severity", "error")).lower()}
+    return {name: written} if written else name
+
+
+def _check_accepted_values(check: _Checker, arguments: dict[str, Any], at: str) -> None:
+    """dbt pastes each value into the test's SQL (``'value'``, or bare with ``quote: false``), unescaped: a value
+    that would change that SQL is refused, so the test that runs is the test that was declared."""
+    values = check.items(arguments.get("values"), f"{at}.values")
+    quote = arguments.get("quote", True)
+    if not isinstance(quote, bool):
+        raise check.fail(f"{at}.quote", "quote is true or false")
+    for value in values:
+        if not (value is None or isinstance(value, (str, int, float, bool))):
+            raise check.fail(f"{at}.values", "accepted values are scalars")
+        check.text(value, f"{at}.values")
+        if isinstance(value, str) and ("'" in value or "\\" in value):
+            raise check.fail(
+                f"{at}.values", f"{value!r}: an accepted value may not hold a quote or a backslash"
+            )
+        if isinstance(value, str) and DBT_EXPRESSION.match(value):
+            called = value.split("(")[0].strip()
+            raise check.fail(
+                f"{at}.values", f"{value!r}: dbt would run this value as Jinja (a call of {called})"
+            )
+        if not quote and not (isinstance(value, (int, float)) or value is None):
+            raise check.fail(f"{at}.values", f"{value!r}: with quote: false, accepted values are numbers")
 
 
 def check_yaml(project: DbtProject) -> ProjectYaml:
@@ -368,15 +394,23 @@ def check_yaml(project: DbtProject) -> ProjectYaml:
     sources: set[tuple[str, str]] = set()
     documented: set[str] = set()
     targets: list[tuple[str, str]] = []
+    found = _Properties()
     for path in project.paths("models/", ".yml"):
         properties = check_properties(path, project.files[path], models, docs)
         duplicate = sources & properties.sources
         if duplicate:
             source, table = sorted(duplicate)[0]
             raise CandidateRejected(f"{path}: source table {source}.{table} is declared twice")
+        twice = documented & properties.models
+        if twice:
+            raise CandidateRejected(f"{path}: model {sorted(twice)[0]!r} is described in two property files")
         sources |= properties.sources
         documented |= properties.models
         targets.extend((path, target) for target in properties.relationships)
+        found.configs.update(properties.configs)
+        found.run_models.update(properties.run_models)
+        for source, tables in properties.run_sources.items():
+            found.run_sources.setdefault(source, []).extend(tables)
     for path, target in targets:
         match = _RELATION.fullmatch(target)
         assert match is not None  # checked above
@@ -391,4 +425,7 @@ def check_yaml(project: DbtProject) -> ProjectYaml:
         sources=frozenset(sources),
         documented_models=frozenset(documented),
         relationship_targets=tuple(targets),
+        file_configs=MappingProxyType(found.configs),
+        run_sources=MappingProxyType({s: tuple(t) for s, t in found.run_sources.items()}),
+        run_models=MappingProxyType(found.run_models),
     )

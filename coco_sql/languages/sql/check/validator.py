@@ -25,7 +25,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.qualify import qualify
@@ -45,6 +44,7 @@ from coco_sql.languages.sql.check.snowflake import (
     snowflake_to_duckdb,
 )
 from coco_sql.plugins import engine
+from coco_sql.sqlkit.bounds import parse_bounded, recursion_guard
 
 SUPPORTED_DIALECTS = frozenset({"duckdb", "snowflake"})
 
@@ -167,7 +167,7 @@ def parse_statement(source: str, dialect: str) -> exp.Expression:
     if not source or not source.strip():
         raise reject("empty candidate: expected a SQL query or a scalar expression")
     try:
-        statements = [s for s in sqlglot.parse(source, read=dialect) if s is not None]
+        statements = parse_bounded(source, dialect)  # `sqlkit.bounds`: size and nesting, one line each
     except (ParseError, TokenError) as error:
         raise reject(_parse_error_message(error)) from error
     if len(statements) != 1:
@@ -339,24 +339,43 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
 
     The checks (`checked_query`), then the output contract (`check_output`), then the AI calls bound.
     """
-    query, wrapped = checked_query(source, spec)
-    check_output(query, spec)
-    # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
-    # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
-    bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know
-    sql = query.sql(dialect="duckdb", copy=False)
+    with recursion_guard():  # the parse is bounded (`sqlkit.bounds`); this catches what a deep stack adds
+        query, wrapped = checked_query(source, spec)
+        check_output(query, spec)
+        # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
+        # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
+        bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know
+        sql = query.sql(dialect="duckdb", copy=False)
     return ValidatedProgram(source=source, sql=sql, wrapped=wrapped, expression=query)
 
 
 def checked_query(source: str, spec: ValidationSpec, *, wrap: bool = True) -> tuple[exp.Query, bool]:
     """Every check but the output contract: the DuckDB tree to execute (AI calls not bound yet) and whether a
     bare scalar expression was wrapped into a query. With `wrap=False` a bare expression is refused (a dbt
-    model has no id/output contract to wrap it in: `languages.dbt.validate`).
+    model has no id/output contract to wrap it in: `languages.dbt.validate`)."""
+    query, wrapped, _ = _checked(source, spec, wrap, keep_written=False)
+    return query, wrapped
+
+
+def checked_trees(
+    source: str, spec: ValidationSpec, *, wrap: bool = True
+) -> tuple[exp.Query, bool, exp.Query]:
+    """`checked_query`, and the query as written in the task's dialect after the same checks (named arguments
+    rewritten): what a warehouse of that dialect runs (`languages.dbt.compiled`). For a DuckDB task it is the
+    DuckDB tree itself (the same object).
 
     Policy checks on functions and statements run on the tree as written (so arity refers to what the
     author wrote: Snowflake's ``IFF(a, b)`` would otherwise vanish into a CASE). Table checks, and a second
     function pass, run on the DuckDB tree that is actually executed.
     """
+    query, wrapped, written = _checked(source, spec, wrap, keep_written=True)
+    assert written is not None
+    return query, wrapped, written
+
+
+def _checked(
+    source: str, spec: ValidationSpec, wrap: bool, *, keep_written: bool
+) -> tuple[exp.Query, bool, exp.Query | None]:
     tree = parse_statement(source, spec.dialect)
     check_read_only(tree)
     check_deterministic_constructs(tree)
@@ -376,10 +395,12 @@ def checked_query(source: str, spec: ValidationSpec, *, wrap: bool = True) -> tu
     if wrapped:
         check_scalar_expression(query)
     table_functions: tuple[str, ...] = ()
+    written: exp.Query | None = query
     if snowflake:
         # Tables are checked on the Snowflake tree too, so stages (@stage/file) and qualified names get a
         # precise message instead of a transpilation failure.
         check_tables(query, spec)
+        written = query.copy() if keep_written else None
         transpiled = snowflake_to_duckdb(query, spec.json_columns)
         if not isinstance(transpiled, exp.Query):
             raise reject(f"expected {_ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
@@ -388,4 +409,4 @@ def checked_query(source: str, spec: ValidationSpec, *, wrap: bool = True) -> tu
         check_read_only(query)
         check_functions(query, spec, check_arity=False, transpiled=True)
     check_tables(query, spec, table_functions)
-    return query, wrapped
+    return query, wrapped, written
