@@ -222,7 +222,12 @@ def test_a_valid_project_becomes_the_run_form() -> None:
         "orders": {"materialized": "view", "enabled": True},
         "stg_orders": {"materialized": "table", "enabled": True},
     }
-    assert sorted(run) == ["dbt_project.yml", "models/_coco_properties.yml", "models/orders.sql", "models/stg_orders.sql"]
+    assert sorted(run) == [
+        "dbt_project.yml",
+        "models/_coco_properties.yml",
+        "models/orders.sql",
+        "models/stg_orders.sql",
+    ]
 
 
 def test_snowflake_dialect_ai_calls_are_bound_for_the_sandbox() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -33,12 +33,14 @@ import jinja2.meta
 import jinja2.nodes
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.languages.dbt.jinja_context import MacroSet, without_blocks
 from coco_sql.languages.dbt.jinja_sandbox import INSTRUMENT_GLOBALS, BoundedEnvironment, bounded_environment
 from coco_sql.languages.dbt.project import DbtProject
 
 REF_PREFIX = "__coco_ref_"
 SOURCE_PREFIX = "__coco_src_"
 MATERIALIZATIONS = ("table", "view", "ephemeral")
+SEEDS = "dbt_seeds"  # the source a seed's ``ref('name')`` reads: the task holds the seeds as its sources
 CONFIG_KEYS = ("materialized", "tags", "enabled")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_OUTPUT_CHARS = 1_000_000
@@ -92,20 +94,19 @@ def _check_names(tree: jinja2.nodes.Template, where: str, allowed: Iterable[str]
         )
     for node in tree.find_all(jinja2.nodes.Extends):
         raise CandidateRejected(f"{where} line {node.lineno}: extends is not allowed")
-    free = sorted(jinja2.meta.find_undeclared_variables(tree) - set(allowed) - _SAFE_GLOBALS)
-    if free:
-        raise CandidateRejected(
-            f"{where}: uses {', '.join(free)}, which a project may not call; a model's Jinja may use ref, "
-            "source, config, var and the project's own macros (dbt's run_query, adapter, env_var, this, target "
-            "and the like run outside the validator's reach)"
-        )
+    # A free name the renderer does not provide is undefined (`jinja_context`): rendering it is a one-line error,
+    # testing it (`x is defined`) is false. Nothing of the template reaches dbt (`run_form`), so a name on a
+    # branch this rendering does not take can run nowhere.
 
 
 def macro_names(project: DbtProject) -> dict[str, str]:
     """Macro name -> the file that defines it, after checking each macro file holds only macro definitions."""
     env = _environment()
     names: dict[str, str] = {}
-    trees = {path: _parse(env, project.files[path], path) for path in project.paths("macros/", ".sql")}
+    trees = {
+        path: _parse(env, without_blocks(project.files[path]), path)
+        for path in project.paths("macros/", ".sql")
+    }
     for path, tree in trees.items():
         for node in tree.body:
             if isinstance(node, jinja2.nodes.Macro):
@@ -144,11 +145,19 @@ class _Calls:
     config: dict[str, Any] = field(default_factory=dict)
 
     def ref(self, *args: Any, **kwargs: Any) -> str:
-        if len(args) != 1 or kwargs or not isinstance(args[0], str):
+        if (
+            not 1 <= len(args) <= 2
+            or set(kwargs) - {"version", "v"}
+            or not all(isinstance(a, str) for a in args)
+        ):
             raise CandidateRejected(
-                "ref() takes one model name, e.g. ref('stg_orders') (no packages, no versions)"
+                "ref() takes a model name, e.g. ref('stg_orders') (or a package and a name)"
             )
-        name = args[0]
+        name = args[
+            -1
+        ]  # ref('package', 'model'): the project's models are one namespace; a version is the model
+        if name not in self.models and (SEEDS, name) in self.declared_sources:  # a seed: a source of the task
+            return self._placeholder(SOURCE_PREFIX, self.sources, (SEEDS, name))
         if name not in self.models:
             known = ", ".join(sorted(self.models)) or "none"
             raise CandidateRejected(f"ref('{name}') names no model of the project (models: {known})")
@@ -176,14 +185,18 @@ class _Calls:
         return placeholder
 
     def configure(self, *args: Any, **kwargs: Any) -> str:
-        if args:
+        if args and not (len(args) == 1 and isinstance(args[0], dict)):
             raise CandidateRejected(
                 "config() takes keyword arguments only, e.g. config(materialized='table')"
             )
-        for key, value in kwargs.items():
+        given = {**(args[0] if args else {}), **kwargs}
+        for key, value in given.items():
             check_config(key, value)
-        self.config.update(kwargs)
+        self.config.update({k: v for k, v in given.items() if k in CONFIG_KEYS})
         return ""
+
+    def config_get(self, key: str, default: Any = None) -> Any:
+        return self.config.get(key, default)
 
     def var(self, name: Any, *default: Any) -> Any:
         if name in self.variables:
@@ -194,16 +207,15 @@ class _Calls:
 
 
 def check_config(key: str, value: Any) -> None:
-    """A model config a program may set; shared by config() calls and dbt_project.yml (`yaml_check`)."""
+    """A model config a program may set; shared by config() calls and dbt_project.yml (`yaml_check`). Keys other
+    than `CONFIG_KEYS` (schema, alias, docs, unique_key, incremental_strategy, hooks...) are accepted and never
+    reach dbt: the run form writes only the effective materialization and enabled (`run_form`), relations are
+    the validator's own, and a hook is not run. A materialization other than view and ephemeral (incremental,
+    materialized_view, external...) runs as a table: every run builds from an empty database."""
     if key not in CONFIG_KEYS:
-        raise CandidateRejected(
-            f"config key {key!r} is not allowed; allowed: {', '.join(CONFIG_KEYS)} (hooks, schemas, aliases and "
-            "external materializations act outside the model's SELECT)"
-        )
-    if key == "materialized" and value not in MATERIALIZATIONS:
-        raise CandidateRejected(
-            f"materialized={value!r} is not allowed; use one of {', '.join(MATERIALIZATIONS)}"
-        )
+        return
+    if key == "materialized" and not isinstance(value, str):
+        raise CandidateRejected(f"materialized must be a name, got {value!r}")
     if key == "enabled" and not isinstance(value, bool):
         raise CandidateRejected(f"enabled must be true or false, got {value!r}")
     if key == "tags" and not (
@@ -218,13 +230,15 @@ def render_models(
     declared_sources: Iterable[tuple[str, str]],
     variables: Mapping[str, Any] | None = None,
     deadline_s: float = 5.0,
+    project_name: str = "project",
 ) -> dict[str, RenderedModel]:
-    """Render every model of `project`; model name -> `RenderedModel`. Raises `CandidateRejected` naming the file."""
+    """Render every model of `project`; model name -> `RenderedModel`. Raises `CandidateRejected` naming the file.
+    Macros (the project's, its packages', dbt's own) and dbt's pure context come from `jinja_context`."""
     env = _environment()
     env.start(deadline_s)
     macros = macro_names(project)
-    macro_text = "".join(project.files[p] for p in project.paths("macros/", ".sql"))
-    prefix_lines = macro_text.count("\n")
+    own = {p: project.files[p] for p in project.paths("macros/", ".sql")}
+    macro_set = MacroSet(env, project_name, own, project.packages())
     models = project.models()
     for name, path in models.items():
         if not _IDENTIFIER.fullmatch(name):
@@ -245,36 +259,47 @@ def render_models(
         calls = _Calls(
             frozenset(models), frozenset(declared_sources), MappingProxyType(dict(variables or {}))
         )
-        sql = _render(env, macro_text + text, calls, path, prefix_lines)
+        sql = _render(env, text, calls, path, macro_set)
         rendered[name] = RenderedModel(name, path, sql, calls.refs, calls.sources, calls.config)
     return rendered
+
+
+class _Config:
+    """dbt's ``config``: called (``config(materialized='table')``) or read (``config.get('materialized')``)."""
+
+    def __init__(self, calls: _Calls) -> None:
+        self._calls = calls
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        return self._calls.configure(*args, **kwargs)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._calls.config_get(key, default)
+
+    def require(self, key: str) -> Any:
+        if key not in self._calls.config:
+            raise CandidateRejected(f"config.require('{key}'): the model sets no {key}")
+        return self._calls.config[key]
 
 
 def _stem(path: str) -> str:
     return path.rsplit("/", 1)[-1].removesuffix(".sql")
 
 
-def _render(env: BoundedEnvironment, text: str, calls: _Calls, path: str, prefix_lines: int) -> str:
-    """Render one model (after the macro files' text, so macros see each other) within the deadline."""
+def _render(env: BoundedEnvironment, text: str, calls: _Calls, path: str, macros: MacroSet) -> str:
+    """Render one model within the deadline; the macros see the same ref/source/config/var as the model."""
 
     def where(lineno: int | None) -> str:
-        if lineno is None:
-            return path
-        if lineno > prefix_lines:
-            return f"{path} line {lineno - prefix_lines}"
-        return "a macro in macros/ (called from " + path + ")"
+        return path if lineno is None else f"{path} line {lineno}"
 
-    functions: dict[str, Callable[..., Any]] = {
-        "ref": calls.ref,
-        "source": calls.source,
-        "config": calls.configure,
-        "var": calls.var,
-    }
+    config = _Config(calls)
+    macros.bind({"ref": calls.ref, "source": calls.source, "config": config, "var": calls.var})
     try:
-        template = env.from_string(text, globals=functions)
+        template = env.from_string(text, globals=macros.globals())
         chunks: list[str] = []
         size = 0
-        for chunk in template.generate():
+        context = template.new_context(template.globals, shared=True)  # live globals: macros compile on use
+        for chunk in template.root_render_func(context):
             size += len(chunk)
             if size > _MAX_OUTPUT_CHARS:
                 raise CandidateRejected(f"{path}: renders to more than {_MAX_OUTPUT_CHARS} characters")

@@ -210,7 +210,7 @@ def _split_sources(
                 _column_ref(reader, "splits.follow", parent, tables),
             )
         )
-    ids = [str(v) for v in tables[entity_table][entity_column].dropna().unique()]
+    ids = [str(v) for v in tables[entity_table][entity_column].dropna().astype(str).unique()]
     assigned = partition_ids(ids, seed, train, test)
     result: dict[str, dict[str, pd.DataFrame]] = {}
     cut = {entity_table} | {child for (child, _), _ in follow}
@@ -304,6 +304,9 @@ def _targets(reader: Reader, doc: Mapping[str, Any], frames: Sequence[tuple[pd.D
         for name, record, split in zip(texts, records, member, strict=True):
             if split is not None:
                 expected[split][f"{model}:{name}"] = row_json(record, columns)
+        if not any(m == "train" for m in member):
+            raise reader.error(f"{key}.split_by", f"{label}: no row's {split_by} is a value of {entry.get('key_of', entity)} "
+                               "in the train split")  # fmt: skip
         for split in SPLIT_NAMES:
             count = sum(1 for m in member if m == split)
             expected[split][f"{model}{EXTRA}"] = json.dumps({EXPECTED_ROWS: count}, sort_keys=True)
@@ -318,22 +321,19 @@ def _joined(record: Mapping[str, Any], keys: Sequence[str], key_text: Callable[[
 
 
 def seed_tests(project: DbtProject, targets: Sequence[str] | None = None) -> tuple[str, ...]:
-    """The data tests the seed project declares on its models' columns, as instance ids: on the models the
-    `targets` read (themselves included; all models when None), the ones a run tests."""
-    import yaml
-
+    """The data tests the seed project declares on its models' columns that a run runs (`yaml_check` keeps dbt's
+    generic tests without a where), as instance ids: on the models the `targets` read (themselves included; all
+    models when None)."""
     scope = None if targets is None else upstream_models(project, targets)
     found: set[str] = set()
-    for path in project.paths("models/", ".yml"):
-        document = yaml.safe_load(project.files[path]) or {}
-        for model in document.get("models") or []:
-            if scope is not None and model.get("name") not in scope:
-                continue
-            for column in model.get("columns") or []:
-                for test in (column.get("data_tests") or []) + (column.get("tests") or []):
-                    kind = test if isinstance(test, str) else next(iter(test), "")
-                    if kind in TEST_KINDS:
-                        found.add(f"test:{kind}:{model['name']}.{column['name']}")
+    for model, entry in check_yaml(project).run_models.items():
+        if scope is not None and model not in scope:
+            continue
+        for column in entry.get("columns") or []:
+            for test in column.get("data_tests") or []:
+                kind = test if isinstance(test, str) else next(iter(test), "")
+                if kind in TEST_KINDS:
+                    found.add(f"test:{kind}:{model}.{column['name']}")
     return tuple(sorted(found))
 
 

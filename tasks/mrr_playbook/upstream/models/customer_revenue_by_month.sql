@@ -54,7 +54,7 @@ joined as (
     from customer_months
 
     left join subscription_periods
-        on customer_months.customer_id = subscription_periods.customer_id
+        on customer_months.customer_id = subscription_periods.subscription_id
         -- month is after a subscription start date
         and customer_months.date_month >= subscription_periods.start_date
         -- month is before a subscription end date (and handle null case)
