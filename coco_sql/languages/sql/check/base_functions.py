@@ -250,7 +250,6 @@ _DATE: dict[str, Arity] = {
     "TO_SECONDS": (1, 1),
     "TO_MINUTES": (1, 1),
     "TO_HOURS": (1, 1),
-    "TO_DAYS": (1, 1),
     "TO_WEEKS": (1, 1),
     "TO_MONTHS": (1, 1),
     "TO_YEARS": (1, 1),
