@@ -29,7 +29,8 @@ def add_parsers(commands: argparse._SubParsersAction, default_db: str) -> None:
         "--form",
         default="sql",
         help="sql (as written) | duckdb_view | duckdb_macro | snowflake_view | snowflake_function | dbt (a model) "
-        "| dbt_project (a dbt program's whole project, with --out)",
+        "| dbt_project (a dbt program's whole project, with --out) | dbt_patch (a dbt program as a diff against "
+        "the project it was made from, for git apply)",
     )
     export.add_argument("--source", default=None, help="the table the view or model reads instead of input")
     export.add_argument(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -40,6 +40,7 @@ class Evidence:
     missing: Counter[str] = field(default_factory=Counter)  # model -> rows with no output
     extra: Counter[str] = field(default_factory=Counter)  # model -> rows returned that no expected row has
     rows: Counter[str] = field(default_factory=Counter)  # model -> expected rows seen
+    wrong_rows: Counter[str] = field(default_factory=Counter)  # model -> rows with a column that mismatches
     errors: int = 0
 
     @classmethod
@@ -61,10 +62,12 @@ class Evidence:
             if not isinstance(found, dict):
                 evidence.missing[model] += 1
                 continue
+            differs = False
             for column, value in wanted.items():
                 actual = found.get(column)
                 if actual == value or (_number(actual) and _number(value) and abs(actual - value) < 0.005):
                     continue
+                differs = True
                 evidence.columns[column] += 1
                 if actual is None:
                     evidence.nulls[column] += 1
@@ -72,7 +75,16 @@ class Evidence:
                     evidence.ratios.setdefault(column, []).append(actual / value)
                 elif isinstance(actual, str) and isinstance(value, str):
                     evidence.swaps[(column, actual, value)] += 1
+            evidence.wrong_rows[model] += differs
         return evidence
+
+    def off(self, model: str) -> tuple[float, float]:
+        """(share of target `model`'s rows that are wrong, missing or extra; share missing or extra)."""
+        total = self.rows[model] + self.extra[model]
+        if not total:
+            return 0.0, 0.0
+        rows = self.missing[model] + self.extra[model]
+        return (rows + self.wrong_rows[model]) / total, rows / total
 
     def scale(self) -> tuple[float, set[str]] | None:
         """The unit factor most numeric mismatches share (100 for cents reported as units) and the columns
@@ -132,7 +144,22 @@ def editable_files(
     return files
 
 
-def scope_of(files: dict[str, EditableFile], evidence: Evidence, keys: Sequence[str]) -> Scope:
+def implicated(
+    project: DbtProject, evidence: Evidence, targets: Sequence[str] | None
+) -> dict[str, tuple[float, float]]:
+    """Model -> (how off, how many rows off) the targets it feeds are: the worst of them (`Evidence.off`)."""
+    found: dict[str, tuple[float, float]] = {}
+    for target in targets or list(evidence.rows):
+        off = evidence.off(target)
+        for model in upstream_models(project, [target]):
+            known = found.get(model, (0.0, 0.0))
+            found[model] = (max(known[0], off[0]), max(known[1], off[1]))
+    return found
+
+
+def scope_of(files: dict[str, EditableFile], evidence: Evidence, keys: Sequence[str],
+             models: dict[str, tuple[float, float]] | None = None,
+             target_keys: Mapping[str, Sequence[str]] | None = None) -> Scope:  # fmt: skip
     """Which projections the evidence points at: a mismatching column weighs its share of the mismatches, and so
     does every projection that feeds it (by name, across models)."""
     total = sum(evidence.columns.values()) or 1
@@ -141,6 +168,10 @@ def scope_of(files: dict[str, EditableFile], evidence: Evidence, keys: Sequence[
     for column, count in evidence.columns.items():
         for name in _closure(lineage, {column}):
             weights[name] = weights.get(name, 0.0) + count / total + (1.0 if name == column else 0.0)
+    for target, key in (target_keys or {}).items():  # rows missing or extra: the key's columns are off too
+        rows = evidence.off(target)[1]
+        for name in _closure(lineage, set(key)) if rows > 0 else ():
+            weights[name] = weights.get(name, 0.0) + rows + (0.5 if name in key else 0.0)
     swaps: dict[str, list[tuple[str, str, int]]] = {}
     for (column, got, wanted), count in evidence.swaps.most_common():
         swaps.setdefault(column, []).append((got, wanted, count))
@@ -152,7 +183,7 @@ def scope_of(files: dict[str, EditableFile], evidence: Evidence, keys: Sequence[
     ratios = {c: statistics.median(v) for c, v in evidence.ratios.items() if v}
     seen = sum(evidence.rows.values()) or 1
     rows_off = (sum(evidence.missing.values()) + sum(evidence.extra.values())) / seen
-    return Scope(weights, swaps, ratios, min(rows_off, 1.0), tuple(keys))
+    return Scope(weights, swaps, ratios, min(rows_off, 1.0), tuple(keys), models)
 
 
 def _lineage(files: dict[str, EditableFile]) -> dict[str, set[str]]:
@@ -183,18 +214,19 @@ def hypotheses(
     *,
     targets: Sequence[str] | None = None,
     keys: Sequence[str] = (),
+    target_keys: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Edit]:
     """Every edit the evidence suggests, heaviest first (`run_form` is not read: edits are of the project as
     written)."""
     files = editable_files(project, targets, dialect)
-    scope = scope_of(files, evidence, keys)
+    scope = scope_of(files, evidence, keys, implicated(project, evidence, targets), target_keys)
     scale = evidence.scale()
     if scale is not None:  # the unit factor applies to the projections that feed its columns
         scale = (scale[0], _closure(_lineage(files), scale[1]))
     repairs: list[Repair] = []
     called: dict[str, float] = {}
     for file in files.values():
-        if file.sql is None:
+        if file.sql is None or not scope.implicated(file.name):
             continue
         repairs += expression_repairs(file, scope)
         repairs += row_repairs(file, scope, scale, set(evidence.nulls))

@@ -21,7 +21,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.task import DbtTask
 
-FORMS = ("dbt_project",)
+FORMS = ("dbt_project", "dbt_patch")
 PROFILE = "coco_export"
 _HEADER = "-- file: "
 
@@ -97,12 +97,20 @@ def export_text(code: str, form: str, task: Any) -> str:
     """`export_files` as one text (``-- file: PATH`` headers); ConfigError for a form dbt has not."""
     if form not in FORMS:
         raise ConfigError(f"a dbt program exports as {', '.join(FORMS)} (got {form!r})")
+    if form == "dbt_patch":  # a unified diff against the user's project folder (`patch`)
+        from coco_sql.languages.dbt.patch import dbt_patch
+
+        return dbt_patch(code, task)
     return "".join(f"{_HEADER}{path}\n{text.rstrip()}\n" for path, text in export_files(code, task).items())
 
 
 def write_export(text: str, folder: Path) -> list[str]:
     """Write an `export_text` into `folder` (new or empty); the paths written. ConfigError, nothing written,
     for a folder that holds files or a text that is not an export."""
+    if text.startswith("diff --git") or not text:  # a dbt_patch: one file (in `folder` when it is a folder)
+        target = folder / "coco.patch" if folder.is_dir() else folder
+        target.write_text(text, encoding="utf-8")
+        return [str(target)]
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ConfigError(f"{folder}: the export folder must be new or empty")
     files: dict[str, list[str]] = {}

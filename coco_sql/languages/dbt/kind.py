@@ -88,10 +88,11 @@ class DbtRegistrar:
 
 
 class DbtExports:
-    """The `dbt_project` form (the project's files, a profile and the sources as CSV), and check-deploy per
-    model (`deploy_check`): each model rendered and checked as a Snowflake SQL program."""
+    """The `dbt_project` form (the project's files, a profile and the sources as CSV), the `dbt_patch` form (a
+    unified diff against the user's project folder: `patch`), and check-deploy per model (`deploy_check`): each
+    model rendered and checked as a Snowflake SQL program."""
 
-    forms = frozenset({"dbt_project"})
+    forms = frozenset({"dbt_project", "dbt_patch"})
 
     def export(self, request: ExportRequest) -> Exported:
         from coco_sql.languages.dbt.export import export_text
@@ -108,9 +109,10 @@ class DbtExports:
 
 
 class DbtFolder:
-    """`coco-sql export --form dbt_project --out DIR` writes the project folder."""
+    """`coco-sql export --form dbt_project --out DIR` writes the project folder; `--form dbt_patch --out FILE`
+    the patch."""
 
-    forms = frozenset({"dbt_project"})
+    forms = frozenset({"dbt_project", "dbt_patch"})
 
     def write(self, text: str, folder: Path) -> list[str]:
         from coco_sql.languages.dbt.export import write_export

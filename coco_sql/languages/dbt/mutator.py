@@ -23,7 +23,7 @@ from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.mutate.base import MutationRequest, Proposal
 
 DRAFT_CAP = 12  # a dbt draft costs a run (1-2 s warm): the evidence ranks well enough to stop early
-SPREAD = 0.35  # the RNG's share in the order: Gumbel noise of this scale on log-weights
+SPREAD = 0.15  # the RNG's share in the order: Gumbel noise of this scale on log-weights (near-ties only)
 
 
 class DbtOfflineMutator:
@@ -47,7 +47,8 @@ class DbtOfflineMutator:
         data = env.task.kind_data
         targets = [t.model for t in data.targets]
         keys = sorted({k for t in data.targets for k in t.keys})
-        found = hypotheses(project, None, evidence, data.spec.dialect, targets=targets, keys=keys)
+        found = hypotheses(project, None, evidence, data.spec.dialect, targets=targets, keys=keys,
+                           target_keys={t.model: t.keys for t in data.targets})  # fmt: skip
         root = request.context.root.code if request.context.root is not None else None
         found += merges(code, [e.code for e in request.others], root)
         edits = [e for e in found if e.approach not in request.context.tried]
@@ -55,7 +56,7 @@ class DbtOfflineMutator:
                                  "mismatching_columns": dict(evidence.columns.most_common(5))}  # fmt: skip
         if not edits:
             return Proposal(code, "no untried edit left", notes=notes, exhausted="no untried edit left")
-        order = _drawn(edits, rng)
+        order = _batch(edits, len(request.context.tried), self.max_drafts, rng)
         if not self.probe:
             return Proposal(order[0].code, order[0].approach, notes=notes | {"tested": False})
         best: tuple[float, Edit] | None = None
@@ -79,9 +80,13 @@ class DbtOfflineMutator:
         )
 
 
-def _drawn(edits: list[Edit], rng: np.random.Generator) -> list[Edit]:
-    """Heaviest first, with Gumbel noise of scale `SPREAD` on the log-weights drawn from the run's RNG: near-equal
-    edits come in a different order each time a parent is drawn, far heavier ones stay first."""
+def _batch(edits: list[Edit], expanded: int, size: int, rng: np.random.Generator) -> list[Edit]:
+    """The edits in the order they are tested: heaviest first (near-equal ones in an order the run's RNG draws:
+    Gumbel noise of scale `SPREAD` on the log-weights), starting past the ones the earlier expansions of this
+    parent tested (`expanded` batches of `size`: each gave one child, whose approach is now tried), so a parent
+    drawn again tests the next edits instead of the same first ones."""
     noise = rng.gumbel(size=len(edits)) * SPREAD
     keys = [math.log(max(e.weight, 1e-6)) + n for e, n in zip(edits, noise, strict=True)]
-    return [e for _, e in sorted(zip(keys, edits, strict=True), key=lambda t: -t[0])]
+    ranked = [e for _, e in sorted(zip(keys, edits, strict=True), key=lambda t: (-t[0], t[1].approach))]
+    start = (expanded * size) % len(ranked) if ranked else 0
+    return ranked[start:] + ranked[:start]

@@ -107,4 +107,4 @@ def load_dbt_pack(root: Path, reader: Reader, doc: Mapping[str, Any], fingerprin
     digest = hashlib.sha256(fingerprint(root, [reader.path, *named]).encode())
     digest.update(seed.to_text().encode())
     return assemble_dbt_task(reader, doc, DbtTables(seed, tables, source_columns, expected),
-                             root=root, fingerprint=digest.hexdigest())  # fmt: skip
+                             root=root, fingerprint=digest.hexdigest(), seed_dir=seed_dir.resolve())  # fmt: skip

@@ -27,6 +27,7 @@ FORMATS = ("%Y-%m-%d", "%Y-%m", "%Y%m", "%Y/%m/%d", "%d/%m/%Y", "%m/%d/%Y", "%Y-
 _FLIP = {exp.GT: ">=", exp.GTE: ">", exp.LT: "<=", exp.LTE: "<", exp.EQ: "!=", exp.NEQ: "="}
 _WINDOW_SWAP = {"lag": "lead", "lead": "lag", "row_number": "rank", "rank": "dense_rank", "dense_rank": "row_number",
                 "first_value": "last_value", "last_value": "first_value", "min": "max", "max": "min"}  # fmt: skip
+_OPERATORS = {exp.Add: ("-", "*"), exp.Sub: ("+",), exp.Mul: ("+", "/"), exp.Div: ("*",)}
 _AGG_SWAP = {
     "sum": ("avg", "max"),
     "avg": ("sum",),
@@ -55,9 +56,20 @@ class Scope:
     ratios: dict[str, float]
     rows_off: float
     keys: tuple[str, ...]
+    models: dict[str, tuple[float, float]] | None = (
+        None  # model -> how off the targets it feeds are (any, rows)
+    )
 
     def of(self, alias: str | None) -> float:
         return self.weights.get(alias or "", 0.0)
+
+    def implicated(self, model: str) -> bool:
+        """True when a target the model feeds has a row wrong, missing or extra (all, without model data)."""
+        return self.models is None or self.models.get(model, (0.0, 0.0))[0] > 0
+
+    def rows_of(self, model: str) -> float:
+        """The share of rows missing or extra in the targets the model feeds."""
+        return self.rows_off if self.models is None else self.models.get(model, (0.0, 0.0))[1]
 
 
 def projections(tree: exp.Expression) -> Iterator[tuple[str, exp.Expression]]:
@@ -302,16 +314,17 @@ def _aggregates(
 
 def _arithmetic(file: EditableFile, sql: SpannedSql, node: exp.Expression, label: str, relevance: float,
                 ratio: float | None) -> list[Repair]:  # fmt: skip
-    """Operands of a subtraction swapped (the rows show the negated value), + and - exchanged."""
+    """An arithmetic operator exchanged for a kin one (+ - * /), operands of a subtraction swapped (the rows show
+    the negated value)."""
     found = []
-    for sub in node.find_all(exp.Sub, exp.Add):
+    for sub in node.find_all(exp.Sub, exp.Add, exp.Mul, exp.Div):
         between = sql.between(sub.this, sub.expression)
         a, b = sql.span(sub.this), sql.span(sub.expression)
         if len(between) != 1 or a is None or b is None:
             continue
-        other = "+" if isinstance(sub, exp.Sub) else "-"
-        found.append(Repair(file.path, (sql.replace_token(between[0][0], other),),
-                            f"{label}: {other} instead of {between[0][1].text}", 1.0 + relevance))  # fmt: skip
+        for other in _OPERATORS[type(sub)]:
+            found.append(Repair(file.path, (sql.replace_token(between[0][0], other),),
+                                f"{label}: {other} instead of {between[0][1].text}", 1.3 + relevance))  # fmt: skip
         if isinstance(sub, exp.Sub):
             left, right = sql.text[a[0] : a[1]], sql.text[b[0] : b[1]]
             weight = (3.5 if ratio is not None and abs(ratio + 1) < 0.05 else 1.1) + relevance

@@ -19,10 +19,10 @@ def row_repairs(file: EditableFile, scope: Scope, scale: tuple[float, set[str]] 
                 nulls: set[str]) -> list[Repair]:  # fmt: skip
     """Every row-level and projection-level repair of one model that parses (module docstring)."""
     sql = file.sql
-    if sql is None:
-        return []
+    if sql is None or not scope.implicated(file.name):
+        return []  # no target this model feeds has a row off: nothing to repair here
     found: list[Repair] = []
-    rows = scope.rows_off
+    rows = scope.rows_of(file.name)
     for index, join in enumerate(sql.tree.find_all(exp.Join)):
         found += _join(file, sql, join, index, rows)
     for where in sql.tree.find_all(exp.Where, exp.Having):
@@ -75,7 +75,7 @@ def _join(file: EditableFile, sql: SpannedSql, join: exp.Join, index: int, rows:
                 change = sql.replace_node(identifier, option) if identifier is not None else None
                 if change is not None:
                     found.append(Repair(file.path, (change,), f"{where} on {side.table}.{option} instead of "
-                                        f"{side.table}.{side.name}", 1.4 + 2 * rows))  # fmt: skip
+                                        f"{side.table}.{side.name}", 1.1 + 1.5 * rows))  # fmt: skip
     for compare in condition.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE):
         found += _flip(file, sql, compare, where, 1.3 + rows)
     return found
@@ -146,7 +146,7 @@ def _group(file: EditableFile, sql: SpannedSql, group: exp.Group, rows: float) -
         start = spans[k][0] if k == 0 else spans[k - 1][1]  # type: ignore[index]
         end = spans[k + 1][0] if k == 0 else spans[k][1]  # type: ignore[index]
         found.append(Repair(file.path, (Change(start, end, ""),),
-                            f"group {file.name} without {sql.source(item)}", 1.0 + 2 * rows))  # fmt: skip
+                            f"group {file.name} without {sql.source(item)}", 1.5 + 4 * rows))  # fmt: skip
     return found
 
 

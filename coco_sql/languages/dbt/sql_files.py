@@ -85,8 +85,43 @@ def mask(text: str) -> tuple[str, dict[str, str], list[tuple[int, int]]]:
 
 
 def model_file(path: str, text: str, dialect: str) -> EditableFile:
+    """A model, masked; when its masked text does not parse because an ``{% if %}`` holds SQL that is not always
+    there (``{% if is_incremental() %} where ... {% endif %}``), the blocks' bodies are blanked too (all of them,
+    else only their ``elif``/``else`` branches): edits never touch blanked text."""
     masked, holders, spans = mask(text)
-    return EditableFile(path, text, masked, holders, spans, SpannedSql.parse(masked, dialect))
+    sql = SpannedSql.parse(masked, dialect)
+    for keep_first in (False, True):
+        if sql is not None:
+            break
+        blanked, dropped = _without_branches(masked, text, keep_first)
+        sql = SpannedSql.parse(blanked, dialect)
+        if sql is not None:
+            masked, spans = blanked, sorted(spans + dropped)
+    return EditableFile(path, text, masked, holders, spans, sql)
+
+
+_TAG = re.compile(r"\{%-?\s*(if|elif|else|endif)\b.*?-?%\}", re.S)
+
+
+def _without_branches(masked: str, text: str, keep_first: bool) -> tuple[str, list[tuple[int, int]]]:
+    """`masked` with the bodies of every ``{% if %}`` block blanked (or, `keep_first`, only the bodies after an
+    ``elif`` or ``else``), and the spans blanked."""
+    out, dropped, stack = list(masked), [], []
+    for match in _TAG.finditer(text):
+        word = match.group(1)
+        if word == "if":
+            stack.append([match.end(), False])
+        elif stack:
+            start, in_else = stack[-1]
+            if not (keep_first and not in_else):
+                dropped.append((start, match.start()))
+            if word == "endif":
+                stack.pop()
+            else:
+                stack[-1] = [match.end(), True]
+    for start, end in dropped:
+        out[start:end] = ["\n" if c == "\n" else " " for c in masked[start:end]]
+    return "".join(out), dropped
 
 
 def macro_file(path: str, text: str) -> EditableFile:

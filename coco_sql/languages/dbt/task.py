@@ -80,6 +80,9 @@ class DbtTask:
     tests_weight: float = TESTS_WEIGHT
     cut: frozenset[str] = frozenset()  # the source tables each split holds a part of (the rest are whole)
     cuts: tuple[str, ...] = ()  # how each split's sources were cut, one line each (for `init` and the docs)
+    seed_dir: Path | None = (
+        None  # the folder the seed project was read from (`patch`: the diff is against it)
+    )
 
 
 def row_json(row: Mapping[str, Any], columns: Sequence[str]) -> str:
@@ -350,7 +353,7 @@ class DbtTables:
 
 
 def assemble_dbt_task(reader: Reader, doc: Mapping[str, Any], read: DbtTables, *, root: Path, fingerprint: str,
-                      key_text: Callable[[Any], str] = value_text) -> Any:  # fmt: skip
+                      key_text: Callable[[Any], str] = value_text, seed_dir: Path | None = None) -> Any:  # fmt: skip
     """The `TaskPack` of a dbt task from its task.toml document `doc` (read through `reader`, whose errors name
     what the user wrote) and its tables: every check of the loader but reading files."""
     from coco_sql.tasks.loader import Contract, TaskPack
@@ -404,5 +407,5 @@ def assemble_dbt_task(reader: Reader, doc: Mapping[str, Any], read: DbtTables, *
         split_seed=split_seed, split_mode="partition", source=source, _splits=splits,
         _fingerprint=fingerprint, language="dbt",
         kind_data=DbtTask(spec, tuple(targets), per_split.sources, tests, MappingProxyType(keys_of),
-                          tests_weight, per_split.cut, per_split.cuts),
+                          tests_weight, per_split.cut, per_split.cuts, seed_dir),
     )  # fmt: skip
