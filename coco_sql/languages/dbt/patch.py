@@ -30,7 +30,7 @@ def dbt_patch(code: str, task: Any) -> str:
             continue
         on_disk = folder / path if folder is not None else None
         original = (
-            on_disk.read_text(encoding="utf-8") if on_disk is not None and on_disk.is_file() else before
+            on_disk.read_bytes().decode("utf-8") if on_disk is not None and on_disk.is_file() else before
         )
         if original is not None and before is not None and normalise(original) != before:
             original = before  # the folder changed since the task was made: against the seed as it was read
