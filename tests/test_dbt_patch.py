@@ -66,7 +66,9 @@ def test_the_patch_applies_with_git_to_the_folder_as_written(tmp_path: Path) -> 
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_bytes(text.encode())
     seed = DbtProject.from_dir(tmp_path)
-    champion = seed.replace({path: seed.files[path].replace("y > 0", "y >= 0") for path in written if "/" in path})
+    champion = seed.replace(
+        {path: seed.files[path].replace("y > 0", "y >= 0") for path in written if "/" in path}
+    )
     champion = champion.replace({"models/d.sql": "select 4 as x\n"})
     task = SimpleNamespace(seed_program=seed.to_text(), kind_data=SimpleNamespace(seed_dir=tmp_path))
     patch = dbt_patch(champion.to_text(), task)

@@ -246,6 +246,23 @@ class DbtProject:
         return DbtProject.of(files)
 
 
+DBT_OWN_FILES = (".user.yml", "profiles.yml", "packages.yml", "package-lock.yml", "dependencies.yml")
+
+
+def without_dbt_files(text: str) -> str:
+    """A project text without the files dbt writes or reads for itself (``.user.yml``, ``profiles.yml``,
+    ``packages.yml``, ``target/``, ``logs/``): a project pasted as it is on disk is not refused for them."""
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith(MARKER):
+            path = line[len(MARKER) :].strip()
+            skipping = path.rsplit("/", 1)[-1] in DBT_OWN_FILES or path.startswith(("target/", "logs/"))
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
 _REF = re.compile(r"""\bref\(\s*(?:['"]\w+['"]\s*,\s*)?['"]([A-Za-z_]\w*)['"]""")
 
 

@@ -44,7 +44,7 @@ import pandas as pd
 
 from coco_sql.errors import CandidateRejected, StoreError, TaskError
 from coco_sql.languages.dbt.compare import _value
-from coco_sql.languages.dbt.project import DbtProject
+from coco_sql.languages.dbt.project import DbtProject, without_dbt_files
 from coco_sql.languages.dbt.task import DbtTables, assemble_dbt_task, check_source_name
 from coco_sql.options import DBT_TASK_OPTIONS, as_object, check_task_name
 from coco_sql.tasks.pack_files import Reader
@@ -86,6 +86,16 @@ def check(name: object, source: object, options: object, *, stored: bool = False
     where = f"task {name!r}: "
     given = as_object(options, f"task {name!r}: the options", error=TaskError)
     checked = DBT_TASK_OPTIONS.check(given, error=TaskError, prefix=where)
+    folder = checked.pop("project", None)
+    if folder is not None:  # the project as it stands in a folder: read here, stored as text
+        if checked.get("seed_program"):
+            raise TaskError(f"{where}give option 'project' or option 'seed_program', not both")
+        try:
+            checked["seed_program"] = DbtProject.from_dir(Path(folder)).to_text()
+        except (CandidateRejected, OSError) as error:
+            raise TaskError(f"{where}option 'project': {folder}: {error}") from None
+    if isinstance(checked.get("seed_program"), str):
+        checked["seed_program"] = without_dbt_files(checked["seed_program"])
     for required in ("kind", "sources", "targets", "seed_program", "entity"):
         if not checked.get(required):
             raise TaskError(f"{where}option {required!r} is required ({DBT_TASK_OPTIONS[required].doc})")
