@@ -40,6 +40,8 @@ from coco_sql.languages.dbt.project import DbtProject
 REF_PREFIX = "__coco_ref_"
 SOURCE_PREFIX = "__coco_src_"
 MATERIALIZATIONS = ("table", "view", "ephemeral")
+HOOKS = frozenset({"pre_hook", "post_hook", "sql_header"})
+REFUSED_MATERIALIZATIONS = frozenset({"external", "snapshot", "seed", "test", "function"})
 SEEDS = "dbt_seeds"  # the source a seed's ``ref('name')`` reads: the task holds the seeds as its sources
 CONFIG_KEYS = ("materialized", "tags", "enabled")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -212,10 +214,18 @@ def check_config(key: str, value: Any) -> None:
     reach dbt: the run form writes only the effective materialization and enabled (`run_form`), relations are
     the validator's own, and a hook is not run. A materialization other than view and ephemeral (incremental,
     materialized_view, external...) runs as a table: every run builds from an empty database."""
+    if key.replace("-", "_") in HOOKS:
+        raise CandidateRejected(
+            f"config key {key!r} is not allowed: a hook runs SQL outside the model's SELECT, which coco-sql does "
+            "not check or score (remove it for the task; your project keeps it)"
+        )
     if key not in CONFIG_KEYS:
         return
-    if key == "materialized" and not isinstance(value, str):
-        raise CandidateRejected(f"materialized must be a name, got {value!r}")
+    if key == "materialized" and (not isinstance(value, str) or value in REFUSED_MATERIALIZATIONS):
+        raise CandidateRejected(
+            f"materialized={value!r} is not allowed; it acts outside the model's SELECT (use table, view, "
+            "ephemeral or incremental)"
+        )
     if key == "enabled" and not isinstance(value, bool):
         raise CandidateRejected(f"enabled must be true or false, got {value!r}")
     if key == "tags" and not (

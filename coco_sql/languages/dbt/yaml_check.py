@@ -44,11 +44,11 @@ _PROJECT_KEYS = frozenset(
     {"name", "version", "config-version", "profile", "require-dbt-version", "vars", "models", "clean-targets"}
 )
 # What real projects also write and a run never reads (the run form holds none of it: `run_form`): accepted and
-# left out. Hooks among them are not run; source schemas and identifiers are the validator's own relations.
+# left out (source schemas and identifiers: the validator's own relations). Hooks stay refused: they run SQL.
 IGNORED = {
     "project": frozenset({"seeds", "tests", "data_tests", "snapshots", "sources", "dispatch", "quoting", "flags",
                           "packages-install-path", "docs-paths", "asset-paths", "log-path", "query-comment",
-                          "on-run-start", "on-run-end", "semantic-models", "metrics", "saved-queries", "exposures",
+                          "semantic-models", "metrics", "saved-queries", "exposures",
                           "unit_tests", "restrict-access", "source-paths", "data-paths", "docs"}),
     "file": frozenset({"seeds", "snapshots", "macros", "analyses", "exposures", "metrics", "semantic_models",
                        "saved_queries", "unit_tests", "groups"}),
