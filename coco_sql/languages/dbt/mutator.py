@@ -6,7 +6,8 @@ much, `edits.hypotheses` turns that into edits of the models the targets read (a
 `crossover.merges` adds the parent combined with another archived program's edits (two partial fixes that
 improved different columns). Hypotheses are drawn heaviest first with the run's RNG breaking near-ties (so a
 parent drawn again tries others next), at most `max_drafts` of them (skipping approaches this parent's children
-already tried), and each is scored over the training keys in the dbt sandbox before the best is proposed.
+already tried), and each is scored over the training keys in the dbt sandbox before it is proposed: the first
+that gains on the parent (`GAIN`), else the best of them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from coco_sql.languages.dbt.edits import Edit, Evidence, hypotheses
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.mutate.base import MutationRequest, Proposal
 
+GAIN = 0.005  # a draft that gains this much on the training keys is proposed without testing the rest
 DRAFT_CAP = 12  # a dbt draft costs a run (1-2 s warm): the evidence ranks well enough to stop early
 SPREAD = 0.15  # the RNG's share in the order: Gumbel noise of this scale on log-weights (near-ties only)
 
@@ -70,8 +72,8 @@ class DbtOfflineMutator:
             tested += 1
             if outcome.ok and (best is None or outcome.score > best[0]):
                 best = (outcome.score, edit)
-            if best is not None and best[0] >= 1.0:
-                break
+            if best is not None and (best[0] >= 1.0 or best[0] > parent.score + GAIN):
+                break  # the first edit that gains: a dbt draft costs a run, and the next iteration goes on from it
         if best is None:
             return Proposal(order[0].code, order[0].approach, notes=notes | {"drafts_tested": tested})
         score, edit = best
