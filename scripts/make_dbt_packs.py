@@ -153,7 +153,7 @@ def grow_sushi(seeds: Path, rng: np.random.Generator, days: int = 42) -> None:
 def grow_mrr(seeds: Path, rng: np.random.Generator, customers: int = 400) -> None:
     """Subscription periods of `customers` customers: the upstream rows first, then customers drawn like them (1-3
     periods each, starting on a month's first day in 2018-2020, 1-12 months long, gaps of 0-3 months, amounts
-    of 25-150 moving up or down, an open last period one time in five)."""
+    of 25-150 moving up or down; every period closed, as the project's mutually_exclusive_ranges test requires)."""
     periods = pd.read_csv(seeds / "subscription_periods.csv")
     next_id, first = int(periods["subscription_id"].max()) + 1, int(periods["customer_id"].max()) + 1
     rows = []
@@ -163,9 +163,7 @@ def grow_mrr(seeds: Path, rng: np.random.Generator, customers: int = 400) -> Non
         count = int(rng.integers(1, 4))
         for k in range(count):
             end = month + pd.DateOffset(months=int(rng.integers(1, 13)))
-            open_end = k == count - 1 and rng.random() < 0.2
-            rows.append([next_id, customer, month.date().isoformat(), None if open_end else end.date().isoformat(),
-                         amount])  # fmt: skip
+            rows.append([next_id, customer, month.date().isoformat(), end.date().isoformat(), amount])
             next_id += 1
             month = end + pd.DateOffset(months=int(rng.integers(0, 4)))
             amount = int(max(25, min(150, amount + int(rng.choice([-25, 0, 25, 50])))))
