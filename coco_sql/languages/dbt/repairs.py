@@ -98,9 +98,12 @@ def expression_repairs(file: EditableFile, scope: Scope) -> list[Repair]:
     if sql is None:
         return []
     found: list[Repair] = []
+    rows = scope.rows_of(file.name)
     for alias, node in projections(sql.tree):
         relevance = scope.of(alias)
         if relevance <= 0:
+            if rows > 0:  # a grain that feeds a join or a GROUP BY: rows missing or extra point at it too
+                found += _units(file, sql, node, f"{file.name}.{alias}", 0.5 * rows)
             continue
         label = f"{file.name}.{alias}"
         for case in node.find_all(exp.Case):
@@ -119,13 +122,17 @@ def _case(file: EditableFile, sql: SpannedSql, case: exp.Case, label: str, relev
     found: list[Repair] = []
     ifs = list(case.args.get("ifs") or [])
     results = [i.args.get("true") for i in ifs] + [case.args.get("default")]
+    out_of: dict[str, int] = {}
+    for got, _, count in swaps:
+        out_of[got] = out_of.get(got, 0) + count
     for got, wanted, count in swaps:
+        consistent = count / out_of[got]  # the share of the rows that got `got` and wanted this same value
         for result in results:
             if isinstance(result, exp.Literal) and result.is_string and result.this == got:
                 change = sql.replace_node(result, _quoted(sql.source(result) or "'", wanted))
                 if change is not None:
                     found.append(Repair(file.path, (change,), f"map {got!r} to {wanted!r} in {label}'s CASE",
-                                        4.0 + relevance + count / 1000))  # fmt: skip
+                                        1.5 + 3.0 * consistent + relevance))  # fmt: skip
     for k, branch in enumerate(ifs):
         for compare in branch.this.find_all(*_FLIP):
             between = sql.between(compare.this, compare.expression)

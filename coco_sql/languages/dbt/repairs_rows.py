@@ -23,8 +23,9 @@ def row_repairs(file: EditableFile, scope: Scope, scale: tuple[float, set[str]] 
         return []  # no target this model feeds has a row off: nothing to repair here
     found: list[Repair] = []
     rows = scope.rows_of(file.name)
+    wrong = scope.models.get(file.name, (0.0, 0.0))[0] if scope.models else 0.0
     for index, join in enumerate(sql.tree.find_all(exp.Join)):
-        found += _join(file, sql, join, index, rows)
+        found += _join(file, sql, join, index, rows, wrong)
     for where in sql.tree.find_all(exp.Where, exp.Having):
         found += _filter(file, sql, where, rows)
     for group in sql.tree.find_all(exp.Group):
@@ -37,7 +38,9 @@ def row_repairs(file: EditableFile, scope: Scope, scale: tuple[float, set[str]] 
     return [r for r in found if all(file.clean(c) for c in r.changes)]
 
 
-def _join(file: EditableFile, sql: SpannedSql, join: exp.Join, index: int, rows: float) -> list[Repair]:
+def _join(
+    file: EditableFile, sql: SpannedSql, join: exp.Join, index: int, rows: float, wrong: float
+) -> list[Repair]:
     found: list[Repair] = []
     where = f"join #{index + 1} in {file.name}"
     table = sql.token_range(join.this)
@@ -75,7 +78,7 @@ def _join(file: EditableFile, sql: SpannedSql, join: exp.Join, index: int, rows:
                 change = sql.replace_node(identifier, option) if identifier is not None else None
                 if change is not None:
                     found.append(Repair(file.path, (change,), f"{where} on {side.table}.{option} instead of "
-                                        f"{side.table}.{side.name}", 1.1 + 1.5 * rows))  # fmt: skip
+                                        f"{side.table}.{side.name}", 1.1 + 1.5 * rows + wrong))  # fmt: skip
     for compare in condition.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE):
         found += _flip(file, sql, compare, where, 1.3 + rows)
     return found
