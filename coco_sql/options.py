@@ -300,9 +300,6 @@ DBT_TASK_OPTIONS = OptionTable(
         Option("seed_program", "string", None, "required: the dbt project to start from, its files under "
                "'-- file: PATH' lines (dbt_project.yml, models/**/*.sql and *.yml, macros/*.sql)",
                nullable=True, example="'-- file: dbt_project.yml (a newline) name: shop ...'"),
-        Option("project", "string", None, "instead of seed_program: a dbt project folder, read as it stands "
-               "(models/, macros/, dbt_packages/*/macros; dbt's own files such as .user.yml are left out)",
-               nullable=True, example="'/home/me/jaffle_shop'"),
         Option("entity", "string", None, "required: the 'source.table.column' whose values are split into "
                "train, val and test", nullable=True, example="'shop.customers.id'"),
         Option("follow", "strings", [], "rows that go with the split of the rows they reference: "

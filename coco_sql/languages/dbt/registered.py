@@ -84,9 +84,11 @@ def check(name: object, source: object, options: object, *, stored: bool = False
     floats), before anything is read or written; a one-line TaskError else."""
     check_task_name(name, error=TaskError, stored=stored)
     where = f"task {name!r}: "
-    given = as_object(options, f"task {name!r}: the options", error=TaskError)
+    given = dict(as_object(options, f"task {name!r}: the options", error=TaskError))
+    folder = given.pop("project", None)  # instead of seed_program: a folder, read as it stands (issue 39)
     checked = DBT_TASK_OPTIONS.check(given, error=TaskError, prefix=where)
-    folder = checked.pop("project", None)
+    if folder is not None and not isinstance(folder, str):
+        raise TaskError(f"{where}option 'project' must be a folder's path (got {folder!r})")
     if folder is not None:  # the project as it stands in a folder: read here, stored as text
         if checked.get("seed_program"):
             raise TaskError(f"{where}give option 'project' or option 'seed_program', not both")
