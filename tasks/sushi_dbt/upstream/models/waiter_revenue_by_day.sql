@@ -9,7 +9,7 @@
 
 SELECT
   o.waiter_id::INT AS waiter_id, /* Waiter id */
-  SUM(oi.quantity + i.price)::DOUBLE AS revenue, /* Revenue from orders taken by this waiter */
+  SUM(oi.quantity * i.price)::DOUBLE AS revenue, /* Revenue from orders taken by this waiter */
   o.ds::TEXT AS ds /* Date */
 FROM {{ ref('orders') }} AS o
 LEFT JOIN {{ ref('order_items') }} AS oi
