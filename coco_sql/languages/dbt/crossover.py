@@ -102,3 +102,25 @@ def merge_text(base: str, mine: str, theirs: str) -> str | None:
         result[start:end] = their_lines[j1:j2]
         applied += 1
     return "".join(result) if applied else None
+
+
+PAIR_TOP = 6  # pairs of the heaviest single edits: 15 hypotheses
+PAIR_SHARE = 0.8  # a pair weighs this share of its lighter edit
+
+
+def pairs(parent: str, edits: Sequence[Edit], top: int = PAIR_TOP) -> list[Edit]:
+    """Two of the heaviest single edits at once (merged as `merge` merges programs): two defects that hide each
+    other in one column (a wrong join key and a wrong operator) gain only together."""
+    try:
+        base = DbtProject.from_text(parent)
+        heavy = [(e, DbtProject.from_text(e.code)) for e in sorted(edits, key=lambda e: -e.weight)[:top]]
+    except CandidateRejected:
+        return []
+    found = []
+    for i, (first, mine) in enumerate(heavy):
+        for second, theirs in heavy[i + 1 :]:
+            merged = merge(base, mine, theirs)
+            if merged is not None and merged != mine and merged != theirs:
+                found.append(Edit(f"both: {first.approach}; and {second.approach}", merged.to_text(),
+                                  PAIR_SHARE * min(first.weight, second.weight)))  # fmt: skip
+    return found

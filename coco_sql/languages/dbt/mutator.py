@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from coco_sql.errors import CandidateRejected, ConfigError
-from coco_sql.languages.dbt.crossover import merges
+from coco_sql.languages.dbt.crossover import merges, pairs
 from coco_sql.languages.dbt.edits import Edit, Evidence, hypotheses
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.mutate.base import MutationRequest, Proposal
@@ -52,6 +52,8 @@ class DbtOfflineMutator:
         found = hypotheses(project, None, evidence, data.spec.dialect, targets=targets, keys=keys,
                            target_keys={t.model: t.keys for t in data.targets})  # fmt: skip
         root = request.context.root.code if request.context.root is not None else None
+        if request.context.tried:  # drawn again: its single edits did not all gain; two at once may
+            found += pairs(code, [e for e in found if e.approach not in request.context.tried])
         found += merges(code, [e.code for e in request.others], root)
         edits = [e for e in found if e.approach not in request.context.tried]
         notes: dict[str, Any] = {"candidates": len(edits), "parent_train_score": parent.score,
