@@ -10,7 +10,7 @@
 WITH order_total AS (
   SELECT
     oi.order_id AS order_id,
-    SUM(oi.quantity + i.price) AS total,
+    SUM(oi.quantity * i.price) AS total,
     oi.ds AS ds
   FROM {{ ref('order_items') }} AS oi
   LEFT JOIN {{ ref('items') }} AS i
