@@ -25,7 +25,7 @@ from coco_sql.mutate.base import MutationRequest, Proposal
 
 GAIN = 0.005  # a draft that gains this much on the training keys is proposed without testing the rest
 DRAFT_CAP = 12  # a dbt draft costs a run (1-2 s warm): the evidence ranks well enough to stop early
-SPREAD = 0.15  # the RNG's share in the order: Gumbel noise of this scale on log-weights (near-ties only)
+SPREAD = 0.3  # the RNG's share in the order: Gumbel noise of this scale on log-weights (near-ties only)
 
 
 class DbtOfflineMutator:
@@ -87,10 +87,10 @@ class DbtOfflineMutator:
 def _batch(edits: list[Edit], expanded: int, size: int, rng: np.random.Generator) -> list[Edit]:
     """The edits in the order they are tested: heaviest first (near-equal ones in an order the run's RNG draws:
     Gumbel noise of scale `SPREAD` on the log-weights), starting past the ones the earlier expansions of this
-    parent tested (`expanded` batches of `size`: each gave one child, whose approach is now tried), so a parent
-    drawn again tests the next edits instead of the same first ones."""
+    parent tested (a third of a batch for each of its `expanded` children: a batch stops at its first gain, so
+    a whole batch would skip edits never tested), so a parent drawn again goes on past the same first ones."""
     noise = rng.gumbel(size=len(edits)) * SPREAD
     keys = [math.log(max(e.weight, 1e-6)) + n for e, n in zip(edits, noise, strict=True)]
     ranked = [e for _, e in sorted(zip(keys, edits, strict=True), key=lambda t: (-t[0], t[1].approach))]
-    start = (expanded * size) % len(ranked) if ranked else 0
+    start = (expanded * max(size // 3, 1)) % len(ranked) if ranked else 0  # a batch may have stopped early
     return ranked[start:] + ranked[:start]
