@@ -172,7 +172,7 @@ def probe(pack_name: str) -> dict[str, Any]:
 
     from coco_sql.tasks import load_task
 
-    pack = load_task(pack_name)
+    pack = load_task(pack_name) if isinstance(pack_name, str) else pack_name  # or a loaded TaskPack
     column = next(iter(pack.input_columns))
     model = E5(num_threads=1)
     data = {}

@@ -103,6 +103,20 @@ CREATE TABLE IF NOT EXISTS events (
 ALTER TABLE events ADD COLUMN IF NOT EXISTS seq BIGINT;
 
 -- The AI response cache, content-addressed and shared by every run of this store (aifuncs/cache.py).
+-- Likely label errors of a run's training rows (issue 38, `search.label_noise`): rows whose nearest training rows
+-- hold another label and none of theirs, and that no program of the run solves; written at the run's end.
+CREATE TABLE IF NOT EXISTS label_errors (
+    run_id           BIGINT NOT NULL,
+    iteration        BIGINT NOT NULL,   -- the run's last iteration when they were flagged
+    instance_id      VARCHAR NOT NULL,
+    text             VARCHAR,           -- the row's input text (its text columns, joined by a space)
+    label            VARCHAR NOT NULL,  -- the row's label as given (JSON)
+    neighbours_label VARCHAR NOT NULL,  -- the label most of its nearest training rows hold instead
+    neighbour_share  DOUBLE NOT NULL,   -- their share of its nearest training rows
+    programs         BIGINT NOT NULL,   -- programs that ran on it; none solved it
+    created_at       TIMESTAMP NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS ai_cache (
     cache_key     VARCHAR PRIMARY KEY,    -- sha256 over (function, model, parameters, input)
     function      VARCHAR NOT NULL,

@@ -22,6 +22,8 @@ CREATE TABLE IF NOT EXISTS events (run_id BIGINT NOT NULL, iteration BIGINT NOT 
 
 ALTER TABLE events ADD IF NOT EXISTS seq BIGINT;
 
+CREATE TABLE IF NOT EXISTS label_errors (run_id BIGINT NOT NULL, iteration BIGINT NOT NULL /* the run's last iteration when they were flagged */, instance_id VARCHAR NOT NULL, text VARCHAR /* the row's input text (its text columns, joined by a space) */, label VARCHAR NOT NULL /* the row's label as given (JSON) */, neighbours_label VARCHAR NOT NULL /* the label most of its nearest training rows hold instead */, neighbour_share DOUBLE NOT NULL /* their share of its nearest training rows */, programs BIGINT NOT NULL /* programs that ran on it; none solved it */, created_at TIMESTAMPNTZ NOT NULL);
+
 CREATE TABLE IF NOT EXISTS ai_cache (cache_key VARCHAR PRIMARY KEY /* sha256 over (function, model, parameters, input) */, function VARCHAR NOT NULL, model VARCHAR NOT NULL, response VARCHAR NOT NULL /* the provider's answer (text; JSON text for JSON output) */, input_tokens BIGINT NOT NULL, output_tokens BIGINT NOT NULL, latency_ms DOUBLE NOT NULL /* of the call that filled the entry */, created_at TIMESTAMPNTZ NOT NULL);
 
 CREATE TABLE IF NOT EXISTS ai_embeddings (model VARCHAR NOT NULL, text_hash VARCHAR NOT NULL /* sha256 of the text */, vector ARRAY NOT NULL, input_tokens BIGINT NOT NULL, created_at TIMESTAMPNTZ NOT NULL, PRIMARY KEY (model, text_hash));

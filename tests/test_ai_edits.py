@@ -47,21 +47,31 @@ def test_literal_arguments_round_trip() -> None:
     assert read_spec(classify_calls(dynamic)[0]) is None  # not literal: never edited
 
 
-def test_guard_candidates_rank_by_gain_over_the_parent() -> None:
-    view = rows(
-        ("Which is older, A or B?", "comparison", "bridge"),
-        ("Were X or Y born first?", "comparison", "bridge"),
-        ("Is Z or W taller?", "comparison", "comparison"),
-        ("Who directed the film in which she starred?", "bridge", "bridge"),
-        ("What city or town hosts it?", "bridge", "bridge"),
-    )
-    found = guard_candidates(view, ["bridge", "comparison"], min_support=3)
-    # ' or ' matches 4 rows: 'comparison' fixes two and breaks one that the parent had right: gain 1.
-    assert found[0][:3] == (" or ", "comparison", 4)
-    assert found[0][3] == 1.0
-    assert all(
-        label != "bridge" for pattern, label, _, _ in found if pattern == " or "
-    )  # bridge gains nothing
+def test_guard_candidates_need_support_significance_and_no_stop_word() -> None:
+    """`guard_rules`: a keyword guard stands on 5+ rows, passes a Bonferroni-corrected binomial test against its
+    label's base rate, and is no stop word (English function words, or words frequent in every label)."""
+    comparison = [(f"Is Xa{i} or Yb{i} older than the other one?", "comparison", "bridge") for i in range(8)]
+    bridge = [(f"Who wrote the novel the film {i} was based on?", "bridge", "bridge") for i in range(24)]
+    few = [(f"Which lighthouse {i} stands taller?", "comparison", "bridge") for i in range(4)]
+    found = guard_candidates(rows(*comparison, *bridge, *few), ["bridge", "comparison"])
+    patterns = {pattern: (label, stands) for pattern, label, stands, _ in found}
+    assert "older" in patterns and patterns["older"][0] == "comparison"
+    stands = patterns["older"][1]
+    assert (stands.rows, stands.hits, round(stands.base_rate, 3)) == (8, 8, 0.333)
+    assert stands.significant and stands.p_value <= 0.05 / stands.candidates
+    assert (
+        " or " not in patterns and " the " not in patterns
+    )  # stop words: the list, and frequent in every label
+    assert "lighthouse" not in patterns and "taller" not in patterns  # 4 rows: below the support floor
+    assert all(label != "bridge" for label, _ in patterns.values())  # bridge gains nothing: the parent has it
+
+
+def test_a_word_frequent_in_every_label_is_a_stop_word_whatever_the_language() -> None:
+    from coco_sql.languages.sql.mutate.guard_rules import stop_words
+
+    texts = [{"och", f"katt{i}"} for i in range(10)] + [{"och", f"hund{i}"} for i in range(10)]
+    golds = [("a",)] * 10 + [("b",)] * 10
+    assert stop_words(texts, golds) == {"och"}  # Swedish 'and': in every row of both labels
 
 
 def test_confusions_count_missed_labels() -> None:
@@ -75,9 +85,8 @@ def test_edits_cover_few_shot_descriptions_mode_and_guards() -> None:
         rows(
             ("sure thing", "yes", "no"),
             ("no way", "no", "yes"),
-            ("never ever", "no", "yes"),
-            ("never", "no", "yes"),
-            ("never again", "no", "yes"),
+            *((f"never {i}", "no", "yes") for i in range(10)),
+            *((f"sure {i}", "yes", "yes") for i in range(10)),
         ),
         "text",
     )
@@ -105,18 +114,16 @@ def test_offline_mutator_improves_a_real_ai_pipeline(tmp_path: Path) -> None:
 def test_similarity_threshold_is_tuned_on_the_training_rows() -> None:
     from coco_sql.languages.sql.mutate.ai_edits import similarity_thresholds
 
-    view = rows(
-        ("a", "x", "y"),  # 0.9: guard fixes it (+1)
-        ("b", "x", "y"),  # 0.8: +1
-        ("c", "x", "x"),  # 0.7: already right (0)
-        ("d", "y", "y"),  # 0.6: guard breaks it (-1)
-        ("e", "x", "y"),  # 0.5: +1
-    )
-    similarity = {"r0": 0.9, "r1": 0.8, "r2": 0.7, "r3": 0.6, "r4": 0.5}
-    # Cumulative gains from the top: 1, 2, 2, 1; the cut after three rows (support 3) gains 2.
-    threshold, support, gain = similarity_thresholds(view, "x", similarity)
-    assert (round(threshold, 6), support, gain) == (0.65, 3, 2.0)
+    top = [(f"t{i}", "x", "y") for i in range(6)]  # the six most similar rows: x, predicted y (+1 each)
+    rest = [(f"u{i}", "y", "y") for i in range(14)]  # then y rows the parent has right (-1 each if guarded)
+    view = rows(*top, *rest)
+    similarity = {f"r{i}": 1.0 - i / 40 for i in range(20)}
+    threshold, stands, gain = similarity_thresholds(view, "x", similarity)
+    assert (round(threshold, 4), stands.rows, stands.hits, gain) == (0.8625, 6, 6, 6.0)
+    assert stands.significant
     assert similarity_thresholds(view, "y", similarity) is None  # answering y nowhere gains
+    small = rows(*top[:4], *rest)  # four rows above the cut: below the support floor
+    assert similarity_thresholds(small, "x", {f"r{i}": 1.0 - i / 40 for i in range(18)}) is None
 
 
 def test_examples_that_their_neighbours_contradict_can_be_pruned() -> None:

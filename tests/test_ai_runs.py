@@ -88,7 +88,7 @@ def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(t
     assert set(cost["phases"]) == {"search", "report"}
     search = cost["phases"]["search"]
     assert search["input_tokens_without_cache"] > search["input_tokens"] > 0
-    assert cost["deploy"]["calls_per_1000_rows"] == 1000  # one AI_CLASSIFY call per row
+    assert cost["deploy"]["calls_per_1000_rows"] >= 1000  # at least one AI call per row (a head embeds each)
     again = json.loads(run_cli("cost", "--db", db, "--json", cwd=tmp_path).stdout)
     assert again["run_id"] == second.run_id and again["phases"]["search"]["provider_calls"] == 0
 
@@ -171,7 +171,8 @@ def test_an_evaluation_past_its_deadline_stops_inside_the_ai_calls(tmp_path: Pat
 
     pack = completion_pack(tmp_path)
     toml = pack / "task.toml"
-    toml.write_text(toml.read_text().replace("timeout_seconds = 30.0", "timeout_seconds = 1.0"))
+    # 0.1 s: the AI calls a query waits for are bounded at 20 times its (CPU) deadline, 2 s (issue 38)
+    toml.write_text(toml.read_text().replace("timeout_seconds = 30.0", "timeout_seconds = 0.1"))
     task = load_task(pack)
     with FakeEndpoint(latency_s=5.0) as slow:
         limits = ProviderLimits(concurrency=2, timeout_s=60.0, max_retries=0)

@@ -150,7 +150,8 @@ def test_the_seed_is_timed_once_its_ai_calls_are_cached(tmp_path: Path) -> None:
     `timeout_seconds`."""
     rows = [(f"text {i}", f"reply to: text {i}") for i in range(16)]
     seed = "SELECT id, AI_COMPLETE('local/m', text) AS label FROM input\n"
-    pack = text_pack(tmp_path, "slowecho", "A slow completion endpoint.", rows, seed, ["AI_COMPLETE"], 1.0)
+    # 0.1 s: the query's deadline is CPU time, the AI calls it waits for are bounded at 20 times it (issue 38)
+    pack = text_pack(tmp_path, "slowecho", "A slow completion endpoint.", rows, seed, ["AI_COMPLETE"], 0.1)
     task = load_task(pack)
     with FakeEndpoint(latency_s=0.4) as slow:
         limits = ProviderLimits(concurrency=1, timeout_s=30.0, max_retries=0)
@@ -165,8 +166,9 @@ def test_the_seed_is_timed_once_its_ai_calls_are_cached(tmp_path: Path) -> None:
                 evaluator.close()
                 runtime.close()
     cold, warm = outcomes
-    assert not cold.ok and "exceeded its 1 s deadline" in (cold.error or "")
-    assert warm.ok and warm.latency_ms < 1000.0 and len(warm.rows) == 8 and warm.n_errors == 0
+    assert not cold.ok and "20 times its 0.1 s deadline" in (cold.error or "")
+    # the warm-up's outcome stands: how long it took decides nothing (issue 38)
+    assert warm.ok and len(warm.rows) == 8 and warm.n_errors == 0
     assert warm.usage is not None and warm.usage.model_calls >= 8  # the calls that filled the cache, counted
 
     tables = ", ".join(f"input {alias}" for alias in "abcdefghij")  # 8^10 rows: slow for itself
@@ -174,8 +176,8 @@ def test_the_seed_is_timed_once_its_ai_calls_are_cached(tmp_path: Path) -> None:
     with pytest.raises(TaskError) as caught:
         api.evolve(pack, db=tmp_path / "slow.duckdb", budget=0)
     message = str(caught.value)
-    assert "the seed program fails on the validation split: query exceeded its 1 s deadline" in message
-    assert "option 'timeout_seconds' is 1 s" in message and "raise [program] timeout_seconds in" in message
+    assert "the seed program fails on the validation split: query exceeded its 0.1 s deadline" in message
+    assert "option 'timeout_seconds' is 0.1 s" in message and "raise [program] timeout_seconds in" in message
 
 
 # -- 5. a failed start keeps its embeddings, and says what to do ----------------------------------------------
@@ -303,7 +305,9 @@ def test_the_exported_ai_view_runs_on_any_coco_sql_connection_and_answers_the_ev
     finally:
         second.close()
     plain = duckdb.connect(":memory:")
-    with pytest.raises(duckdb.CatalogException, match=r"(?i)function with name ai_classify does not exist"):
+    with pytest.raises(
+        duckdb.CatalogException, match=r"(?i)function with name ai_(classify|embed) does not exist"
+    ):
         plain.execute("CREATE TABLE questions_test (id VARCHAR, question VARCHAR); " + code)
 
 

@@ -126,7 +126,7 @@ def test_the_sql_command_runs_a_call_and_gives_one_error_line(tmp_path: Path) ->
     failed = run_cli(*command, "CALL coco_evolve('nosuch')", cwd=tmp_path)
     assert failed.returncode == 2
     assert failed.stderr.splitlines() == [
-        "coco-sql: error: no task named 'nosuch' (known: dabstep, goemotions, goemotions_dbt, hotpotqa_type, jaffle_shop, lockpicking6, tsp_construct)"
+        "coco-sql: error: no task named 'nosuch' (known: dabstep, dialog_topics, goemotions, goemotions_dbt, hotpotqa_type, jaffle_shop, lockpicking6, tsp_construct)"
     ]
 
 

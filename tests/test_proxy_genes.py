@@ -52,7 +52,7 @@ def test_the_fit_ranks_the_grid_and_the_sql_computes_what_numpy_does(setting) ->
     scored = fit(view.rows, view.vectors, prototypes, ["bridge", "comparison"], multi_label=False)
     scores = [score for _, score in scored]
     assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]  # the genes matter
-    genes = fitted_genes(where, view, env, multi_label=False)
+    genes = fitted_genes(where, view, env, multi_label=False)[0]
     assert genes == scored[0][0] and genes.ratio == 1.0
 
     # numpy's leave-one-out answers of the fitted genes, row by row, against the SQL's on the same rows
@@ -90,10 +90,10 @@ def test_genes_change_the_sql_proxy_answers(setting) -> None:
 def test_a_proxy_that_answers_every_row_takes_the_examples_out_of_the_program(setting) -> None:
     pack, evaluator, env, query, view = setting
     edits = proxy_edits(query, {0: view}, env, multi_label=False)
-    alone = next(e for e in edits if "answer every row" in e.approach)
-    assert "without its 20 examples" in alone.approach
+    alone = [e for e in edits if "answer every row" in e.approach]  # one per set of genes offered
+    assert alone and all("without its 20 examples" in e.approach for e in alone)
     for cascade in (
-        e for e in edits if e is not alone
+        e for e in edits if e not in alone
     ):  # the call keeps a diverse 16 for the rows left to it
         assert "else the AI call with 16 of its 20 examples" in cascade.approach
         assert cascade.apply(query).sql(dialect="snowflake").count("'Who is older, A") == 16
@@ -103,7 +103,7 @@ def test_a_proxy_that_answers_every_row_takes_the_examples_out_of_the_program(se
     shots = [{"input": "Who is older, A1 or B?", "labels": ["comparison"]}]
     cascade = with_proxy(where, ctes, 0.9, "snowflake", shots)(query).sql(dialect="snowflake")
     assert cascade.count("'Who is older, A") == 1 and "proxy.proxy_confidence >= 0.9" in cascade
-    child = alone.apply(query).sql(dialect="snowflake", pretty=True)
+    child = alone[0].apply(query).sql(dialect="snowflake", pretty=True)
     assert "Who is older, A1" not in child and "'examples'" not in child
     assert len(child.encode()) < 8 * 1024 and "FROM examples AS proxy_e_rows" in child
     outcome = evaluator.evaluate(child, "val")
@@ -117,19 +117,19 @@ def test_a_proxy_that_answers_every_row_takes_the_examples_out_of_the_program(se
     call = classify_calls(tree)[0]
     assert isinstance(answer_of(call), sqlglot.exp.Case) and answer_of(call).find(sqlglot.exp.Column)
     rows = tuple(
-        TrainingRow(str(i), f"Is X{i} or Y{i} older?", ("comparison",), ("bridge",)) for i in range(4)
-    )
+        TrainingRow(str(i), f"Is X{i} or Y{i} older?", ("comparison",), ("bridge",)) for i in range(8)
+    ) + tuple(TrainingRow(f"b{i}", f"Who wrote book {i}?", ("bridge",), ("bridge",)) for i in range(16))
     guard = next(
         e
         for e in ai_edits(tree, {0: TrainingView(rows, "question")}, [], multi_label=False)
-        if e.operator == "keyword_guard" and "' or '" in e.approach
+        if e.operator == "keyword_guard" and "'older'" in e.approach
     )
     guarded = guard.apply(tree).sql(dialect="snowflake", pretty=True)
     result = evaluator.evaluate(guarded, "val")
     assert result.ok, result.error
     val = pack.split("val")
     questions = dict(zip(val.inputs["id"].astype(str), val.inputs["question"], strict=True))
-    matched = [i for i in result.ids if " or " in questions[i].lower()]
+    matched = [i for i in result.ids if "older" in questions[i].lower()]
     assert matched and all(result.row(i).output == '"comparison"' for i in matched)
 
 

@@ -253,6 +253,7 @@ def test_list_tasks_and_missing_task(tmp_path: Path) -> None:
     names = [info.name for info in list_tasks([TASKS])]
     assert names == [
         "dabstep",
+        "dialog_topics",
         "goemotions",
         "goemotions_dbt",
         "hotpotqa_type",
@@ -263,7 +264,7 @@ def test_list_tasks_and_missing_task(tmp_path: Path) -> None:
     assert all(info.pack is not None and info.error is None for info in list_tasks([TASKS]))
     with pytest.raises(
         TaskError,
-        match=r"^no task named 'nope' \(known: dabstep, goemotions, goemotions_dbt, hotpotqa_type, jaffle_shop, lockpicking6, tsp_construct\)$",
+        match=r"^no task named 'nope' \(known: dabstep, dialog_topics, goemotions, goemotions_dbt, hotpotqa_type, jaffle_shop, lockpicking6, tsp_construct\)$",
     ):
         load_task("nope", [TASKS])
     with pytest.raises(TaskError, match="no task pack here"):

@@ -30,6 +30,7 @@ from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
 from coco_sql.sandbox import QueryResult, Sandbox
+from coco_sql.sandbox.lockdown import WALL_FACTOR
 from coco_sql.store.records import (
     EvaluationColumns,
     EvaluationRow,
@@ -293,7 +294,9 @@ class Evaluator:
         if self.ai is None:
             result = run(on_timeout=None)
             return result, getattr(result, "usage", None)
-        deadline = Deadline.after(deadline_s)
+        # The query's own deadline is CPU time, counted by the sandbox (`sandbox.lockdown`); the AI calls it
+        # waits for are bounded by the same wall-time backstop, so that load on the machine decides nothing.
+        deadline = Deadline.after(deadline_s * WALL_FACTOR)
         with self.ai.evaluation(deadline) as usage:
             try:
                 result = run(on_timeout=deadline.cancel)
@@ -308,7 +311,10 @@ class Evaluator:
             raise self.ai.fatal
         left = deadline.remaining()
         if deadline.cancelled.is_set() or (left is not None and left <= 0):
-            raise EvaluationTimeout(f"query exceeded its {deadline_s:g} s deadline and was stopped")
+            raise EvaluationTimeout(
+                f"query exceeded {deadline_s * WALL_FACTOR:g} s ({WALL_FACTOR:g} times its {deadline_s:g} s "
+                "deadline) in wall time and was stopped"
+            )
         return result, usage
 
     def close(self) -> None:

@@ -11,9 +11,12 @@ finishes, `coco_eval`) run warm:
    calling a model (every AI answer was cached: the program is slow for itself), is the outcome;
 2. a run that passed the deadline while it called a model (a cold cache) is run again under `WARM_UP_S` (the
    longest deadline a task may set), the cache filling as it goes and the runtime's progress callback told how
-   the embedding goes (each chunk the first run finished is cached already); if that run ends within the task's
-   deadline, or fails for another reason, it is the outcome;
-3. otherwise once more under the task's deadline, now warm: that is the outcome.
+   the embedding goes (each chunk the first run finished is cached already): that run is the outcome.
+
+Until issue 38 a warm-up that ended past the task's deadline in wall time ran a third time under it: whether a
+program passed then depended on the machine's load. Now the query's deadline is counted in CPU time by the
+sandbox (`sandbox.lockdown`), the same at any load, so a program slow for itself fails in the warm-up run as it
+would in any other, and how long the warm-up took decides nothing.
 
 The outcome's usage is the runs' together: the provider calls and tokens that filled the cache are what the
 evaluation cost (the later runs' cache hits are counted too). A warm cache costs one run, as before; a program
@@ -52,13 +55,8 @@ def run_warm(attempt: Callable[[float], tuple[OutcomeT, bool]], deadline_s: floa
     outcome, cold = attempt(deadline_s)
     if not cold:
         return outcome
-    spent = outcome.usage
     warm, _ = attempt(max(WARM_UP_S, deadline_s))
-    spent = _together(spent, warm.usage)
-    if not warm.ok or warm.latency_ms <= deadline_s * 1000.0:
-        return replace(warm, usage=spent)  # type: ignore[type-var]
-    final, _ = attempt(deadline_s)
-    return replace(final, usage=_together(spent, final.usage))  # type: ignore[type-var]
+    return replace(warm, usage=_together(outcome.usage, warm.usage))  # type: ignore[type-var]
 
 
 def _together(first: Any, second: Any) -> Any:

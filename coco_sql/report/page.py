@@ -15,7 +15,7 @@ from coco_sql.engine.champion import RULE_TEXT, Choice
 from coco_sql.engine.deploy_cost import show_cost
 from coco_sql.errors import StoreError
 from coco_sql.plugins import kind
-from coco_sql.report import analysis, read_models
+from coco_sql.report import analysis, data_quality, read_models
 from coco_sql.report.highlight import diff, highlight
 from coco_sql.report.parts import parts_view
 from coco_sql.store import Warehouse
@@ -43,6 +43,8 @@ class Page:
     frontier: dict[str, Any] | None = None
     rule: dict[str, Any] | None = None  # the champion rule and what it chose (`_rule`)
     warnings: list[str] = field(default_factory=list)  # about the champion (`read_models.champion_warnings`)
+    label_errors: list[dict[str, Any]] = field(default_factory=list)  # `data_quality.label_errors`
+    guards: list[dict[str, Any]] = field(default_factory=list)  # `data_quality.guard_support`
 
 
 def build(store: Warehouse, run_id: int) -> Page:
@@ -90,6 +92,10 @@ def build(store: Warehouse, run_id: int) -> Page:
         page.confusion = analysis.confusion(
             read_models.split_rows(store, run_id, champion["program_id"], "val")
         )
+    page.label_errors = data_quality.label_errors(
+        store, run_id, None if champion is None else champion["program_id"]
+    )
+    page.guards = data_quality.guard_support(page.lineage)
     page.matrix = analysis.solve_matrix(programs, read_models.row_scores(store, run_id, "train"))
     if page.matrix is not None:
         page.data["matrix"] = page.matrix

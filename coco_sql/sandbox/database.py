@@ -39,7 +39,7 @@ from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTi
 from coco_sql.messages import SQL_WORKER, result_rows
 from coco_sql.sandbox.ai_pipe import AiServer, receive_answer
 from coco_sql.sandbox.fork_server import template
-from coco_sql.sandbox.lockdown import QueryResult
+from coco_sql.sandbox.lockdown import WALL_FACTOR, QueryResult
 from coco_sql.sandbox.supervisor import START_TIMEOUT_S, SupervisedSandbox, Supervisor, handshake, over_time
 from coco_sql.sandbox.table_frames import table_bytes
 from coco_sql.wire import WireError
@@ -118,8 +118,11 @@ class Sandbox(SupervisedSandbox):
                 if on_timeout is not None:
                     on_timeout()
 
-            timer = threading.Timer(deadline_s, _at_deadline)
-            hard_stop = time.monotonic() + deadline_s + self.limits.kill_grace_s
+            # The worker stops the query at `deadline_s` of its CPU time (`lockdown`); the parent's clock only
+            # backs that up, at the worker's own wall-time backstop.
+            wall_s = deadline_s * WALL_FACTOR
+            timer = threading.Timer(wall_s, _at_deadline)
+            hard_stop = time.monotonic() + wall_s + self.limits.kill_grace_s
             timer.start()
             try:
                 worker.send({"type": "run", "sql": sql, "deadline_s": deadline_s})

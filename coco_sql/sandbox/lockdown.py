@@ -10,7 +10,16 @@ Lock-down (see STACK-FACTS): `read_only` alone still lets a query read and write
 so external access, extension autoload/autoinstall and Python replacement scans are switched off and the
 configuration is then locked. DuckDB adds its temp directory (`.tmp` under the working directory) to the allowed
 directories even with external access off, so the temp directory is emptied first. DuckDB has no statement
-timeout: a timer calls `interrupt()` at the deadline.
+timeout: a watcher calls `interrupt()` at the deadline.
+
+The deadline is counted in CPU time (issue 38: no decision of the search may depend on how long something took).
+A query is stopped once this process has spent `deadline_s` seconds of CPU on it (`time.process_time`, every
+thread; DuckDB runs one), which the same query spends at any load on the machine; a CPU hog beside it slows it
+down in wall time, not in CPU time. Wall time only backs it up: a query still running after WALL_FACTOR times
+its deadline is stopped too (a process starved that badly, or waiting on something that does not answer).
+WALL_FACTOR is 20: a 2-core machine gives a runnable process less than a twentieth of a core only past a load
+average of 40. Time spent waiting for the parent to answer AI calls costs this process no CPU: the parent bounds
+those calls (`evaluate.evaluator`).
 """
 
 from __future__ import annotations
@@ -24,6 +33,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
+
+WALL_FACTOR = 20.0
+"""Wall time a query may take, as a multiple of its CPU deadline (module docstring)."""
+POLL_S = 0.01
 
 # The SETs that lock an in-memory DuckDB down, in order ('{memory_limit}' filled in); also applied by the dbt
 # runner's plugin (`languages.dbt.inputs`) to each run's database.
@@ -88,13 +101,18 @@ class LockedDuckDB:
     def run(self, sql: str, deadline_s: float) -> QueryResult:
         with self._lock:
             con = self._con
-            timed_out = threading.Event()
+            timed_out, done = threading.Event(), threading.Event()
+            cpu, wall = time.process_time(), time.monotonic()
 
-            def _interrupt() -> None:
-                timed_out.set()
-                con.interrupt()
+            def _watch() -> None:  # the CPU deadline, and the wall-time backstop (module docstring)
+                while not done.wait(POLL_S):
+                    spent = time.process_time() - cpu
+                    if spent > deadline_s or time.monotonic() - wall > deadline_s * WALL_FACTOR:
+                        timed_out.set()
+                        con.interrupt()
+                        return
 
-            timer = threading.Timer(deadline_s, _interrupt)
+            timer = threading.Thread(target=_watch, name="coco-query-deadline", daemon=True)
             start = time.perf_counter()
             timer.start()
             try:
@@ -108,12 +126,13 @@ class LockedDuckDB:
             except duckdb.Error as error:
                 if timed_out.is_set():
                     raise EvaluationTimeout(
-                        f"query exceeded its {deadline_s:g} s deadline and was stopped"
+                        f"query exceeded its {deadline_s:g} s deadline (CPU time) and was stopped"
                     ) from None
                 raise EvaluationError(f"query failed: {one_line(error)}") from None
             finally:
-                timer.cancel()
-            if timed_out.is_set():  # finished in the instant the timer fired: over time, for determinism
+                done.set()
+                timer.join()
+            if timed_out.is_set():  # finished in the instant the watcher fired: over time, for determinism
                 raise EvaluationTimeout(f"query exceeded its {deadline_s:g} s deadline and was stopped")
             return QueryResult(columns, rows, (time.perf_counter() - start) * 1000.0, types)
 

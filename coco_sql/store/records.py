@@ -265,6 +265,20 @@ class Primitive:
 
 
 @dataclass(frozen=True)
+class LabelError:
+    """A training row flagged as a likely label error at a run's end (table `label_errors`,
+    `search.label_noise`): its label as given (JSON text), the label its nearest training rows hold instead and
+    their share, and how many programs ran on it (none solved it)."""
+
+    instance_id: str
+    text: str
+    label: str
+    neighbours_label: str
+    neighbour_share: float
+    programs: int
+
+
+@dataclass(frozen=True)
 class PrimitiveTrial:
     """One use of the library by an operator (table `primitive_trials`): the child `program_id` made by
     `operator` ('P1'..'P4') around the `focus` primitive, compared with its parent. `verified` says the
@@ -305,6 +319,7 @@ class IterationBatch:
     # PACE: the primitives discovered this iteration (at most one per generation) and its operator trials
     primitives: tuple[Primitive, ...] = ()
     primitive_trials: tuple[PrimitiveTrial, ...] = ()
+    label_errors: tuple[LabelError, ...] = ()  # likely label errors, written with the run's end (issue 38)
 
 
 def to_json(value: Any) -> str:

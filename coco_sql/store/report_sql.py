@@ -94,6 +94,15 @@ SELECT iteration, SUM(calls - cache_hits) AS provider_calls, SUM(cache_hits) AS 
 FROM ai_usage WHERE run_id = $run_id
 GROUP BY iteration ORDER BY iteration
 """,
+    # The run's likely label errors (issue 38), with what a program (the champion) answered on each.
+    "label_errors": """
+SELECT l.instance_id, l.text, l.label, l.neighbours_label, l.neighbour_share, l.programs, e.output AS answer
+FROM label_errors AS l
+LEFT JOIN evaluations AS e
+  ON e.run_id = l.run_id AND e.program_id = $program_id AND e.split = 'train' AND e.instance_id = l.instance_id
+WHERE l.run_id = $run_id
+ORDER BY l.instance_id
+""",
     # One program's rows on one split, with what it answered and what was expected (JSON text).
     "split_rows": """
 SELECT instance_id, score, output, expected, error

@@ -24,7 +24,7 @@ EVALUATION_CHUNK_ROWS = 200_000
 # written later vouches for the rows written before it: a program's row for its iteration, a program_scores row
 # for its evaluations, a run_finished event for the test scores (`SnowparkStore.recover`).
 WRITE_ORDER = ("evaluations", "ai_usage", "ai_calls", "agent_turns", "primitives", "primitive_trials",
-               "archive_entries", "ledger", "program_scores", "events", "programs")  # fmt: skip
+               "label_errors", "archive_entries", "ledger", "program_scores", "events", "programs")  # fmt: skip
 
 
 def iteration_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]:
@@ -63,6 +63,10 @@ def table_rows(batch: IterationBatch, now: datetime) -> dict[str, list[Row]]:
             (run_id, t.iteration, t.program_id, t.operator, t.focus, t.parent_score, t.child_score, t.improved,
              t.verified, t.reason, now)
             for t in batch.primitive_trials
+        ],
+        "label_errors": [
+            (run_id, batch.iteration, e.instance_id, e.text, e.label, e.neighbours_label, e.neighbour_share, e.programs, now)
+            for e in batch.label_errors
         ],
         "archive_entries": [
             (run_id, a.iteration, a.seq, a.island, a.cell, a.program_id, a.reason) for a in batch.archive

@@ -25,8 +25,13 @@ object; unknown keys are errors) are `options.TASK_OPTIONS`, each checked for ty
 
 Why the seed's AI functions are enabled by the seed itself (issue 26): a seed that calls AI_CLASSIFY was rejected
 with "this task does not enable this AI function" until the user found `allowed_functions`; the seed is the
-user's own statement of what the task may call. What the search may add on top (AI_EMBED for the learned proxy,
-AI_SIMILARITY for cascades) stays the user's choice, in `allowed_functions`.
+user's own statement of what the task may call. What the search may add on top stays the user's choice, in
+`allowed_functions`, with one default (issue 38): a seed that calls AI_CLASSIFY, with no `allowed_functions`
+given, also enables AI_EMBED and AI_SIMILARITY. Without them the learned heads, the proxy and the cascades are
+outside the search space, and the cheapest program within one standard error of the best was "every training
+row as a few-shot example" at 188-210 times the seed's tokens per row; an embedding costs its input's tokens,
+less than the call it replaces, and every evaluation counts it in the deploy cost. A list given without
+AI_EMBED keeps them out, as written.
 
 Why `test_source`: a warehouse user holds a test set as a table of its own; without it the only held-out rows
 were `test_fraction` of the source, and `test_fraction = 0` failed with a message about a data.test file.
@@ -162,11 +167,18 @@ def _check_test_rows(name: str, options: Mapping[str, Any], rows: pd.DataFrame, 
         raise TaskError(f"{where} has no rows")
 
 
+EMBEDDING_FUNCTIONS = ("AI_EMBED", "AI_SIMILARITY")
+"""What a classifying seed's search needs by default (issue 38): the learned heads, the proxy and cascades."""
+
+
 def enabled_functions(options: Mapping[str, Any]) -> list[str]:
-    """`allowed_functions` plus the AI functions the seed program calls (module docstring), each once."""
+    """`allowed_functions` plus the AI functions the seed program calls (module docstring), each once; with no
+    `allowed_functions` (or an empty list) and a seed that calls AI_CLASSIFY, also `EMBEDDING_FUNCTIONS`."""
     given = [str(f) for f in options.get("allowed_functions") or []]
     dialect = str(options.get("dialect", "snowflake"))
     called = ai_functions_called(str(options.get("seed_program") or ""), dialect)
+    if not given and "AI_CLASSIFY" in called:
+        given = list(EMBEDDING_FUNCTIONS)
     return given + [f for f in called if f not in {g.upper() for g in given}]
 
 

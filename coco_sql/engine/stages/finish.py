@@ -8,6 +8,7 @@ not computed again.
 from __future__ import annotations
 
 from coco_sql.engine.config import RunSummary
+from coco_sql.engine.label_errors import label_errors
 from coco_sql.engine.run_state import RunState
 from coco_sql.engine.stages.account import ai_rows
 from coco_sql.evaluate import REPORT_SPLITS, Evaluator
@@ -55,6 +56,7 @@ def finish(
                 evaluations=evaluations,
                 events=(finished,),
                 finish_run=True,
+                label_errors=label_errors(task, state, ai),
                 **rows,
             )
         )

@@ -78,6 +78,7 @@ _ITERATION_TABLES = {  # per-iteration tables, with the column that holds the it
     "agent_turns": "iteration",
     "primitives": "created_iteration",
     "primitive_trials": "iteration",
+    "label_errors": "iteration",
 }
 
 

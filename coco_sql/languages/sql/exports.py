@@ -20,6 +20,13 @@ from coco_sql.languages.sql.export.ai import DUCKDB_FORMS, bound_program
 from coco_sql.languages.sql.export.deploy_check import Finding, check_program
 from coco_sql.languages.sql.export.forms import FORMS, export_bundle, proxy_note
 from coco_sql.languages.sql.export.references import reads_table
+from coco_sql.languages.sql.linear_head import (
+    EXAMPLE_VECTORS,
+    LINEAR_HEAD,
+    head_columns,
+    reference_rows,
+    runtime_embed,
+)
 from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
 
 if TYPE_CHECKING:
@@ -83,14 +90,21 @@ class SqlExports:
             input_columns=dict(task.input_columns),
             output_column=task.contract.output,
             allowed_functions=frozenset(task.allowed_functions),
-            references=reference_columns(task),
+            references={**reference_columns(task), **head_columns(task)},
         )
 
 
 def _references(request: ExportRequest) -> dict[str, tuple[pd.DataFrame, dict[str, str]]]:
-    """The task's reference tables (`tasks.references`), with their rows, when the exported program reads one:
-    the export creates them next to it. A one-line TaskError when the pack is gone or is not the run's."""
-    if not reads_table(request.code, request.dialect, EXAMPLES):
+    """The task's reference tables (`tasks.references`, the learned linear head's `linear_head` and the training
+    rows' vectors `example_vectors`), with
+    their rows, when the exported program reads one: the export creates them next to it. The head's weights are
+    fitted again from the pack's training rows on the embedding model the run used (the embedded one: the fit
+    is deterministic, so they are the weights the run read). A one-line TaskError when the pack is gone or is
+    not the run's."""
+    wanted = [
+        t for t in (EXAMPLES, LINEAR_HEAD, EXAMPLE_VECTORS) if reads_table(request.code, request.dialect, t)
+    ]
+    if not wanted:
         return {}
     pack = request.task()
     if pack.fingerprint() != request.fingerprint:
@@ -98,5 +112,15 @@ def _references(request: ExportRequest) -> dict[str, tuple[pd.DataFrame, dict[st
             f"task pack {pack.name!r} at {pack.root} is not the one run {request.run_id} evolved on (its files "
             "differ), and the program reads its training rows as `examples`: pass that pack's directory as the task"
         )
-    tables, columns = reference_tables(pack), reference_columns(pack)
-    return {name: (rows, columns[name]) for name, rows in tables.items()}
+    tables, columns = dict(reference_tables(pack)), {**reference_columns(pack), **head_columns(pack)}
+    if LINEAR_HEAD in wanted or EXAMPLE_VECTORS in wanted:
+        from coco_sql.llm.routing import AiConfig
+        from coco_sql.llm.runtime import AiRuntime
+
+        runtime = AiRuntime(AiConfig.from_environment())
+        try:
+            fitted = reference_rows(pack, runtime_embed(runtime, pack.dialect))
+        finally:
+            runtime.close()
+        tables.update({name: rows for name, rows in fitted.items() if name in wanted})
+    return {name: (rows, columns[name]) for name, rows in tables.items() if name in columns}

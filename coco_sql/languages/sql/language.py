@@ -16,6 +16,7 @@ from sqlglot import exp
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
+from coco_sql.languages.sql.linear_head import head_columns, head_tables
 from coco_sql.languages.sql.macros import expand_program, has_macro_word
 from coco_sql.languages.sql.warehouse import WarehouseSqlRunner
 from coco_sql.sandbox.database import Sandbox
@@ -41,8 +42,9 @@ class SqlLanguage:
             output_column=task.contract.output,
             allowed_functions=frozenset(task.allowed_functions),
             dialect=task.dialect,
-            references=reference_columns(task),
+            references={**reference_columns(task), **head_columns(task)},
         )
+        self._heads: dict[str, object] = {}  # the head table's rows by what they depend on (`linear_head`)
 
     def validate(self, code: str) -> Program:
         """A program may carry its primitives as DuckDB scalar macros before its one query
@@ -67,13 +69,12 @@ class SqlLanguage:
         return cell_of_counts(nodes, branches)
 
     def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner | WarehouseSqlRunner:
-        if self.engine is not None:
+        if self.engine is not None:  # the warehouse's own embedding model would need its own fit: not built
             return WarehouseSqlRunner(
                 self.engine, split, self.spec, self.task.contract.type, reference_tables(self.task)
             )
-        return SqlRunner(
-            Sandbox(split.inputs, ai=ai, tables=reference_tables(self.task)), self.task.contract.output
-        )
+        tables = {**reference_tables(self.task), **head_tables(self.task, ai, self._heads)}
+        return SqlRunner(Sandbox(split.inputs, ai=ai, tables=tables), self.task.contract.output)
 
 
 class SqlRunner:

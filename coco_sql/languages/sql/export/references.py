@@ -35,7 +35,7 @@ from sqlglot.optimizer.scope import traverse_scope
 from coco_sql.stage import EXPORTS, STAGE
 
 _SNOWFLAKE_CASTS = {"VARCHAR": "VARCHAR", "BIGINT": "NUMBER", "INTEGER": "NUMBER", "DOUBLE": "FLOAT"}
-_SNOWFLAKE_CASTS |= {"BOOLEAN": "BOOLEAN", "VARCHAR[]": "ARRAY", "JSON": "VARIANT"}
+_SNOWFLAKE_CASTS |= {"BOOLEAN": "BOOLEAN", "VARCHAR[]": "ARRAY", "JSON": "VARIANT", "FLOAT[]": "ARRAY"}
 
 
 @dataclass(frozen=True)

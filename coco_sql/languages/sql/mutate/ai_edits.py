@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,15 @@ from sqlglot import exp
 from coco_sql.languages.sql.check.literals import to_node, to_python
 from coco_sql.languages.sql.mutate.edits import Edit
 from coco_sql.languages.sql.mutate.examples import MAX_EXAMPLES, Vectors, capped
+from coco_sql.languages.sql.mutate.guard_rules import (
+    MIN_SUPPORT,
+    Support,
+    base_rates,
+    refused,
+    significant_guards,
+    stop_words,
+    support,
+)
 from coco_sql.languages.sql.mutate.label_words import distinctive_words
 
 SHRINK_SIZES = (16, 64)  # the example subsets `shrink_examples` offers
@@ -63,6 +72,8 @@ class TrainingView:
     similarities: Mapping[str, tuple[str, Mapping[str, float]]] = field(default_factory=dict)
     # input text -> its embedding, for choosing diverse few-shot examples (empty: chosen at random per label)
     vectors: Vectors = field(default_factory=dict)
+    # ids of likely label errors (`label_noise`): never few-shot examples, never counted when a guard is fitted
+    suspects: frozenset[str] = frozenset()
 
 
 def classify_calls(query: exp.Expression) -> list[exp.Expression]:
@@ -196,57 +207,91 @@ def set_f1(predicted: Sequence[str], gold: Sequence[str]) -> float:
 
 
 def guard_candidates(
-    rows: Sequence[TrainingRow], labels: Sequence[str], min_support: int = 3, limit: int = 6
-) -> list[tuple[str, str, int, float]]:
+    rows: Sequence[TrainingRow],
+    labels: Sequence[str],
+    limit: int = 6,
+    excluded: Collection[str] = (),
+) -> list[tuple[str, str, Support, float]]:
     """(pattern, label, support, gain) for `CASE WHEN input ILIKE '%pattern%' THEN label`, best gain first.
 
     Patterns are the training rows' words, alone (words of 4+ letters, matched as substrings) or with a space
     on each side (any word, matched mid-text). The gain is exactly what the guard would change on the training
     rows it matches: sum of F1(label vs gold) - F1(parent's prediction vs gold), so a word of the majority
-    label that the parent already gets right gains nothing."""
+    label that the parent already gets right gains nothing. A candidate must stand on the training rows
+    (`guard_rules`: support, a binomial test against the label's base rate corrected for every candidate tried,
+    no stop word); rows in `excluded` (likely label errors, `label_noise`) are not counted."""
+    rows = [r for r in rows if r.instance_id not in excluded]
     lowered = [r.text.lower() for r in rows]
+    tokens = [set(re.findall(r"[a-z0-9']+", text)) for text in lowered]
+    stops = stop_words(tokens, [r.gold for r in rows])
     patterns: set[str] = set()
-    for text in lowered:
-        for word in re.findall(r"[a-z0-9']+", text):
+    for words in tokens:
+        for word in words:
+            if refused(word, stops):
+                continue
             patterns.add(f" {word} ")
             if len(word) >= 4:
                 patterns.add(word)
-    found: list[tuple[float, int, str, str]] = []
-    for pattern in patterns:
+    counts: dict[tuple[str, str], tuple[int, int]] = {}
+    matches: dict[str, list[TrainingRow]] = {}
+    for pattern in sorted(patterns):
         matched = [r for r, text in zip(rows, lowered, strict=True) if pattern in text]
-        if len(matched) < min_support:
+        if len(matched) < MIN_SUPPORT:
             continue
-        before = sum(set_f1(r.predicted, r.gold) for r in matched)
+        matches[pattern] = matched
         for label in labels:
-            gain = sum(set_f1([label], r.gold) for r in matched) - before
-            if gain >= 1.0:
-                found.append((gain, len(matched), pattern, label))
+            counts[(pattern, label)] = (len(matched), sum(1 for r in matched if label in r.gold))
+    standing = significant_guards(counts, base_rates([r.gold for r in rows]))
+    found: list[tuple[float, int, str, str]] = []
+    for (pattern, label), _ in standing.items():
+        matched = matches[pattern]
+        before = sum(set_f1(r.predicted, r.gold) for r in matched)
+        gain = sum(set_f1([label], r.gold) for r in matched) - before
+        if gain >= 1.0:
+            found.append((gain, len(matched), pattern, label))
     found.sort(key=lambda f: (-f[0], -f[1], f[2], f[3]))
-    return [(pattern, label, support, gain) for gain, support, pattern, label in found[:limit]]
+    return [(pattern, label, standing[(pattern, label)], gain) for gain, _, pattern, label in found[:limit]]
 
 
 def similarity_thresholds(
-    rows: Sequence[TrainingRow], label: str, similarity: Mapping[str, float], min_support: int = 3
-) -> tuple[float, int, float] | None:
-    """(threshold, rows above it, gain) of the best cascade guard `similarity > threshold -> label`, if any gains.
+    rows: Sequence[TrainingRow],
+    label: str,
+    similarity: Mapping[str, float],
+    excluded: Collection[str] = (),
+) -> tuple[float, Support, float] | None:
+    """(threshold, its support, gain) of the best cascade guard `similarity > threshold -> label`, if any gains
+    and stands (`guard_rules`: support and a binomial test against the label's base rate, corrected for every
+    threshold tried).
 
     Candidate thresholds sit halfway between consecutive observed similarities; the gain is what the guard
-    changes on the rows above the threshold: sum F1(label vs gold) - F1(parent's prediction vs gold)."""
+    changes on the rows above the threshold: sum F1(label vs gold) - F1(parent's prediction vs gold). Rows in
+    `excluded` (likely label errors) are not counted."""
+    kept = [r for r in rows if r.instance_id not in excluded and r.instance_id in similarity]
     scored = sorted(
         (
-            (similarity[r.instance_id], set_f1([label], r.gold) - set_f1(r.predicted, r.gold))
-            for r in rows
-            if r.instance_id in similarity
+            (
+                similarity[r.instance_id],
+                set_f1([label], r.gold) - set_f1(r.predicted, r.gold),
+                label in r.gold,
+            )
+            for r in kept
         ),
+        key=lambda s: s[0],
         reverse=True,
     )
-    best: tuple[float, int, float] | None = None
-    gain = 0.0
-    for count, (value, delta) in enumerate(scored[:-1], start=1):
+    rate = base_rates([r.gold for r in kept]).get(label, 0.0)
+    tried = max(len(scored) - MIN_SUPPORT, 1)
+    best: tuple[float, Support, float] | None = None
+    gain, hits = 0.0, 0
+    for count, (value, delta, hit) in enumerate(scored[:-1], start=1):
         gain += delta
+        hits += hit
         threshold = (value + scored[count][0]) / 2
-        if count >= min_support and gain >= 1.0 and (best is None or gain > best[2]):
-            best = (threshold, count, gain)
+        if count < MIN_SUPPORT or gain < 1.0 or (best is not None and gain <= best[2]):
+            continue
+        checked = support(hits, count, rate, tried)
+        if checked.significant:
+            best = (threshold, checked, gain)
     return best
 
 
@@ -313,7 +358,11 @@ def ai_edits(
             continue
         labels = spec.labels
         known = spec.example_inputs
-        fresh = [r for r in view.rows if r.text not in known and set(r.gold) <= set(labels)]
+        fresh = [
+            r
+            for r in view.rows
+            if r.text not in known and set(r.gold) <= set(labels) and r.instance_id not in view.suspects
+        ]
         by_id = {r.instance_id: r for r in fresh}
         wanted = [by_id[t] for t in targets if t in by_id][:batch]
         failing = [r for r in fresh if set(r.gold) != set(r.predicted)]
@@ -334,7 +383,11 @@ def ai_edits(
         groups.append((fresh, "every training row"))
         edits.extend(_few_shot(index, spec, rows, what, choice) for rows, what in groups if rows)
         # Editing (Wilson): an example that its neighbours get entirely wrong is likely noise; drop those.
-        contradicted = {r.text for r in view.rows if r.text in known and set_f1(r.predicted, r.gold) == 0.0}
+        contradicted = {
+            r.text
+            for r in view.rows
+            if r.text in known and (set_f1(r.predicted, r.gold) == 0.0 or r.instance_id in view.suspects)
+        }
         if contradicted:
             kept = [
                 e
@@ -393,24 +446,24 @@ def ai_edits(
                 )
             )
         if call.parent is not None:
-            for pattern, label, support, gain in guard_candidates(view.rows, labels):
+            for pattern, label, stands, gain in guard_candidates(view.rows, labels, excluded=view.suspects):
                 edits.append(
                     Edit(
                         "keyword_guard",
                         f"{where}: rows containing {pattern!r} are {label!r} "
-                        f"({support} training rows, gain {gain:.1f})",
+                        f"({stands.rows} training rows, gain {gain:.1f}; {stands.text()})",
                         _with_guard(index, view.input_sql, pattern, label),
                     )
                 )
         for label, (text, similarity) in sorted(view.similarities.items()):
-            found = similarity_thresholds(view.rows, label, similarity)
+            found = similarity_thresholds(view.rows, label, similarity, view.suspects)
             if found is not None and label in labels:
-                threshold, support, gain = found
+                threshold, stands, gain = found
                 edits.append(
                     Edit(
                         "similarity_guard",
                         f"{where}: answer {label!r} without the AI call when AI_SIMILARITY to {text!r} > "
-                        f"{threshold:.3f} ({support} training rows, gain {gain:.1f})",
+                        f"{threshold:.3f} ({stands.rows} training rows, gain {gain:.1f}; {stands.text()})",
                         _with_similarity_guard(index, view.input_sql, text, threshold, label),
                     )
                 )

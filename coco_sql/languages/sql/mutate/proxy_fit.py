@@ -67,11 +67,17 @@ class ProxyGenes:
     alpha: float = 0.3  # its additive smoothing
     head_weight: float = 0.0  # h: the centroid head's share of p (`heads`); 1: the head alone
     tau_head: float = 0.01  # its temperature
+    linear_weight: float = 0.0  # g: the learned linear head's share of p (`linear_head`); 1: the head alone
 
     def sql(self) -> str:
         """The `proxy_params` CTE's query; without a head its genes are not written (a proxy written before
-        heads reads back the same)."""
-        names = [f.name for f in fields(self) if self.head_weight > 0 or f.name not in HEAD_GENES]
+        heads reads back the same), nor the linear head's weight when it has none."""
+        names = [
+            f.name
+            for f in fields(self)
+            if (self.head_weight > 0 or f.name not in HEAD_GENES)
+            and (self.linear_weight > 0 or f.name not in LINEAR_GENES)
+        ]
         return "SELECT " + ", ".join(f"{getattr(self, name)} AS {name}" for name in names)
 
     @classmethod
@@ -82,7 +88,7 @@ class ProxyGenes:
             value = projection.this if isinstance(projection, exp.Alias) else None
             if isinstance(value, exp.Literal) and value.is_number:
                 found[projection.alias] = float(value.this)
-        if {f.name for f in fields(cls)} - set(found) - HEAD_GENES:
+        if {f.name for f in fields(cls)} - set(found) - HEAD_GENES - LINEAR_GENES:
             return None
         return cls(**{name: int(value) if name == "k" else value for name, value in found.items()})
 
@@ -103,7 +109,8 @@ class ProxyGenes:
             replace(self, example_weight=round(self.example_weight - 0.1, 6)),
             replace(self, example_weight=round(self.example_weight + 0.1, 6)),
         ]
-        base = self.head_weight < 1  # the head alone: the vote's and the words' genes are moot (not written)
+        # the head alone, or the linear head alone: the vote's and the words' genes are moot (not written)
+        base = self.head_weight < 1 and self.linear_weight < 1
         steps = vote if base and self.word_weight < 1 else []  # words alone: the vote's genes are moot
         if multi_label:
             steps += [
@@ -120,7 +127,12 @@ class ProxyGenes:
                 replace(self, word_weight=round(self.word_weight - 0.25, 6)),
                 replace(self, word_weight=round(self.word_weight + 0.25, 6)),
             ]
-        if self.head_weight > 0:
+        if 0 < self.linear_weight < 1:
+            steps += [
+                replace(self, linear_weight=round(self.linear_weight - 0.25, 6)),
+                replace(self, linear_weight=round(self.linear_weight + 0.25, 6)),
+            ]
+        if self.head_weight > 0 and self.linear_weight < 1:
             steps += [
                 replace(self, tau_head=round(self.tau_head / 2, 6)),
                 replace(self, tau_head=round(self.tau_head * 2, 6)),
@@ -139,11 +151,20 @@ class ProxyGenes:
             and 0 < g.ratio <= 1
             and (0 < g.word_weight < 1 or g.word_weight == self.word_weight)
             and (0 < g.head_weight < 1 or g.head_weight == self.head_weight)
+            and (0 < g.linear_weight < 1 or g.linear_weight == self.linear_weight)
         ]
 
 
 HEAD_GENES = frozenset({"head_weight", "tau_head"})
 """Genes written only when the proxy has a head."""
+LINEAR_GENES = frozenset({"linear_weight"})
+"""Genes written only when the proxy has the learned linear head."""
+LINEAR_GRID = (
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+)  # the linear head's share (`languages.sql.linear_head`); 1: the head alone
 K_GRID = (10, 20, 40, 80)
 TAU_GRID = (0.02, 0.05)
 WEIGHT_GRID = (0.5, 0.75, 0.9)
@@ -204,12 +225,23 @@ def probabilities(
     genes: ProxyGenes,
     by_words: np.ndarray | None = None,
     by_head: np.ndarray | None = None,
+    by_linear: np.ndarray | None = None,
 ) -> np.ndarray:
-    """p(c | x) for each row: `similarity` (n, m) to the examples, a row's own example already at -inf;
+    """p(c | x) for each row (the linear head's share g mixed last: (1 - g) [the rest] + g linear): `similarity` (n, m) to the examples, a row's own example already at -inf;
     `label_similarity` (n, C) to the categories; `example_labels` (m, C) multi-hot; `by_words` (n, C) the
     words' probabilities at the genes' alpha (`word_probabilities`; needed when word_weight > 0); `by_head`
     (n, C) the centroid head's at the genes' tau_head (`centroid_head.head_probabilities`; needed when
-    head_weight > 0)."""
+    head_weight > 0); `by_linear` (n, C) the linear head's out-of-fold probabilities (needed when
+    linear_weight > 0)."""
+    if genes.linear_weight > 0:
+        if by_linear is None:
+            raise ValueError("linear_weight > 0 needs the linear head's probabilities")
+        if genes.linear_weight == 1:
+            return by_linear
+        rest = probabilities(
+            similarity, label_similarity, example_labels, replace(genes, linear_weight=0.0), by_words, by_head
+        )
+        return (1.0 - genes.linear_weight) * rest + genes.linear_weight * by_linear
     if genes.head_weight > 0 and by_head is None:
         raise ValueError("head_weight > 0 needs the head's probabilities")
     if genes.head_weight == 1:
@@ -253,16 +285,21 @@ def fit(
     prototypes: np.ndarray,
     labels: Sequence[str],
     multi_label: bool,
+    by_linear: np.ndarray | None = None,
 ) -> list[tuple[ProxyGenes, float]]:
     """Every grid point with its leave-one-out mean score on `rows` (the training rows: the `examples` table),
-    best first (ties: the grid's order), then the head's points around the best (`head_grid`). Empty without a
+    best first (ties: the grid's order), then the head's points around the best (`head_grid`), then, with
+    `by_linear` (the linear head's out-of-fold p), the linear head's points (`linear_grid`). Empty without a
     vector for every row."""
-    score = scorer(rows, vectors, prototypes, labels)
+    score = scorer(rows, vectors, prototypes, labels, by_linear)
     if score is None:
         return []
     scored = [(genes, score(genes)) for genes in grid(multi_label, len(rows))]
     best = max(scored, key=lambda s: s[1])[0]  # the first of the best: the head mixes into it
     scored += [(genes, score(genes)) for genes in head_grid(best, multi_label)]
+    if by_linear is not None:
+        best = max(scored, key=lambda s: s[1])[0]
+        scored += [(genes, score(genes)) for genes in linear_grid(best, multi_label)]
     order = sorted(range(len(scored)), key=lambda i: (-scored[i][1], i))
     return [scored[i] for i in order]
 
@@ -272,8 +309,10 @@ def scorer(
     vectors: Mapping[str, np.ndarray],
     prototypes: np.ndarray,
     labels: Sequence[str],
+    by_linear: np.ndarray | None = None,
 ) -> Callable[[ProxyGenes], float] | None:
-    """The leave-one-out mean score on `rows` of any genes, or None without a vector for every row."""
+    """The leave-one-out mean score on `rows` of any genes, or None without a vector for every row.
+    `by_linear`: the linear head's out-of-fold p on `rows` (None: genes with it are not scored)."""
     if not rows or any(r.text not in vectors for r in rows):
         return None
     x = np.stack([vectors[r.text] for r in rows])
@@ -305,6 +344,7 @@ def scorer(
             genes,
             by_words[genes.alpha],
             by_head[genes.tau_head],
+            by_linear,
         )
         chosen = p >= genes.ratio * p.max(axis=1, keepdims=True)  # `answers`, as a mask
         hits = (chosen & gold).sum(axis=1)
@@ -327,12 +367,40 @@ def head_grid(base: ProxyGenes, multi_label: bool) -> list[ProxyGenes]:
     return found
 
 
+def linear_grid(base: ProxyGenes, multi_label: bool) -> list[ProxyGenes]:
+    """The linear head's points: mixed into `base` (the best so far), into the words alone and into the centroid
+    head alone (neither needs the categories' embeddings, and with the training rows' vectors stored, none
+    embeds anything but the row: `cheap`), and the linear head alone."""
+    ratios = RATIO_GRID if multi_label else (1.0,)
+    starts = [base, *(ProxyGenes(word_weight=1.0, alpha=a) for a in ALPHA_GRID)]
+    starts += [ProxyGenes(head_weight=1.0, tau_head=t) for t in TAU_HEAD_GRID]
+    found = []
+    for g, r in itertools.product(LINEAR_GRID, ratios):
+        if g == 1:
+            found.append(ProxyGenes(ratio=r, linear_weight=1.0))
+            continue
+        for start in starts:
+            found.append(replace(start, ratio=r, linear_weight=g))
+    return list(dict.fromkeys(found))
+
+
+def cheap(genes: ProxyGenes) -> bool:
+    """Whether a proxy with `genes` (and the training rows' vectors stored, `languages.sql.linear_head`) embeds
+    nothing but the row it answers: no vote, whose label part embeds the categories on every query. Its vote's
+    share (1 - g)(1 - h)(1 - v) is 0: the linear head alone, the centroid head alone, the words alone, or any
+    of them mixed with the linear head. Such proxies cost the same per row deployed, so the champion rule
+    (cheapest within one standard error of the best) chooses among them by score."""
+    return genes.linear_weight == 1 or genes.head_weight == 1 or genes.word_weight == 1
+
+
 __all__ = [
     "ProxyGenes",
     "answers",
+    "cheap",
     "fit",
     "grid",
     "head_grid",
+    "linear_grid",
     "probabilities",
     "scorer",
     "word_probabilities",

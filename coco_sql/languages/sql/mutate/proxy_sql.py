@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from coco_sql.languages.sql.linear_head import EXAMPLE_VECTORS, FOLDS, LINEAR_HEAD
 from coco_sql.languages.sql.mutate.centroid_head import HEAD, head_ctes, head_p
 from coco_sql.languages.sql.mutate.proxy_fit import WORD_PATTERN, ProxyGenes
 from coco_sql.tasks.references import EXAMPLES
@@ -44,22 +45,35 @@ def _words_p(row_id: str) -> str:
 
 
 def proxy_ctes(
-    plan: ProxyPlan, label_column: str, multi: bool, model: str, genes: ProxyGenes | None = None
+    plan: ProxyPlan,
+    label_column: str,
+    multi: bool,
+    model: str,
+    genes: ProxyGenes | None = None,
+    linear_column: str | None = None,
 ) -> str:
     """The proxy's CTEs (`proxy_edits`' docstring), as the WITH clause of a query (Snowflake SQL; DuckDB reads it
     too). Without `genes`, the embedded AI_CLASSIFY's constants. Only the parts the genes weigh are written: no
     words at word_weight 0, no vote at word_weight 1 or head_weight 1 (and no embeddings at all for the words
-    alone), no head at head_weight 0."""
+    alone), no head at head_weight 0; the learned linear head (`linear_column`: the input column whose head it
+    reads from the `linear_head` table) at linear_weight > 0, alone at 1."""
     genes = genes or ProxyGenes(ratio=MULTI_RATIO if multi else 1.0)
 
     def labels_of(rows: str) -> str:
         return f"{rows}.{label_column}" if multi else f"ARRAY_CONSTRUCT({rows}.{label_column})"
 
-    h, v = genes.head_weight, genes.word_weight
-    vote, words = h < 1 and v < 1, h < 1 and v > 0
+    g = genes.linear_weight
+    if g > 0 and linear_column is None:
+        raise ValueError("a proxy with the linear head needs its input column")
+    h, v = (genes.head_weight, genes.word_weight) if g < 1 else (0.0, 0.0)
+    vote, words = g < 1 and h < 1 and v < 1, g < 1 and h < 1 and v > 0
     parts = [f"WITH {PARAMS} AS (\n  {genes.sql()}\n)"]
     if vote or h > 0:
-        parts.append(_embedding_ctes(plan, model, labels_of("proxy_e_rows")))
+        parts.append(_embedding_ctes(plan, model, labels_of("proxy_e_rows"), linear_column, vote))
+    elif g > 0:
+        parts.append(_query_cte(plan, model))
+    if g > 0:
+        parts.append(_linear_ctes(str(linear_column), _categories(plan)))
     if vote:
         parts.append(_vote_ctes())
     if words:
@@ -69,7 +83,9 @@ def proxy_ctes(
     base_from = """FROM proxy_lab CROSS JOIN proxy_params
   LEFT JOIN proxy_ex ON proxy_ex.id = proxy_lab.id AND proxy_ex.label = proxy_lab.label
   LEFT JOIN proxy_total ON proxy_total.id = proxy_lab.id"""
-    if h == 1:
+    if g == 1:
+        p = f"SELECT id, label, {_linear_p('id')} AS p FROM proxy_lin"
+    elif h == 1:
         p = f"SELECT id, label, {head_p('id')} AS p FROM {HEAD}"
     elif v == 1:
         p = f"SELECT id, label, {_words_p('id')} AS p FROM proxy_words"
@@ -97,6 +113,12 @@ def proxy_ctes(
     + proxy_params.head_weight * COALESCE({head_p("proxy_lab.id")}, 0) AS p
   {base_from}{joins}
   LEFT JOIN {HEAD} ON {HEAD}.id = proxy_lab.id AND {HEAD}.label = proxy_lab.label"""
+    if 0 < g < 1:  # the rest's p, then the linear head mixed in
+        p = f"""SELECT proxy_pb.id, proxy_pb.label,
+    (1 - proxy_params.linear_weight) * proxy_pb.p + proxy_params.linear_weight * COALESCE(proxy_pl.p, 0) AS p
+  FROM ({p}) AS proxy_pb CROSS JOIN proxy_params
+  LEFT JOIN (SELECT id, label, {_linear_p("id")} AS p FROM proxy_lin) AS proxy_pl
+    ON proxy_pl.id = proxy_pb.id AND proxy_pl.label = proxy_pb.label"""
     parts.append(f"""proxy_p AS (
   {p}
 ), {PROXY} AS (
@@ -114,22 +136,68 @@ def _categories(plan: ProxyPlan) -> str:
     return ", ".join(exp.Literal.string(label).sql("snowflake") for label, _ in plan.categories)
 
 
-def _embedding_ctes(plan: ProxyPlan, model: str, labels: str) -> str:
+def _embedding_ctes(
+    plan: ProxyPlan, model: str, labels: str, stored: str | None = None, categories: bool = True
+) -> str:
     """proxy_q, proxy_e and proxy_c: the embeddings of the rows, of the examples (with their labels) and of the
-    categories."""
+    categories. `stored`: the text column whose training rows' vectors the table `example_vectors` holds
+    (`languages.sql.linear_head`): proxy_e reads them there instead of embedding every `examples` row on every
+    query (deployed, the examples cost nothing per row). `categories`: whether proxy_c is written (the vote's
+    label part needs it; the centroid head and the linear head do not)."""
     values = ",\n    ".join(
         f"({exp.Literal.string(label).sql('snowflake')}, {exp.Literal.string(text).sql('snowflake')})"
         for label, text in plan.categories
     )
-    return f"""proxy_q AS (
+    if stored is None:
+        examples = f"SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows"
+    else:
+        column = exp.Literal.string(stored).sql("snowflake")
+        examples = f"""SELECT proxy_e_rows.id, {labels} AS labels, proxy_ev.v
+  FROM {EXAMPLES} AS proxy_e_rows JOIN {EXAMPLE_VECTORS} AS proxy_ev
+    ON proxy_ev.id = proxy_e_rows.id AND proxy_ev.input_column = {column}"""
+    ctes = f"""proxy_q AS (
   SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
 ), proxy_e AS (
-  SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows
-), proxy_c AS (
+  {examples}
+)"""
+    if categories:
+        ctes += f""", proxy_c AS (
   SELECT label, AI_EMBED('{model}', prototype) AS v
   FROM (VALUES
     {values}
   ) AS proxy_c_rows(label, prototype)
+)"""
+    return ctes
+
+
+def _query_cte(plan: ProxyPlan, model: str) -> str:
+    """proxy_q alone: each row's embedding (a proxy whose only embedding part is the linear head)."""
+    return f"""proxy_q AS (
+  SELECT id, AI_EMBED('{model}', {plan.input_sql}) AS v FROM input
+)"""
+
+
+def _linear_p(row_id: str) -> str:
+    """The linear head's p(label): its weights normalised over the labels of the row `row_id` names."""
+    return f"proxy_lin.weight / SUM(proxy_lin.weight) OVER (PARTITION BY {row_id})"
+
+
+def _linear_ctes(column: str, categories: str) -> str:
+    """The learned linear head (`languages.sql.linear_head`): each training row's fold from its place among the
+    sorted `examples` ids, each row's logit per label from the fold's weights (fold 0 for a row that is not a
+    training row: out of fold for those that are), and exp(z - max z) per row and label, over the call's
+    categories."""
+    col = exp.Literal.string(column).sql("snowflake")
+    return f"""proxy_lf AS (
+  SELECT id, MOD(ROW_NUMBER() OVER (ORDER BY id) - 1, {FOLDS}) + 1 AS fold FROM {EXAMPLES}
+), proxy_lz AS (
+  SELECT proxy_q.id, {LINEAR_HEAD}.label,
+    VECTOR_INNER_PRODUCT(proxy_q.v, {LINEAR_HEAD}.weights) + {LINEAR_HEAD}.bias AS z
+  FROM proxy_q LEFT JOIN proxy_lf ON proxy_lf.id = proxy_q.id
+  JOIN {LINEAR_HEAD} ON {LINEAR_HEAD}.fold = COALESCE(proxy_lf.fold, 0) AND {LINEAR_HEAD}.input_column = {col}
+  WHERE {LINEAR_HEAD}.label IN ({categories})
+), proxy_lin AS (
+  SELECT id, label, EXP(z - MAX(z) OVER (PARTITION BY id)) AS weight FROM proxy_lz
 )"""
 
 
