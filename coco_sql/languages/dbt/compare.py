@@ -2,7 +2,8 @@
 
 The scoring rule (the docs and the pack format say the same):
 
-- **a row** present in both tables once scores the share of its compared columns that agree (`row_share`):
+- **a row** present in both tables once scores the share of its columns that agree, its key's columns included
+  (they agree: the row was found by its key), over its key and compared columns (`row_share`):
   numbers within ``abs_tol + rel_tol * |expected|``, everything else equal as text (dates as ISO dates, lists
   and structs as canonical JSON), NULL only with NULL. A missing row scores 0, and so does a key that appears
   twice;

@@ -197,7 +197,7 @@ def instance_outputs(result: DbtRunResult, data: DbtTask) -> tuple[list[tuple[st
         for record in records:
             key = key_text(record, target.keys)
             seen.add(key)
-            outputs.append((f"{target.model}:{key}", row_json(record, target.columns)))
+            outputs.append((f"{target.model}:{key}", row_json(record, (*target.keys, *target.columns))))
         # rows no split expects, and every repeat of a key: what the target returned beyond the expected rows
         extra = len(records) - len(seen & known)
         outputs.append((f"{target.model}{EXTRA}", json.dumps({EXTRA_ROWS: extra})))

@@ -306,7 +306,9 @@ def _targets(reader: Reader, doc: Mapping[str, Any], frames: Sequence[tuple[pd.D
             member = [where[t] for t in texts]
         for name, record, split in zip(texts, records, member, strict=True):
             if split is not None:
-                expected[split][f"{model}:{name}"] = row_json(record, columns)
+                expected[split][f"{model}:{name}"] = row_json(
+                    record, (*key_columns, *columns)
+                )  # the key counts
         if not any(m == "train" for m in member):
             raise reader.error(f"{key}.split_by", f"{label}: no row's {split_by} is a value of {entry.get('key_of', entity)} "
                                "in the train split")  # fmt: skip
