@@ -204,5 +204,5 @@ def compare_rows(
         missing=tuple(sorted(set(want) - set(got))),
         unexpected=tuple(sorted(set(got) - set(want))) + tuple(f"(repeat {i + 1})" for i in range(again)),
         wrong=wrong,
-        columns=len(columns),
+        columns=len(columns) + len(keys),  # a row's key columns count among its columns (they agree)
     )
