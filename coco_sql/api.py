@@ -111,6 +111,10 @@ def evolve(
     given = {**as_object(options, "the run options"), "budget": budget}
     RunConfig.from_dict(given)  # a bad option is one line before the task is even read
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
+    if isinstance(task, Path) or (
+        isinstance(task, str) and Path(task).is_dir()
+    ):  # found later where it was given
+        given.setdefault("task_path", str(pack.root.resolve()))
     config = RunConfig.from_dict(
         {**pack.run_defaults, **given}
     )  # the pack's [run] table, under what was given
@@ -152,7 +156,7 @@ def resume(
                 what = f"of task {pack.name!r} " if pack is not None else ""
                 raise StoreError(f"no run {what}in {_describe(db)} to resume")
         if pack is None:
-            pack = _task(store.get_run(run_id).task, store)
+            pack = _task(None, store, store.get_run(run_id))
         return _loop(store, pack, ai, progress, language, mutator, policy).resume(
             run_id, budget=budget, max_spend=max_spend, prices=prices
         )
@@ -326,7 +330,7 @@ def export(
             form=form,
             name=f"coco_{name}_champion",
             source=source,
-            task=lambda: _task(task or name, store),
+            task=lambda: _task(task or None, store, run),
             fingerprint=run.task_fingerprint,
             run_id=run_id,
             source_types=dict(registered.types) if registered is not None else None,
@@ -378,7 +382,7 @@ def export_findings(program: Champion, form: str = "snowflake_view", *, db: Stor
     with _open(db, read_only=True) as store:
         program = replace(program, code=store.program(program.program_id).code)  # never the export's text
         try:
-            pack: TaskPack | None = _task(store.get_run(program.run_id).task, store)
+            pack: TaskPack | None = _task(None, store, store.get_run(program.run_id))
         except TaskError:
             pack = None  # the task is gone: functions, names and types are still checked
     where = f"program {program.program_id} of run {program.run_id}"
@@ -412,8 +416,13 @@ def resolve_run(store: Warehouse, run_id: int | None, db: Store = "the store") -
 
 
 # -- internals -----------------------------------------------------------------------------------------------
-def _task(task: Task, store: Warehouse | None = None) -> TaskPack:
-    """A loaded task: as given, a pack on disk, or (a name no pack has) one registered in `store`."""
+def _task(task: Task | None, store: Warehouse | None = None, run: Any = None) -> TaskPack:
+    """A loaded task: as given, a pack on disk, or (a name no pack has) one registered in `store`; a `run`'s task
+    when it has no pack by its name: the folder it was started from (runs.config task_path)."""
+    if run is not None and task is None:
+        task, path = run.task, (run.config or {}).get("task_path")
+        if path and Path(path, "task.toml").is_file():
+            return load_task(Path(path))
     if isinstance(task, TaskPack):
         return task
     if not isinstance(task, str | Path) or not str(task):

@@ -168,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=cmd_report)
 
     cli_warehouse.add_parsers(commands)  # export, sql, deploy, mirror, check-deploy
-    cli_init.add_parsers(commands)  # init aifo
+    cli_init.add_parsers(commands)  # init aifo, init dbt
     cli_demo.add_parser(commands)
 
     history = command(

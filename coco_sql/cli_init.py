@@ -1,4 +1,9 @@
-"""`coco-sql init`: a task from another tool's description of it, registered in a store like `CALL coco_task`.
+"""`coco-sql init`: a task from what a user already has.
+
+`coco-sql init dbt PROJECT` makes a task folder from a dbt project as it stands (`languages.dbt.init_task`): its
+sources, the models to score and the rows they should give; the command parses, calls the library and prints
+the one-screen report.
+
 
 `coco-sql init aifo SPEC.yaml --db PATH` reads a Snowflake AI_FUNCTION_OPTIMIZATION specification (the YAML of
 `CREATE EXPERIMENT ... FROM SPECIFICATION $$ ... $$`) and registers it as a task over a table of the store: the
@@ -49,6 +54,64 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help='more coco_task options as JSON, e.g. \'{"id_column": "ticket_id"}\' (default: none)',
     )  # fmt: skip
     aifo.set_defaults(handler=cmd_init_aifo)
+    _add_dbt(kinds)
+
+
+def _add_dbt(kinds: argparse._SubParsersAction) -> None:
+    dbt = command(
+        kinds, "dbt", "a dbt project as it stands, made into a task folder",
+        "Scores the models the expected rows name (or the ones no other model reads), partitions the rows by an "
+        "entity, and prints what it found and refused.",
+    )  # fmt: skip
+    dbt.add_argument("project", type=Path, help="the project folder (dbt_project.yml)")
+    dbt.add_argument(
+        "--expected", type=Path, metavar="PATH",
+        help="the rows the pipeline should give: a golden DuckDB file, or a folder of CSV / Parquet files named "
+        "after the models, or one such file (required)",
+    )  # fmt: skip
+    dbt.add_argument(
+        "--data", type=Path, metavar="PATH", help="a DuckDB file holding the sources (default: the profile's)"
+    )
+    dbt.add_argument(
+        "--target", action="append", default=[], metavar="MODEL[:KEY,...]",
+        help="a model to score, with its key columns (repeatable; default: the models found in --expected that "
+        "no other found model reads; keys from unique tests or the rows)",
+    )  # fmt: skip
+    dbt.add_argument(
+        "--entity",
+        metavar="SOURCE.TABLE.COLUMN",
+        help="the source column the splits partition (default: found)",
+    )
+    dbt.add_argument("--name", help="the task's name (default: the project's)")
+    dbt.add_argument("--out", type=Path, metavar="DIR", help="the task folder (default: PROJECT/.coco/NAME)")
+    dbt.add_argument("--force", action="store_true", help="replace a task made there before")
+    dbt.add_argument("--no-score", action="store_true", help="do not score the seed (no dbt run)")
+    dbt.set_defaults(handler=cmd_init_dbt)
+
+
+def cmd_init_dbt(args: argparse.Namespace) -> int:
+    from coco_sql.languages.dbt.init_task import InitOptions, init_dbt
+
+    report = init_dbt(
+        InitOptions(
+            project=args.project,
+            out=args.out,
+            expected=args.expected,
+            data=args.data,
+            targets=tuple(args.target),
+            entity=args.entity,
+            name=args.name,
+            force=args.force,
+            score=not args.no_score,
+        )
+    )
+    for line in report.lines:
+        print(line)
+    for line in report.refused:
+        print(f"refused: {line}")
+    where = args.project if args.out is None else report.out
+    print(f"next: coco-sql evolve {where} --budget 30 --seed 1")
+    return 0
 
 
 def cmd_init_aifo(args: argparse.Namespace) -> int:

@@ -373,6 +373,8 @@ RUN_OPTIONS = OptionTable(
         Option("primitive_generation", "integer", 5, "with primitives: generate one every this many "
                "iterations without extraction (0: never)", low=0, high=100_000),
         Option("model_aliases", "object", {}, "model name the SQL writes -> the model that answers it here"),
+        Option("task_path", "string", None, "where the task pack was read from, when it was given as a path "
+               "(resume, export and check-deploy find it there)", nullable=True),
     ),
 )  # fmt: skip
 

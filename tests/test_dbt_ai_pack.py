@@ -42,7 +42,11 @@ def test_a_project_validated_first_still_runs_its_ai_model_on_training_keys(eval
     evaluator.check(seed)  # the train sandbox starts here, before the evaluator hands over the AI runtime
     outcome = evaluator.evaluate(seed, "train")
     assert outcome.error is None
-    assert 0.05 < outcome.score < 0.5  # the seed: two of four labels and a filter that loses comments
+    assert 0.05 < outcome.score < 0.9  # the seed: two of four labels and a filter that loses comments
+    whole = [
+        s for i, s in zip(outcome.ids, outcome.scores, strict=True) if ":" in i and not i.startswith("test:")
+    ]
+    assert sum(1 for s in whole if s == 1.0) < 0.5 * len(whole)  # most threads have a column wrong
     assert outcome.usage is not None and outcome.usage.model_calls > 0  # the AI calls are metered
 
 
@@ -61,4 +65,6 @@ def test_the_evidence_points_at_the_missing_labels_and_their_edit_gains(evaluato
     assert edits[0] is labels[0]  # weighed above dropping the filter
     staging = DbtProject.from_text(labels[0].code).files["models/staging/stg_comments.sql"]
     assert "['positive', 'negative', 'ambiguous', 'neutral']" in staging
-    assert evaluator.evaluate(labels[0].code, "train").score > seed.score + 0.03
+    assert (
+        evaluator.evaluate(labels[0].code, "train").score > seed.score + 0.02
+    )  # per-column credit: 0.802 -> 0.828

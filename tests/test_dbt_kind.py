@@ -35,8 +35,12 @@ def test_a_dbt_pack_loads_with_instances_per_key_and_test() -> None:
     task = load_task(JAFFLE)
     assert task.language == "dbt"
     train, val, test = (task.split(name) for name in ("train", "val", "test"))
-    keys = [{i for i in s.expected if not i.startswith("test:")} for s in (train, val, test)]
+    keys = [{i for i in s.expected if ":" in i and not i.startswith("test:")} for s in (train, val, test)]
     assert not (keys[0] & keys[1]) and not (keys[0] & keys[2]) and not (keys[1] & keys[2])
+    assert {i for i in train.expected if "#" in i} == {
+        "customers#extra",
+        "orders#extra",
+    }  # extra rows, per target
     assert sum(len(k) for k in keys) == 1500 + 1522  # every expected row of both marts is an instance
     tests = [i for i in train.expected if i.startswith("test:")]
     assert len(tests) == 20 and "test:not_null:customers.customer_id" in tests
@@ -77,7 +81,9 @@ def evaluator() -> Iterator[object]:
 def test_seed_under_half_and_solution_whole_on_training_keys(evaluator) -> None:  # type: ignore[no-untyped-def]
     seed = evaluator.evaluate(evaluator.task.seed_program, "train")
     solution = evaluator.evaluate(DbtProject.from_dir(JAFFLE / "solution").to_text(), "train")
-    assert seed.error is None and seed.score < 0.1
+    assert seed.error is None and seed.score < 0.7  # partial credit: most columns of most rows agree
+    whole = sum(1 for i, s in zip(seed.ids, seed.scores, strict=True) if ":" in i and s == 1.0)
+    assert whole < 0.1 * len(seed.ids)  # but few rows agree on every column
     assert solution.error is None and solution.score == 1.0
 
 
@@ -110,9 +116,9 @@ def test_the_evidence_points_at_the_unit_and_its_edit_gains(evaluator) -> None: 
     assert factor == 100.0 and {"amount", "customer_lifetime_value"} <= columns
     assert evidence.missing["customers"] > 0  # the inner join drops customers without orders
     edits = hypotheses(DbtProject.from_text(code), evaluator.check(code).tree, evidence, "duckdb")
-    assert edits[0].approach.startswith("scale")
+    assert any(e.approach.startswith("scale") for e in edits[:4])
     best = max(evaluator.evaluate(e.code, "train").score for e in edits[:4])
-    assert best > seed.score + 0.3
+    assert best > seed.score + 0.1
 
 
 def test_the_exported_project_runs_with_plain_dbt_build(tmp_path: Path) -> None:

@@ -58,7 +58,8 @@ def test_a_non_canonical_text_is_made_canonical() -> None:
         ({"models/.hidden.sql": "x"}, r"has a bad part '\.hidden\.sql'"),
         ({"models\\a.sql": "x"}, r"must be relative and use '/'"),
         ({"seeds/raw.csv": "x"}, r"^file path 'seeds/raw\.csv' is not part of a dbt program"),
-        ({"macros/deep/m.sql": "x"}, r"is not part of a dbt program"),
+        ({"macros/m.txt": "x"}, r"is not part of a dbt program"),
+        ({"dbt_packages/p/models/m.sql": "x"}, r"is not part of a dbt program"),
         ({"models/a.py": "x"}, r"is not part of a dbt program"),
         ({"profiles.yml": "x"}, r"is not part of a dbt program"),
         (

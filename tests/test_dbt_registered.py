@@ -44,7 +44,9 @@ def register(con: duckdb.DuckDBPyConnection, options: Any, name: str = "shop", s
 
 
 def test_a_dbt_task_is_registered_from_plain_sql_tables_and_reads_back_the_same(con) -> None:
-    assert register(con, SHOP_OPTIONS) == [("shop", 44, 24, 16, 12)]  # 40 customers, 4 data tests
+    assert register(con, SHOP_OPTIONS) == [
+        ("shop", 44, 25, 17, 13)
+    ]  # 40 customers, 4 data tests (+1 extra-rows instance a split)
     assert con.execute("SELECT name, n_rows FROM tasks").fetchall() == [("shop", 200)]  # 40 + 120 + 40 rows
     store = DuckDBStore.over(con)
     first, second = api._task("shop", store), api._task("shop", store)
@@ -195,3 +197,21 @@ def test_the_dbt_options_are_printed_by_coco_help_and_the_docs(con) -> None:
         for line in table.splitlines()[2:]
     ]
     assert cells == [[r[k] for k in ("name", "type", "range", "default", "example", "doc")] for r in rows]
+
+
+def test_a_dbt_task_is_registered_from_a_project_folder_as_it_stands(con, tmp_path: Path) -> None:
+    """Issue 39: option 'project' reads a folder (no '-- file:' pasting); dbt's own .user.yml is not refused,
+    in the folder nor in a pasted text."""
+    from coco_sql.languages.dbt.project import DbtProject
+
+    folder = tmp_path / "shop"
+    DbtProject.from_text(SHOP_SEED).write(folder)
+    (folder / ".user.yml").write_text("id: 5d9f1b2c\n")
+    (folder / "profiles.yml").write_text("shop:\n  target: dev\n")
+    options = {k: v for k, v in SHOP_OPTIONS.items() if k != "seed_program"} | {"project": str(folder)}
+    assert register(con, options, name="shop_folder") == [("shop_folder", 44, 25, 17, 13)]
+    pasted = SHOP_SEED + "-- file: .user.yml\nid: 5d9f1b2c\n"
+    assert register(con, SHOP_OPTIONS | {"seed_program": pasted}, name="shop_pasted")[0][1] == 44
+    with pytest.raises(duckdb.Error, match="option 'project'") as raised:
+        register(con, options | {"project": str(tmp_path / "nowhere")}, name="shop_missing")
+    assert "\n" not in str(raised.value).strip()

@@ -37,8 +37,9 @@ def run_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     con = coco_sql.connect(db)
     summary = con.sql("FROM coco_evolve('jaffle_shop', 2, {'seed': 1})").df().iloc[0]
     assert summary.task == "jaffle_shop" and summary.iterations == 2
-    assert summary.champion_val_score > summary.seed_val_score + 0.5  # unit scale, then the left join
-    assert summary.champion_test_score > summary.seed_test_score + 0.5
+    # two repairs (per-column and per-target scoring since issue 39: 0.653 -> 0.816 on validation)
+    assert summary.champion_val_score > summary.seed_val_score + 0.1
+    assert summary.champion_test_score > summary.seed_test_score + 0.1
     assert con.execute("SELECT phase, iteration FROM coco_progress").fetchall() == [("finished", 2)]
     con.close()
     return db

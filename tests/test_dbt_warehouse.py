@@ -121,9 +121,11 @@ def test_the_warehouse_scores_a_project_and_its_data_tests_and_drops_what_it_mad
     engine = Watched(WarehouseCandidates(session))
     language = DbtWarehouseLanguage(shop, engine)  # type: ignore[arg-type]
     fixed = outcome(language, shop, SHOP_FIXED)
-    assert set(scores(shop, "train", fixed).values()) == {1.0} and len(fixed.outputs) == 24
+    assert set(scores(shop, "train", fixed).values()) == {1.0} and len(fixed.outputs) == 25  # + extra rows: 0
     seed = scores(shop, "train", outcome(language, shop, SHOP_SEED))
-    assert sum(seed.values()) == 4  # the 4 data tests pass; every row is in cents or lost by the inner join
+    assert sum(v for i, v in seed.items() if i.startswith("test:")) == 4  # the 4 data tests pass
+    rows = [v for i, v in seed.items() if i.startswith("customer_totals:")]
+    assert rows and max(rows) < 1.0  # every row is in cents or lost by the inner join
     unfiltered = outcome(language, shop, SHOP_FIXED.replace("where status <> 'returned'", ""))
     statuses = {i: json.loads(o) for i, o in unfiltered.outputs if i.startswith("test:")}
     assert statuses == {"test:accepted_values:stg_orders.status": "fail",
@@ -271,7 +273,7 @@ def test_dbt_and_the_warehouse_give_the_same_outputs_on_the_same_projects(shop, 
 @pytest.mark.slow
 def test_dbt_and_the_warehouse_give_the_same_outputs_on_jaffle_shop(session) -> None:
     """A pack in DuckDB's dialect with dates, CTEs, CASE and 20 data tests: the seed and dbt Labs' reference
-    solution score the same on both paths (0.034 and 1.000 on the train split)."""
+    solution score the same on both paths (row mean 0.620 and 1.000 on the train split; 0.034 before per-column scores)."""
     pytest.importorskip("dbt.adapters.duckdb", reason="dbt is not installed: pip install 'coco-sql[dbt]'")
     from coco_sql.languages.dbt.language import DbtLanguage
     from coco_sql.languages.dbt.project import DbtProject
@@ -282,7 +284,7 @@ def test_dbt_and_the_warehouse_give_the_same_outputs_on_jaffle_shop(session) -> 
     warehouse, local = DbtWarehouseLanguage(pack, WarehouseCandidates(session)), DbtLanguage(pack)
     runners = (warehouse.runner(pack.split("train"), None), local.runner(pack.split("train"), None))
     try:
-        for code, score in ((pack.seed_program, 0.034), (solution, 1.0)):
+        for code, score in ((pack.seed_program, 0.620), (solution, 1.0)):
             found = [
                 attempt(runner, language, code)
                 for runner, language in zip(runners, (warehouse, local), strict=True)
@@ -329,7 +331,7 @@ def test_coco_task_and_coco_evolve_in_a_stored_procedure_equal_the_run_on_duckdb
     assert ") / 100.0 as amount" in flat and "left join" in flat  # the two planted defects, repaired
     with strict_session(shop_frames()) as (session, limits):
         (row,) = session.call("coco_task", "shop", None, SHOP_OPTIONS).collect()
-        assert (row["TASK"], row["ROWS"], row["TRAIN"], row["VAL"], row["TEST"]) == ("shop", 44, 24, 16, 12)
+        assert (row["TASK"], row["ROWS"], row["TRAIN"], row["VAL"], row["TEST"]) == ("shop", 44, 25, 17, 13)
         clock = time.perf_counter()
         session.call("coco_evolve", "shop", 1, {"seed": 1}).collect()
         (remote,) = session.call("coco_resume", 1, 2).collect()
@@ -343,7 +345,7 @@ def test_coco_task_and_coco_evolve_in_a_stored_procedure_equal_the_run_on_duckdb
     assert remote["ITERATIONS"] == local.iterations == 2 and remote["CHAMPION_ID"] == local.champion_id
     assert remote["CHAMPION_VAL_SCORE"] == local.champion_val_score == 1.0
     assert remote["CHAMPION_TEST_SCORE"] == local.champion_test_score == 1.0
-    assert remote["SEED_VAL_SCORE"] == local.seed_val_score < 0.5
+    assert remote["SEED_VAL_SCORE"] == local.seed_val_score < 0.7  # 0.600: per-column credit (issue 39)
     print(
         f"\nshop, 2 iterations: DuckDB + dbt sandbox {local_s:.1f} s, procedure + warehouse {remote_s:.1f} s"
     )

@@ -75,6 +75,7 @@ class RunConfig:
     primitive_k: int = _D("primitive_k")
     primitive_generation: int = _D("primitive_generation")
     model_aliases: Mapping[str, str] = field(default_factory=dict)  # Cortex model name -> the local stand-in
+    task_path: str | None = _D("task_path")  # the pack's folder when the run was started from a path
 
     def __post_init__(self) -> None:
         for option in RUN_OPTIONS:  # type and range of every field (`coco_sql.options`), normalised in place

@@ -25,7 +25,7 @@ from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, Eva
 from coco_sql.evaluate.matching import match_rows
 from coco_sql.evaluate.warm import run_warm
 from coco_sql.languages import Language, Program, Runner, language_for
-from coco_sql.languages.base import QueryEngine, ScoresRows
+from coco_sql.languages.base import QueryEngine, ScoresRows, outcome_score
 from coco_sql.llm.providers.base import Deadline
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
@@ -333,8 +333,7 @@ class Evaluator:
             row_error,
             elapsed_ms / max(len(ids), 1),
         )
-        # the Python sum, left to right, as the rows' scores were always added (`DraftScorer` relies on it)
-        mean = sum(scores.tolist()) / len(ids) if len(ids) else 0.0
+        mean = outcome_score(self.language, ids, scores.tolist())  # the plain mean, or the kind's own (dbt)
         return Outcome(split=split, rows=columns, score=mean, error=None, latency_ms=elapsed_ms)
 
     def _rows_of(self, split: str, data: Split | None) -> tuple[Sequence[str], list[str], list[object]]:

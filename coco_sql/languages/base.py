@@ -100,6 +100,24 @@ class ScoresRows(Protocol):
     ) -> list[float]: ...
 
 
+@runtime_checkable
+class AggregatesRows(Protocol):
+    """A kind whose program score is not the plain mean of its row scores (dbt: per target, then weighted over
+    targets and data tests): the evaluator takes an outcome's score from this. Row scores stay as they are."""
+
+    def aggregate(self, ids: Sequence[str], scores: Sequence[float]) -> float: ...
+
+
+def outcome_score(language: object, ids: Sequence[str], scores: Sequence[float]) -> float:
+    """An outcome's score over rows `ids`: the kind's own (`AggregatesRows`), else the plain mean, the Python sum
+    left to right, as the rows' scores were always added (`DraftScorer` relies on it); 0 without rows."""
+    if not ids:
+        return 0.0
+    if isinstance(language, AggregatesRows):
+        return language.aggregate(ids, scores)
+    return sum(scores) / len(ids)
+
+
 LanguageFactory = Callable[["TaskPack"], Language]
 
 

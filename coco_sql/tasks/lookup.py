@@ -31,7 +31,7 @@ def load_task(
         path = Path(name_or_path)
         root = path.parent if path.name == TASK_FILE or path.suffix == ".toml" else path
         if not (root / TASK_FILE).is_file():
-            raise TaskError(f"{display(root)}: no task pack here ({TASK_FILE} not found)")
+            root = _made_here(root)
         return _load_pack(root, registered=registered)
     paths = list(search_paths) if search_paths is not None else default_search_paths()
     found = discover(paths)
@@ -39,6 +39,26 @@ def load_task(
         known = ", ".join(sorted(found)) or "none"
         raise TaskError(f"no task named {str(name_or_path)!r} (known: {known})")
     return _load_pack(found[name_or_path])
+
+
+MADE = ".coco"  # where `coco-sql init` writes a task made from a project folder: <project>/.coco/<name>/
+
+
+def _made_here(folder: Path) -> Path:
+    """The task `coco-sql init` made from `folder` (``folder/.coco/<name>/task.toml``), found by the folder's path."""
+    made = sorted((folder / MADE).glob(f"*/{TASK_FILE}")) if (folder / MADE).is_dir() else []
+    if len(made) == 1:
+        return made[0].parent
+    if len(made) > 1:
+        names = ", ".join(p.parent.name for p in made)
+        raise TaskError(
+            f"{display(folder)}: several tasks were made here ({names}); give the one you mean: "
+            f"{display(folder / MADE)}/NAME"
+        )
+    raise TaskError(
+        f"{display(folder)}: no task pack here ({TASK_FILE} not found; a dbt project becomes one with "
+        f"`coco-sql init dbt {display(folder)}`)"
+    )
 
 
 def list_tasks(search_paths: Sequence[Path] | None = None) -> list[TaskInfo]:

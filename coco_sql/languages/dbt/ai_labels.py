@@ -18,33 +18,39 @@ from sqlglot import exp
 from coco_sql.languages.sql.mutate.ai_edits import ClassifySpec, classify_calls, read_spec, set_spec
 
 if TYPE_CHECKING:
-    from coco_sql.languages.dbt.edits import Evidence, Model
+    from coco_sql.languages.dbt.edits import Evidence
+    from coco_sql.languages.dbt.repairs import Repair
+    from coco_sql.languages.dbt.sql_files import EditableFile
 
-LABEL_WEIGHT = 2.5  # above a CASE pass-through and a dropped filter: a label never returned zeroes its counts
+LABEL_WEIGHT = 3.5  # above a CASE pass-through, a grain edit and a dropped filter: a label never returned zeroes its counts
 
 
-def label_edits(
-    models: dict[str, Model], evidence: Evidence
-) -> Iterator[tuple[Model, exp.Expression, str, float]]:
-    """(model, edited tree, approach, weight) for each AI_CLASSIFY call whose output is compared downstream with
-    labels it lacks, when a column those comparisons feed mismatches in `evidence`."""
-    for model in models.values():
-        for index, call in enumerate(classify_calls(model.tree)):
+def label_edits(files: dict[str, EditableFile], evidence: Evidence) -> Iterator[Repair]:
+    """A repair for each AI_CLASSIFY call whose output is compared downstream with labels it lacks, when a column
+    those comparisons feed mismatches in `evidence`: the call's text replaced by the call with the labels added."""
+    from coco_sql.languages.dbt.repairs import Repair
+
+    trees = {path: f.sql.tree for path, f in files.items() if f.sql is not None}
+    for path, tree in trees.items():
+        file = files[path]
+        for call in classify_calls(tree):
             spec, output = read_spec(call), _output_name(call)
-            if spec is None or output is None:
+            if spec is None or output is None or file.sql is None:
                 continue
-            compared = _compared_labels(models, output)
+            compared = _compared_labels(trees, output)
             missing = [label for label in compared if label not in spec.labels]
             fed = {column for label in missing for column in compared[label]}
             wrong = fed & set(evidence.columns)
             if not missing or not wrong:
                 continue
-            tree = model.tree.copy()
-            set_spec(classify_calls(tree)[index], ClassifySpec(spec.categories + missing, spec.config))
-            name = model.path.rsplit("/", 1)[-1].removesuffix(".sql")
+            edited = call.copy()
+            set_spec(edited, ClassifySpec(spec.categories + missing, spec.config))
+            change = file.sql.replace_node(call, edited.sql(dialect=file.sql.dialect))
+            if change is None:
+                continue
             weight = LABEL_WEIGHT + sum(evidence.columns[c] for c in wrong) / 1000
-            approach = f"add labels {', '.join(missing)} to AI_CLASSIFY of {name}.{output} (label set)"
-            yield model, tree, approach, weight
+            approach = f"add labels {', '.join(missing)} to AI_CLASSIFY of {file.name}.{output} (label set)"
+            yield Repair(path, (change,), approach, weight)
 
 
 def _output_name(call: exp.Expression) -> str | None:
@@ -57,11 +63,11 @@ def _output_name(call: exp.Expression) -> str | None:
     return node.alias if node is not None else None
 
 
-def _compared_labels(models: dict[str, Model], column: str) -> dict[str, set[str]]:
+def _compared_labels(trees: dict[str, exp.Expression], column: str) -> dict[str, set[str]]:
     """Each string literal compared with a column named `column` in any model -> the output columns it feeds."""
     found: dict[str, set[str]] = {}
-    for model in models.values():
-        for literal, node in _comparisons(model.tree, column):
+    for tree in trees.values():
+        for literal, node in _comparisons(tree, column):
             owner = node.find_ancestor(exp.Alias)
             if owner is not None and isinstance(owner.parent, exp.Select):
                 found.setdefault(literal, set()).add(owner.alias)

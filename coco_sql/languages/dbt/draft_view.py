@@ -44,13 +44,20 @@ def draft_view(
     tolerances = {t.model: t.tolerances for t in data.targets}
     by_target: dict[str, list[EvaluationRow]] = {t.model: [] for t in data.targets}
     tests: list[EvaluationRow] = []
+    extra: dict[str, Any] = {}
     for row in rows:
+        if row.instance_id.endswith("#extra") and row.instance_id[:-6] in by_target:
+            found = decode_row(row.output)
+            extra[row.instance_id[:-6]] = found.get("__extra_rows__") if isinstance(found, dict) else None
+            continue
         model = row.instance_id.split(":", 1)[0]
         by_target.get(model, tests).append(row)
     shown = [
         _row(r, tolerances) for r in (chosen if chosen is not None else _failures_first(rows, tolerances))
     ]
     answer: dict[str, Any] = {"targets": {m: _target(rs, tolerances[m]) for m, rs in by_target.items()}}
+    for model, count in extra.items():
+        answer["targets"][model]["extra_rows"] = count  # rows returned that no expected row has
     if tests:
         failing = sorted(r.instance_id for r in tests if r.score < 1.0)
         answer["data_tests"] = {"passing": len(tests) - len(failing), "failing": failing[:20]}
@@ -127,7 +134,7 @@ def _failures_first(
     """The failing rows, one of each kind (target, differing columns) in turn, the largest kinds first."""
     kinds: dict[tuple[str, str], list[EvaluationRow]] = {}
     for row in sorted(rows, key=lambda r: r.instance_id):
-        if row.score >= 1.0:
+        if row.score >= 1.0 or row.instance_id.endswith("#extra"):
             continue
         model = row.instance_id.split(":", 1)[0]
         differs = _differs(row, tolerances[model]) if model in tolerances else None

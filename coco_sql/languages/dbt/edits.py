@@ -1,32 +1,32 @@
-"""Model edits for the dbt repair mutator: what mismatching rows suggest, as concrete project changes.
+"""Project edits for the dbt repair mutator: what mismatching rows suggest, as concrete project changes.
 
 `Evidence` reads a program's training outcome (each row instance's output and expected JSON): which columns
-mismatch, by what ratio, which category values are swapped, which rows are missing or null. `hypotheses` turns
-it into edits of the project's models (sqlglot over each model with its Jinja expressions held as
-placeholders): unit scaling, a CASE mapping passed through, inner joins made left joins, COUNT made
-COUNT(DISTINCT), COALESCE, a WHERE conjunct dropped, SELECT DISTINCT, an AI_CLASSIFY's missing labels
-(`ai_labels`). Edits touch only the projections that feed a mismatching column (a lineage by name across
+mismatch, by what ratio, which category values are swapped, which rows are missing, extra or null.
+`hypotheses` turns it into edits of the models the targets read and of the macros those models call, each a
+few token changes of the file as written (`sql_files` masks the Jinja, `sqlkit.spans` maps the tree back to
+the text: formatting, comments and casts stay): `repairs` (CASE mappings and WHEN conditions, grains, format
+strings, windows, aggregates, arithmetic, macro literals), `repairs_rows` (join kinds, keys and conditions,
+filters, GROUP BY columns, unit scaling, COALESCE) and an AI_CLASSIFY's missing labels (`ai_labels`). A model
+no target reads is never edited. Edits touch only what feeds a mismatching column (a lineage by name across
 models), ranked by how much evidence points at them.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
 
 from coco_sql.languages.dbt.ai_labels import label_edits
-from coco_sql.languages.dbt.project import DbtProject
-
-_JINJA = re.compile(r"\{\{.*?\}\}", re.S)
-_COMMENT = re.compile(r"\{#.*?#\}", re.S)
-_HOLDER = "__coco_jinja_{}"
+from coco_sql.languages.dbt.project import DbtProject, upstream_models
+from coco_sql.languages.dbt.repairs import Repair, Scope, expression_repairs, macro_repairs, projections
+from coco_sql.languages.dbt.repairs_rows import row_repairs
+from coco_sql.languages.dbt.sql_files import EditableFile, macro_calls, macro_file, model_file
+from coco_sql.sqlkit.spans import SpannedSql, apply
 
 
 @dataclass
@@ -38,6 +38,9 @@ class Evidence:
     swaps: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (column, got, wanted)
     nulls: Counter[str] = field(default_factory=Counter)  # column -> got NULL where a value was expected
     missing: Counter[str] = field(default_factory=Counter)  # model -> rows with no output
+    extra: Counter[str] = field(default_factory=Counter)  # model -> rows returned that no expected row has
+    rows: Counter[str] = field(default_factory=Counter)  # model -> expected rows seen
+    wrong_rows: Counter[str] = field(default_factory=Counter)  # model -> rows with a column that mismatches
     errors: int = 0
 
     @classmethod
@@ -50,13 +53,21 @@ class Evidence:
             wanted, found = decode_row(want), decode_row(got)
             if not isinstance(wanted, dict):
                 continue
+            if str(instance).endswith("#extra"):  # the target's extra-rows instance (`task.EXTRA`)
+                count = found.get("__extra_rows__") if isinstance(found, dict) else None
+                if isinstance(count, int) and count > 0:
+                    evidence.extra[str(instance).removesuffix("#extra")] += count
+                continue
+            evidence.rows[model] += 1
             if not isinstance(found, dict):
                 evidence.missing[model] += 1
                 continue
+            differs = False
             for column, value in wanted.items():
                 actual = found.get(column)
                 if actual == value or (_number(actual) and _number(value) and abs(actual - value) < 0.005):
                     continue
+                differs = True
                 evidence.columns[column] += 1
                 if actual is None:
                     evidence.nulls[column] += 1
@@ -64,7 +75,16 @@ class Evidence:
                     evidence.ratios.setdefault(column, []).append(actual / value)
                 elif isinstance(actual, str) and isinstance(value, str):
                     evidence.swaps[(column, actual, value)] += 1
+            evidence.wrong_rows[model] += differs
         return evidence
+
+    def off(self, model: str) -> tuple[float, float]:
+        """(share of target `model`'s rows that are wrong, missing or extra; share missing or extra)."""
+        total = self.rows[model] + self.extra[model]
+        if not total:
+            return 0.0, 0.0
+        rows = self.missing[model] + self.extra[model]
+        return (rows + self.wrong_rows[model]) / total, rows / total
 
     def scale(self) -> tuple[float, set[str]] | None:
         """The unit factor most numeric mismatches share (100 for cents reported as units) and the columns
@@ -105,61 +125,79 @@ class Edit:
     weight: float
 
 
-class Model:
-    """One model's SQL as a sqlglot tree, its Jinja expressions held as placeholders (`text` writes it back)."""
-
-    def __init__(self, path: str, source: str, dialect: str) -> None:
-        self.path, self.dialect = path, dialect
-        body = _COMMENT.sub("", source)
-        lines = body.splitlines()
-        head = [line for line in lines if line.strip().startswith("{{") and "config(" in line]
-        body = "\n".join(line for line in lines if line not in head)
-        self.head = "".join(line + "\n" for line in head)
-        self.holders: dict[str, str] = {}
-
-        def hold(match: re.Match[str]) -> str:
-            name = _HOLDER.format(len(self.holders))
-            self.holders[name] = match.group(0)
-            return name
-
-        self.tree = sqlglot.parse_one(_JINJA.sub(hold, body), read=dialect)
-
-    def text(self, tree: exp.Expression) -> str:
-        sql = tree.sql(dialect=self.dialect, pretty=True)
-        for name, jinja in self.holders.items():
-            sql = sql.replace(name, jinja)
-        return self.head + sql + "\n"
-
-    def lineage(self) -> dict[str, set[str]]:
-        """Each projection's output name -> the column names its expression reads."""
-        found: dict[str, set[str]] = {}
-        for alias in self.tree.find_all(exp.Alias):
-            found.setdefault(alias.alias, set()).update(c.name for c in alias.this.find_all(exp.Column))
-        return found
+def editable_files(
+    project: DbtProject, targets: Sequence[str] | None, dialect: str
+) -> dict[str, EditableFile]:
+    """The models the `targets` read (all models when None) and the macro files whose macros they call."""
+    models = project.models()
+    scope = upstream_models(project, targets) if targets else set(models)
+    files = {
+        models[m]: model_file(models[m], project.files[models[m]], dialect)
+        for m in sorted(scope)
+        if m in models
+    }
+    called = set().union(*(macro_calls(f.text) for f in files.values())) if files else set()
+    for path in project.paths("macros/", ".sql"):
+        macro = macro_file(path, project.files[path])
+        if set(macro.macros) & called:
+            files[path] = macro
+    return files
 
 
-def models_of(project: DbtProject, run_form: DbtProject | None, dialect: str) -> dict[str, Model]:
-    """The project's models that parse; one with Jinja blocks is taken from the run form (flattened)."""
-    models: dict[str, Model] = {}
-    for path in project.models().values():
-        source = project.files[path]
-        if "{%" in source:
-            if run_form is None or path not in run_form.files or dialect != "duckdb":
-                continue
-            source = run_form.files[path]
-        try:
-            models[path] = Model(path, source, dialect)
-        except sqlglot.errors.SqlglotError:
-            continue
-    return models
+def implicated(
+    project: DbtProject, evidence: Evidence, targets: Sequence[str] | None
+) -> dict[str, tuple[float, float]]:
+    """Model -> (how off, how many rows off) the targets it feeds are: the worst of them (`Evidence.off`)."""
+    found: dict[str, tuple[float, float]] = {}
+    for target in targets or list(evidence.rows):
+        off = evidence.off(target)
+        for model in upstream_models(project, [target]):
+            known = found.get(model, (0.0, 0.0))
+            found[model] = (max(known[0], off[0]), max(known[1], off[1]))
+    return found
 
 
-def _closure(models: dict[str, Model], columns: set[str]) -> set[str]:
-    """The column names that feed `columns`, through every model's projections (by name)."""
+def scope_of(files: dict[str, EditableFile], evidence: Evidence, keys: Sequence[str],
+             models: dict[str, tuple[float, float]] | None = None,
+             target_keys: Mapping[str, Sequence[str]] | None = None) -> Scope:  # fmt: skip
+    """Which projections the evidence points at: a mismatching column weighs its share of the mismatches, and so
+    does every projection that feeds it (by name, across models)."""
+    total = sum(evidence.columns.values()) or 1
+    lineage = _lineage(files)
+    weights: dict[str, float] = {}
+    for column, count in evidence.columns.items():
+        for name in _closure(lineage, {column}):
+            weights[name] = weights.get(name, 0.0) + count / total + (1.0 if name == column else 0.0)
+    for target, key in (target_keys or {}).items():  # rows missing or extra: the key's columns are off too
+        rows = evidence.off(target)[1]
+        for name in _closure(lineage, set(key)) if rows > 0 else ():
+            weights[name] = weights.get(name, 0.0) + rows + (0.5 if name in key else 0.0)
+    swaps: dict[str, list[tuple[str, str, int]]] = {}
+    for (column, got, wanted), count in evidence.swaps.most_common():
+        swaps.setdefault(column, []).append((got, wanted, count))
+    for name in list(weights):  # a projection feeding a swapped column sees its swaps
+        if name not in swaps:
+            fed = [c for c in swaps if name in _closure(lineage, {c})]
+            if fed:
+                swaps[name] = swaps[fed[0]]
+    ratios = {c: statistics.median(v) for c, v in evidence.ratios.items() if v}
+    seen = sum(evidence.rows.values()) or 1
+    rows_off = (sum(evidence.missing.values()) + sum(evidence.extra.values())) / seen
+    return Scope(weights, swaps, ratios, min(rows_off, 1.0), tuple(keys), models)
+
+
+def _lineage(files: dict[str, EditableFile]) -> dict[str, set[str]]:
+    """Each projection's output name -> the column names its expression reads (by name, across models)."""
     lineage: dict[str, set[str]] = {}
-    for model in models.values():
-        for name, reads in model.lineage().items():
-            lineage.setdefault(name, set()).update(reads)
+    for file in files.values():
+        if file.sql is not None:
+            for alias, node in projections(file.sql.tree):
+                lineage.setdefault(alias, set()).update(c.name for c in node.find_all(exp.Column))
+    return lineage
+
+
+def _closure(lineage: dict[str, set[str]], columns: set[str]) -> set[str]:
+    """The column names that feed `columns`, through every model's projections (by name)."""
     closure = set(columns)
     while True:
         grown = closure | {r for name in closure for r in lineage.get(name, ())}
@@ -168,114 +206,56 @@ def _closure(models: dict[str, Model], columns: set[str]) -> set[str]:
         closure = grown
 
 
-def _edited(project: DbtProject, model: Model, tree: exp.Expression) -> str:
-    return project.replace({model.path: model.text(tree)}).to_text()
-
-
-def _sites(model: Model, names: set[str]) -> Iterator[tuple[int, exp.Expression]]:
-    """(index, projection) of each projection in `model` whose output name is in `names`."""
-    projections = [p for p in model.tree.find_all(exp.Alias, exp.Column) if isinstance(p.parent, exp.Select)]
-    for index, projection in enumerate(projections):
-        if projection.alias_or_name in names:
-            yield index, projection
-
-
-def _nth(tree: exp.Expression, index: int) -> exp.Expression:
-    return [p for p in tree.find_all(exp.Alias, exp.Column) if isinstance(p.parent, exp.Select)][index]
-
-
 def hypotheses(
-    project: DbtProject, run_form: DbtProject | None, evidence: Evidence, dialect: str
+    project: DbtProject,
+    run_form: DbtProject | None,
+    evidence: Evidence,
+    dialect: str,
+    *,
+    targets: Sequence[str] | None = None,
+    keys: Sequence[str] = (),
+    target_keys: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Edit]:
-    """Every edit the evidence suggests, heaviest first."""
-    models = models_of(project, run_form, dialect)
-    wrong = set(evidence.columns)
-    feeding = _closure(models, wrong)
-    edits: list[Edit] = []
+    """Every edit the evidence suggests, heaviest first (`run_form` is not read: edits are of the project as
+    written)."""
+    files = editable_files(project, targets, dialect)
+    scope = scope_of(files, evidence, keys, implicated(project, evidence, targets), target_keys)
     scale = evidence.scale()
-    factor, unit_columns = scale if scale is not None else (None, set())
-    scaled_feed = _feeds(models, unit_columns)
-    swapped = {column for column, _, _ in evidence.swaps}
-    for model in models.values():
-        name = model.path.rsplit("/", 1)[-1].removesuffix(".sql")
-        for index, site in _sites(model, feeding):
-            label = f"{name}.{site.alias_or_name}"
-            inner = site.this if isinstance(site, exp.Alias) else site
-            simple = (
-                not isinstance(inner, (exp.Star, exp.Case, exp.Count)) and site.alias_or_name in scaled_feed
-            )
-            if factor is not None and simple:
-                tree = model.tree.copy()
-                node = _nth(tree, index)
-                target = node.this if isinstance(node, exp.Alias) else node
-                scaled = exp.Div(this=exp.Paren(this=target.copy()), expression=exp.Literal.number(factor))
-                if factor < 1:
-                    scaled = exp.Mul(
-                        this=exp.Paren(this=target.copy()), expression=exp.Literal.number(1 / factor)
-                    )
-                target.replace(scaled if isinstance(node, exp.Alias) else exp.alias_(scaled, node.name))
-                weight = 3.0 + len(scaled_feed[site.alias_or_name]) / max(len(unit_columns), 1)
-                edits.append(
-                    Edit(f"scale {label} by 1/{factor:g} (unit)", _edited(project, model, tree), weight)
-                )
-            if isinstance(inner, exp.Case) and inner.args.get("default") is not None:
-                tree = model.tree.copy()
-                case = _nth(tree, index).this
-                case.replace(case.args["default"].copy())
-                weight = 2.0 + (1.0 if feeding & swapped else 0.0) + sum(evidence.swaps.values()) / 1000
-                edits.append(
-                    Edit(
-                        f"pass {label} through instead of its CASE mapping",
-                        _edited(project, model, tree),
-                        weight,
-                    )
-                )
-            for count in inner.find_all(exp.Count):
-                if isinstance(count.this, (exp.Distinct, exp.Star)):
-                    continue
-                tree = model.tree.copy()
-                copy = next(c for c in _nth(tree, index).find_all(exp.Count) if c.sql() == count.sql())
-                copy.set("this", exp.Distinct(expressions=[copy.this.copy()]))
-                edits.append(Edit(f"count distinct in {label} (grain)", _edited(project, model, tree), 1.5))
-            if site.alias_or_name in evidence.nulls and not isinstance(inner, exp.Star):
-                tree = model.tree.copy()
-                node = _nth(tree, index)
-                target = node.this if isinstance(node, exp.Alias) else node
-                fixed = exp.Coalesce(this=target.copy(), expressions=[exp.Literal.number(0)])
-                target.replace(fixed if isinstance(node, exp.Alias) else exp.alias_(fixed, node.name))
-                edits.append(Edit(f"coalesce {label} to 0", _edited(project, model, tree),
-                                  1.0 + evidence.nulls[site.alias_or_name] / 1000))  # fmt: skip
-        missing = sum(evidence.missing.values())
-        for index, join in enumerate(model.tree.find_all(exp.Join)):
-            if join.side or join.kind in ("CROSS", "SEMI", "ANTI"):
-                continue
-            tree = model.tree.copy()
-            copy = list(tree.find_all(exp.Join))[index]
-            copy.set("side", "LEFT")
-            copy.set("kind", None)
-            edits.append(Edit(f"left join instead of inner join #{index + 1} in {name}", _edited(project, model, tree),
-                              1.0 + missing / 100))  # fmt: skip
-        for index, where in enumerate(model.tree.find_all(exp.Where)):
-            conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
-            for k in range(len(conjuncts)):
-                tree = model.tree.copy()
-                copy = list(tree.find_all(exp.Where))[index]
-                kept = [c.copy() for j, c in enumerate(conjuncts) if j != k]
-                if kept:
-                    copy.set("this", exp.and_(*kept))
-                else:
-                    copy.pop()
-                edits.append(Edit(f"drop filter {conjuncts[k].sql()[:60]} in {name}", _edited(project, model, tree),
-                                  0.5 + missing / 100))  # fmt: skip
-    edits += [Edit(a, _edited(project, m, tree), w) for m, tree, a, w in label_edits(models, evidence)]
+    if scale is not None:  # the unit factor applies to the projections that feed its columns
+        scale = (scale[0], _closure(_lineage(files), scale[1]))
+    repairs: list[Repair] = []
+    called: dict[str, float] = {}
+    for file in files.values():
+        if file.sql is None or not scope.implicated(file.name):
+            continue
+        repairs += expression_repairs(file, scope)
+        repairs += row_repairs(file, scope, scale, set(evidence.nulls))
+        for alias, node in projections(file.sql.tree):
+            text = file.sql.source(node) or ""
+            for holder, jinja in file.holders.items():
+                if holder in text:
+                    for name in macro_calls(jinja):
+                        called[name] = max(called.get(name, 0.0), scope.of(alias))
+    factor = scale[0] if scale is not None else None
+    for file in files.values():
+        if file.macros:
+            repairs += macro_repairs(file, called, factor)
+    repairs += label_edits(files, evidence)
+    edits = [e for e in (_edit(project, files, r, dialect) for r in repairs) if e is not None]
     unique = {e.code: e for e in sorted(edits, key=lambda e: e.weight)}  # the heaviest of equal edits
     return sorted(unique.values(), key=lambda e: -e.weight)
 
 
-def _feeds(models: dict[str, Model], columns: set[str]) -> dict[str, set[str]]:
-    """Column name -> which of `columns` it feeds (itself included)."""
-    feeds: dict[str, set[str]] = {}
-    for column in columns:
-        for name in _closure(models, {column}):
-            feeds.setdefault(name, set()).add(column)
-    return feeds
+def _edit(project: DbtProject, files: dict[str, EditableFile], repair: Repair, dialect: str) -> Edit | None:
+    """The project with `repair` applied to its file as written; None when the edited model no longer parses."""
+    file = files[repair.path]
+    try:
+        masked = apply(file.masked, repair.changes)
+        text = apply(file.text, [type(c)(c.start, c.end, file.unmask(c.text)) for c in repair.changes])
+    except ValueError:
+        return None
+    if file.sql is not None and SpannedSql.parse(masked, dialect) is None:
+        return None
+    if text == file.text:
+        return None
+    return Edit(repair.approach, project.replace({repair.path: text}).to_text(), repair.weight)

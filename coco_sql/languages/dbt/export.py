@@ -21,7 +21,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.task import DbtTask
 
-FORMS = ("dbt_project",)
+FORMS = ("dbt_project", "dbt_patch")
 PROFILE = "coco_export"
 _HEADER = "-- file: "
 
@@ -36,12 +36,18 @@ def export_files(code: str, task: Any) -> dict[str, str]:
     files: dict[str, str] = dict(project.files)
     for name, frame in _whole_sources(data).items():
         source, table = name.split(".")
-        path = f"data/{source}.{table}.csv"
-        files[path] = frame.to_csv(index=False)
-        columns = ", ".join(f"'{c}': '{t}'" for c, t in data.spec.source_columns[(source, table)].items())  # type: ignore[index]
+        types = data.spec.source_columns[(source, table)]  # type: ignore[index]
+        columns = ", ".join(f"'{c}': '{t}'" for c, t in types.items())
+        if any(_nested(t) for t in types.values()):  # LIST / STRUCT / MAP columns: one JSON object a line
+            path = f"data/{source}.{table}.jsonl"
+            files[path] = _json_lines(frame)
+            reader = f"read_json('{path}', format = 'newline_delimited', columns = {{{columns}}})"
+        else:
+            path = f"data/{source}.{table}.csv"
+            files[path] = frame.to_csv(index=False)
+            reader = f"read_csv('{path}', header = true, columns = {{{columns}}})"
         hooks += [f'create schema if not exists "{source}"',
-                  f"create or replace table \"{source}\".\"{table}\" as select * from "
-                  f"read_csv('{path}', header = true, columns = {{{columns}}})"]  # fmt: skip
+                  f"create or replace table \"{source}\".\"{table}\" as select * from {reader}"]  # fmt: skip
     settings["on-run-start"] = hooks
     files["dbt_project.yml"] = yaml.safe_dump(settings, sort_keys=False)
     files["profiles.yml"] = yaml.safe_dump(
@@ -56,29 +62,55 @@ def export_files(code: str, task: Any) -> dict[str, str]:
 
 
 def _whole_sources(data: DbtTask) -> Mapping[str, Any]:
-    """Every source table's rows, all splits together (each split holds a disjoint part of the followed rows;
-    tables that follow no entity are whole in each)."""
+    """Every source table's rows, all splits together: a table the splits cut is the concatenation of their
+    disjoint parts (rows repeated in the raw data stay repeated), a table that follows no entity is whole in
+    each split and is taken once. Nothing is hashed, so LIST and STRUCT columns pass as they are."""
     import pandas as pd
 
     names = list(data.sources["train"])
     return {
-        name: pd.concat([data.sources[s][name] for s in data.sources])
-        .drop_duplicates()
-        .reset_index(drop=True)
+        name: (
+            pd.concat([data.sources[s][name] for s in data.sources])
+            if name in data.cut
+            else data.sources["train"][name]
+        ).reset_index(drop=True)
         for name in names
     }
+
+
+def _nested(duckdb_type: str) -> bool:
+    text = duckdb_type.upper()
+    return text.endswith("[]") or text.startswith(("STRUCT", "MAP", "UNION")) or "[" in text
+
+
+def _json_lines(frame: Any) -> str:
+    """The rows as JSON lines, written by DuckDB (lists and structs as JSON arrays and objects)."""
+    import duckdb
+
+    with duckdb.connect(":memory:") as con:
+        con.register("_coco_rows", frame)
+        lines = con.execute("SELECT to_json(t)::VARCHAR FROM _coco_rows t").fetchall()
+    return "".join(line[0] + "\n" for line in lines)
 
 
 def export_text(code: str, form: str, task: Any) -> str:
     """`export_files` as one text (``-- file: PATH`` headers); ConfigError for a form dbt has not."""
     if form not in FORMS:
         raise ConfigError(f"a dbt program exports as {', '.join(FORMS)} (got {form!r})")
+    if form == "dbt_patch":  # a unified diff against the user's project folder (`patch`)
+        from coco_sql.languages.dbt.patch import dbt_patch
+
+        return dbt_patch(code, task)
     return "".join(f"{_HEADER}{path}\n{text.rstrip()}\n" for path, text in export_files(code, task).items())
 
 
 def write_export(text: str, folder: Path) -> list[str]:
     """Write an `export_text` into `folder` (new or empty); the paths written. ConfigError, nothing written,
     for a folder that holds files or a text that is not an export."""
+    if text.startswith("diff --git") or not text:  # a dbt_patch: one file (in `folder` when it is a folder)
+        target = folder / "coco.patch" if folder.is_dir() else folder
+        target.write_text(text, encoding="utf-8")
+        return [str(target)]
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ConfigError(f"{folder}: the export folder must be new or empty")
     files: dict[str, list[str]] = {}

@@ -1,7 +1,7 @@
 """The dbt kind as a plug-in (`languages.base.KindPlugin`): what `coco_sql.plugins` resolves `dbt` to.
 
 (`plugin.py` in this package is dbt-duckdb's plugin, which dbt itself imports inside the sandbox.) A dbt pack's
-task.toml has tables of its own (sources, targets, expected rows: `task.load_dbt_pack`), its offline operators
+task.toml has tables of its own (sources, targets, expected rows: `pack.load_dbt_pack`), its offline operators
 repair models from the mismatching training rows (`mutator`), and its export form `dbt_project` is a folder that
 plain `dbt build` runs (`export`). The coding agent is told the project's layout, sources and targets
 (`prompt`), may edit one file at a time (`file_marker`), and its draft tests show which target, key and column
@@ -59,7 +59,7 @@ def _draft_view(task: TaskPack, rows: Any, limit: int, chosen: Any) -> dict[str,
 
 
 def _load(root: Path, reader: Any, doc: Any, fingerprint: Any) -> TaskPack:
-    from coco_sql.languages.dbt.task import load_dbt_pack
+    from coco_sql.languages.dbt.pack import load_dbt_pack
 
     return load_dbt_pack(root, reader, doc, fingerprint)
 
@@ -89,10 +89,11 @@ class DbtRegistrar:
 
 
 class DbtExports:
-    """The `dbt_project` form (the project's files, a profile and the sources as CSV), and check-deploy per
-    model (`deploy_check`): each model rendered and checked as a Snowflake SQL program."""
+    """The `dbt_project` form (the project's files, a profile and the sources as CSV), the `dbt_patch` form (a
+    unified diff against the user's project folder: `patch`), and check-deploy per model (`deploy_check`): each
+    model rendered and checked as a Snowflake SQL program."""
 
-    forms = frozenset({"dbt_project"})
+    forms = frozenset({"dbt_project", "dbt_patch"})
 
     def export(self, request: ExportRequest) -> Exported:
         from coco_sql.languages.dbt.export import export_text
@@ -109,9 +110,10 @@ class DbtExports:
 
 
 class DbtFolder:
-    """`coco-sql export --form dbt_project --out DIR` writes the project folder."""
+    """`coco-sql export --form dbt_project --out DIR` writes the project folder; `--form dbt_patch --out FILE`
+    the patch."""
 
-    forms = frozenset({"dbt_project"})
+    forms = frozenset({"dbt_project", "dbt_patch"})
 
     def write(self, text: str, folder: Path) -> list[str]:
         from coco_sql.languages.dbt.export import write_export

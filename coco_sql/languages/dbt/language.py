@@ -14,14 +14,14 @@ runner over the whole split owns it and closes it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.languages.base import Program, RunResult
-from coco_sql.languages.dbt.compare import _value
+from coco_sql.languages.dbt.compare import key_text
 from coco_sql.languages.dbt.project import DbtProject
-from coco_sql.languages.dbt.task import TEST_KINDS, DbtTask, row_json
+from coco_sql.languages.dbt.task import EXTRA, EXTRA_ROWS, TEST_KINDS, DbtTask, aggregate, row_json
 from coco_sql.languages.dbt.verdicts import Verdicts
 from coco_sql.search.features import cell_of_counts
 
@@ -64,6 +64,10 @@ class DbtLanguage:
 
     def cell(self, program: Program) -> str:
         return project_cell(program.tree)
+
+    def aggregate(self, ids: Sequence[str], scores: Sequence[float]) -> float:
+        """A program's score: per target, then weighted over targets and data tests (`task.aggregate`)."""
+        return aggregate(self.data, ids, scores)
 
     def runner(self, split: Split, ai: AiFunctions | None) -> DbtRunner:
         whole = len(split) == len(self.task.split(split.name))
@@ -155,7 +159,9 @@ def scored_run(
         model, message = next(iter(sorted(result.errors.items())))
         raise EvaluationError(f"no target produced rows; {model}: {message}")
     elapsed = sum(v for k, v in result.timings.items() if k != "write") * 1000
-    reasons = {i: m for prefix, m in errors.items() for i in ids if i.startswith(prefix)}
+    reasons = {
+        i: m for prefix, m in errors.items() for i in ids if i.startswith(prefix)
+    }  # `model:` and `model#extra`
     return RunResult(outputs, elapsed, reasons, usage=usage)
 
 
@@ -178,14 +184,23 @@ def instance_outputs(result: DbtRunResult, data: DbtTask) -> tuple[list[tuple[st
         frame = result.models.get(target.model)
         if frame is None:
             reason = result.errors.get(target.model, f"model {target.model} produced no rows")
-            errors[f"{target.model}:"] = reason
+            errors[f"{target.model}:"] = errors[f"{target.model}{EXTRA}"] = reason
             continue
-        if target.key not in frame.columns:
-            errors[f"{target.model}:"] = f"model {target.model} returns no key column {target.key}"
+        lacking = [k for k in target.keys if k not in frame.columns]
+        if lacking:
+            errors[f"{target.model}:"] = f"model {target.model} returns no key column {lacking[0]}"
+            errors[f"{target.model}{EXTRA}"] = errors[f"{target.model}:"]
             continue
-        for record in frame.to_dict(orient="records"):
-            key = str(_value(record[target.key]))
-            outputs.append((f"{target.model}:{key.removesuffix('.0')}", row_json(record, target.columns)))
+        known = data.expected_keys.get(target.model, frozenset())
+        seen: set[str] = set()
+        records = frame.to_dict(orient="records")
+        for record in records:
+            key = key_text(record, target.keys)
+            seen.add(key)
+            outputs.append((f"{target.model}:{key}", row_json(record, (*target.keys, *target.columns))))
+        # rows no split expects, and every repeat of a key: what the target returned beyond the expected rows
+        extra = len(records) - len(seen & known)
+        outputs.append((f"{target.model}{EXTRA}", json.dumps({EXTRA_ROWS: extra})))
     statuses: dict[str, list[str]] = {}
     for test in result.tests:
         kind = next((k for k in TEST_KINDS if test.name.startswith(k + "_")), None)

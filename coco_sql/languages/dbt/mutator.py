@@ -2,23 +2,30 @@
 
 Each iteration: the parent is scored on the training keys (`DraftEnvironment.test_draft`: the mutator never
 sees other splits' rows), `edits.Evidence` reads which expected rows mismatch, in which column and by how
-much, `edits.hypotheses` turns that into model edits, and every hypothesis (heaviest first, at most
-`max_drafts`, skipping approaches this parent's children already tried) is scored over the training keys in
-the dbt sandbox before the best is proposed.
+much, `edits.hypotheses` turns that into edits of the models the targets read (and the macros they call), and
+`crossover.merges` adds the parent combined with another archived program's edits (two partial fixes that
+improved different columns). Hypotheses are drawn heaviest first with the run's RNG breaking near-ties (so a
+parent drawn again tries others next), at most `max_drafts` of them (skipping approaches this parent's children
+already tried), and each is scored over the training keys in the dbt sandbox before it is proposed: the first
+that gains on the parent (`GAIN`), else the best of them.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from coco_sql.errors import CandidateRejected, ConfigError
+from coco_sql.languages.dbt.crossover import merges, pairs
 from coco_sql.languages.dbt.edits import Edit, Evidence, hypotheses
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.mutate.base import MutationRequest, Proposal
 
+GAIN = 0.005  # a draft that gains this much on the training keys is proposed without testing the rest
 DRAFT_CAP = 12  # a dbt draft costs a run (1-2 s warm): the evidence ranks well enough to stop early
+SPREAD = 0.3  # the RNG's share in the order: Gumbel noise of this scale on log-weights (near-ties only)
 
 
 class DbtOfflineMutator:
@@ -37,20 +44,23 @@ class DbtOfflineMutator:
         evidence = Evidence.of(list(parent.ids), list(parent.outputs), list(parent.expected))
         try:
             project = DbtProject.from_text(code)
-            run_form = DbtProject.from_text(env.runnable(code))
         except (CandidateRejected, ValueError) as error:
             return Proposal(code, "the parent does not parse as a project", discarded=str(error))
-        dialect = env.task.kind_data.spec.dialect
-        edits = [
-            e
-            for e in hypotheses(project, run_form, evidence, dialect)
-            if e.approach not in request.context.tried
-        ]
+        data = env.task.kind_data
+        targets = [t.model for t in data.targets]
+        keys = sorted({k for t in data.targets for k in t.keys})
+        found = hypotheses(project, None, evidence, data.spec.dialect, targets=targets, keys=keys,
+                           target_keys={t.model: t.keys for t in data.targets})  # fmt: skip
+        root = request.context.root.code if request.context.root is not None else None
+        if request.context.tried:  # drawn again: its single edits did not all gain; two at once may
+            found += pairs(code, [e for e in found if e.approach not in request.context.tried])
+        found += merges(code, [e.code for e in request.others], root)
+        edits = [e for e in found if e.approach not in request.context.tried]
         notes: dict[str, Any] = {"candidates": len(edits), "parent_train_score": parent.score,
                                  "mismatching_columns": dict(evidence.columns.most_common(5))}  # fmt: skip
         if not edits:
             return Proposal(code, "no untried edit left", notes=notes, exhausted="no untried edit left")
-        order = _tie_break(edits, rng)
+        order = _batch(edits, len(request.context.tried), self.max_drafts, rng)
         if not self.probe:
             return Proposal(order[0].code, order[0].approach, notes=notes | {"tested": False})
         best: tuple[float, Edit] | None = None
@@ -64,8 +74,8 @@ class DbtOfflineMutator:
             tested += 1
             if outcome.ok and (best is None or outcome.score > best[0]):
                 best = (outcome.score, edit)
-            if best is not None and best[0] >= 1.0:
-                break
+            if best is not None and (best[0] >= 1.0 or best[0] > parent.score + GAIN):
+                break  # the first edit that gains: a dbt draft costs a run, and the next iteration goes on from it
         if best is None:
             return Proposal(order[0].code, order[0].approach, notes=notes | {"drafts_tested": tested})
         score, edit = best
@@ -74,10 +84,13 @@ class DbtOfflineMutator:
         )
 
 
-def _tie_break(edits: list[Edit], rng: np.random.Generator) -> list[Edit]:
-    """Heaviest first; edits of equal weight in an order drawn from the run's RNG."""
-    keys = rng.random(len(edits))
-    return [
-        e
-        for _, _, e in sorted(zip([-e.weight for e in edits], keys, edits, strict=True), key=lambda t: t[:2])
-    ]
+def _batch(edits: list[Edit], expanded: int, size: int, rng: np.random.Generator) -> list[Edit]:
+    """The edits in the order they are tested: heaviest first (near-equal ones in an order the run's RNG draws:
+    Gumbel noise of scale `SPREAD` on the log-weights), starting past the ones the earlier expansions of this
+    parent tested (a third of a batch for each of its `expanded` children: a batch stops at its first gain, so
+    a whole batch would skip edits never tested), so a parent drawn again goes on past the same first ones."""
+    noise = rng.gumbel(size=len(edits)) * SPREAD
+    keys = [math.log(max(e.weight, 1e-6)) + n for e, n in zip(edits, noise, strict=True)]
+    ranked = [e for _, e in sorted(zip(keys, edits, strict=True), key=lambda t: (-t[0], t[1].approach))]
+    start = (expanded * max(size // 3, 1)) % len(ranked) if ranked else 0  # a batch may have stopped early
+    return ranked[start:] + ranked[:start]

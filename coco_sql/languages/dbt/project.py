@@ -19,7 +19,9 @@ Which files a program may hold, and why so few: the validator has to be able to 
 - ``dbt_project.yml`` (required): the project's name and model configs (`yaml_check` allows a few keys);
 - ``models/**/*.sql`` models, ``models/**/*.yml`` their properties (sources, tests, descriptions),
   ``models/**/*.md`` docs blocks (``{{ doc('x') }}`` in a description needs one);
-- ``macros/*.sql``: Jinja macros, which the validator expands itself (dbt never sees them).
+- ``macros/**/*.sql``: Jinja macros, which the validator expands itself (dbt never sees them);
+- ``dbt_packages/<package>/macros/**/*.sql``: the macros of the packages present in the folder (``dbt_utils``),
+  called under the package's name and expanded the same way; the repair mutator never edits them.
 
 Seeds, snapshots, analyses, singular tests, ``packages.yml`` and ``profiles.yml`` are not part of a program: the
 data comes from the task's sources and the runner writes the profile. Paths are relative, POSIX, of plain
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -39,6 +41,7 @@ from coco_sql.errors import CandidateRejected
 
 MARKER = "-- file: "
 PROJECT_FILE = "dbt_project.yml"
+PACKAGES = "dbt_packages"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _MODEL_SUFFIXES = (".sql", ".yml", ".md")
 
@@ -47,7 +50,7 @@ _MODEL_SUFFIXES = (".sql", ".yml", ".md")
 class Limits:
     """Bounds on a project's size: checked before anything parses it."""
 
-    max_files: int = 200
+    max_files: int = 400
     max_file_bytes: int = 200_000
     max_total_bytes: int = 1_000_000
     max_depth: int = 6  # folders under models/, e.g. models/staging/shop/x.sql is depth 3
@@ -66,7 +69,9 @@ def normalise(text: str) -> str:
 
 def check_path(path: str, limits: Limits = DEFAULT_LIMITS) -> None:
     """Reject a path outside the allowed folders, or one that could escape the project directory."""
-    allowed = "allowed: dbt_project.yml, models/**/*.sql|.yml|.md, macros/*.sql"
+    allowed = (
+        "allowed: dbt_project.yml, models/**/*.sql|.yml|.md, macros/**/*.sql, dbt_packages/*/macros/**/*.sql"
+    )
     if not path or path != path.strip():
         raise CandidateRejected(f"file path {path!r} is empty or has surrounding spaces; {allowed}")
     if path.startswith("/") or "\\" in path or ":" in path:
@@ -84,7 +89,15 @@ def check_path(path: str, limits: Limits = DEFAULT_LIMITS) -> None:
         if len(parts) - 2 > limits.max_depth:
             raise CandidateRejected(f"file path {path!r} is nested deeper than {limits.max_depth} folders")
         return
-    if parts[0] == "macros" and len(parts) == 2 and path.endswith(".sql"):
+    if parts[0] == "macros" and 2 <= len(parts) <= limits.max_depth + 2 and path.endswith(".sql"):
+        return
+    if (
+        parts[0] == PACKAGES
+        and len(parts) >= 4
+        and parts[2] == "macros"
+        and len(parts) <= limits.max_depth + 4
+        and path.endswith(".sql")
+    ):
         return
     raise CandidateRejected(f"file path {path!r} is not part of a dbt program; {allowed}")
 
@@ -184,9 +197,18 @@ class DbtProject:
         files: dict[str, str] = {}
         if (root / PROJECT_FILE).is_file():
             files[PROJECT_FILE] = (root / PROJECT_FILE).read_text(encoding="utf-8")
-        for folder in ("models", "macros"):
+        folders = ["models", "macros"]
+        if (root / PACKAGES).is_dir():
+            folders += [
+                f"{PACKAGES}/{p.name}/macros" for p in sorted((root / PACKAGES).iterdir()) if p.is_dir()
+            ]
+        for folder in folders:
             for path in sorted((root / folder).rglob("*")) if (root / folder).is_dir() else ():
-                if path.is_file() and path.name != ".gitkeep":
+                if (
+                    path.is_file()
+                    and path.name != ".gitkeep"
+                    and not (folder != "models" and path.suffix != ".sql")
+                ):
                     relative = path.relative_to(root).as_posix()
                     files[relative] = path.read_text(encoding="utf-8")
         return cls.of(files, limits)
@@ -202,6 +224,13 @@ class DbtProject:
     def paths(self, prefix: str = "", suffix: str = "") -> list[str]:
         return [p for p in self.files if p.startswith(prefix) and p.endswith(suffix)]
 
+    def packages(self) -> dict[str, dict[str, str]]:
+        """Package name -> its macro files (path -> text), for ``dbt_packages/<package>/macros/**``."""
+        found: dict[str, dict[str, str]] = {}
+        for path in self.paths(f"{PACKAGES}/", ".sql"):
+            found.setdefault(path.split("/")[1], {})[path] = self.files[path]
+        return found
+
     def models(self) -> dict[str, str]:
         """Model name (the file's stem) -> its path, for every ``models/**/*.sql``."""
         return {Path(path).stem: path for path in self.paths("models/", ".sql")}
@@ -215,6 +244,45 @@ class DbtProject:
             else:
                 files[path] = content
         return DbtProject.of(files)
+
+
+DBT_OWN_FILES = (".user.yml", "profiles.yml", "packages.yml", "package-lock.yml", "dependencies.yml")
+
+
+def without_dbt_files(text: str) -> str:
+    """A project text without the files dbt writes or reads for itself (``.user.yml``, ``profiles.yml``,
+    ``packages.yml``, ``target/``, ``logs/``): a project pasted as it is on disk is not refused for them."""
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith(MARKER):
+            path = line[len(MARKER) :].strip()
+            skipping = path.rsplit("/", 1)[-1] in DBT_OWN_FILES or path.startswith(("target/", "logs/"))
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
+_REF = re.compile(r"""\bref\(\s*(?:['"]\w+['"]\s*,\s*)?['"]([A-Za-z_]\w*)['"]""")
+
+
+def model_refs(project: DbtProject) -> dict[str, set[str]]:
+    """Model name -> the names its ``ref()`` calls read, as written (``ref('x')``, ``ref('package', 'x')``); a ref
+    built by Jinja at render time is not seen."""
+    return {name: set(_REF.findall(project.files[path])) for name, path in project.models().items()}
+
+
+def upstream_models(project: DbtProject, targets: Iterable[str]) -> set[str]:
+    """The models the `targets` read, directly or through other models, the targets included."""
+    refs = model_refs(project)
+    found: set[str] = set()
+    stack = [t for t in targets if t in refs]
+    while stack:
+        name = stack.pop()
+        if name not in found:
+            found.add(name)
+            stack.extend(r for r in refs.get(name, ()) if r in refs)
+    return found
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ import pandas as pd
 
 from coco_sql.errors import CandidateRejected, StoreError, TaskError
 from coco_sql.languages.dbt.compare import _value
-from coco_sql.languages.dbt.project import DbtProject
+from coco_sql.languages.dbt.project import DbtProject, without_dbt_files
 from coco_sql.languages.dbt.task import DbtTables, assemble_dbt_task, check_source_name
 from coco_sql.options import DBT_TASK_OPTIONS, as_object, check_task_name
 from coco_sql.tasks.pack_files import Reader
@@ -52,7 +52,7 @@ from coco_sql.tasks.pack_files import Reader
 ROOT = Path("coco-task-registered")  # a registered task's `root` (`engine.start` reads `coco-task-*` as one)
 TYPES = {"table": "VARCHAR", "row": "VARCHAR"}  # the stored frame's columns
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_TARGET_KEYS = ("expected", "key", "columns", "tolerance", "key_of")
+_TARGET_KEYS = ("expected", "key", "columns", "tolerance", "key_of", "split_by", "weight")
 _OPTION_OF = {
     "splits.entity": "entity", "splits.follow": "follow", "splits.train_fraction": "train_fraction",
     "splits.test_fraction": "test_fraction", "splits.seed": "split_seed", "program.allowed_functions":
@@ -84,8 +84,20 @@ def check(name: object, source: object, options: object, *, stored: bool = False
     floats), before anything is read or written; a one-line TaskError else."""
     check_task_name(name, error=TaskError, stored=stored)
     where = f"task {name!r}: "
-    given = as_object(options, f"task {name!r}: the options", error=TaskError)
+    given = dict(as_object(options, f"task {name!r}: the options", error=TaskError))
+    folder = given.pop("project", None)  # instead of seed_program: a folder, read as it stands (issue 39)
     checked = DBT_TASK_OPTIONS.check(given, error=TaskError, prefix=where)
+    if folder is not None and not isinstance(folder, str):
+        raise TaskError(f"{where}option 'project' must be a folder's path (got {folder!r})")
+    if folder is not None:  # the project as it stands in a folder: read here, stored as text
+        if checked.get("seed_program"):
+            raise TaskError(f"{where}give option 'project' or option 'seed_program', not both")
+        try:
+            checked["seed_program"] = DbtProject.from_dir(Path(folder)).to_text()
+        except (CandidateRejected, OSError) as error:
+            raise TaskError(f"{where}option 'project': {folder}: {error}") from None
+    if isinstance(checked.get("seed_program"), str):
+        checked["seed_program"] = without_dbt_files(checked["seed_program"])
     for required in ("kind", "sources", "targets", "seed_program", "entity"):
         if not checked.get(required):
             raise TaskError(f"{where}option {required!r} is required ({DBT_TASK_OPTIONS[required].doc})")
@@ -132,12 +144,24 @@ def _target(where: str, model: str, spec: object) -> dict[str, Any]:
     if unknown:
         raise TaskError(f"{where}option {at!r}: unknown key {unknown[0]!r} (keys: {', '.join(_TARGET_KEYS)})")
     target: dict[str, Any] = {"expected": _query(where, f"{at}.expected", spec.get("expected"))}
-    for key in ("key", "key_of"):
+    for key in ("key", "key_of", "split_by"):
         value = spec.get(key)
-        if value is not None or key == "key":
+        if (
+            key == "key"
+            and isinstance(value, list)
+            and value
+            and all(isinstance(v, str) and v for v in value)
+        ):
+            target[key] = list(value)  # a key of several columns
+        elif value is not None or key == "key":
             if not isinstance(value, str) or not value:
                 raise TaskError(f"{where}option '{at}.{key}' must be a column name (got {value!r})")
             target[key] = value
+    weight = spec.get("weight")
+    if weight is not None:
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1000:
+            raise TaskError(f"{where}option '{at}.weight' must be a number in (0, 1000] (got {weight!r})")
+        target["weight"] = float(weight)
     columns = spec.get("columns")
     if columns is not None:
         if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
@@ -196,7 +220,8 @@ def register(name: str, checked: Mapping[str, Any], store: Any) -> dict[str, Any
         raise TaskError(f"task {name!r}: option 'seed_program' is rejected: {rejection}") from None
     store.register_task(name, json.dumps(checked["sources"]), options, TYPES, rows)
     sizes = {split: len(pack.split(split)) for split in ("train", "val", "test")}
-    instances = sum(sizes.values()) - 2 * len(pack.kind_data.tests)  # each split holds every test instance
+    data = pack.kind_data  # each split holds every test instance and each target's extra-rows instance
+    instances = sum(sizes.values()) - 2 * len(data.tests) - len(sizes) * len(data.targets)
     return {"task": name, "rows": instances, **sizes}
 
 
@@ -270,14 +295,15 @@ def _pack(name: str, checked: Mapping[str, Any], frames: Mapping[str, pd.DataFra
     for model, target in checked["targets"].items():
         frame = frames[f"expected:{model}"]
         expected.append((frame, _short(target["expected"])))
-        columns = target.get("columns") or [c for c in frame.columns if c != target["key"]]
+        keys = target["key"] if isinstance(target["key"], list) else [target["key"]]
+        columns = target.get("columns") or [c for c in frame.columns if c not in keys]
         entry = {
             "model": model,
             "key": target["key"],
             "columns": columns,
             "tolerance": target.get("tolerance", {}),
         }
-        targets.append(entry | ({"key_of": target["key_of"]} if "key_of" in target else {}))
+        targets.append(entry | {k: target[k] for k in ("key_of", "split_by", "weight") if k in target})
     sources = list(checked["sources"])
     doc = {
         "name": name,

@@ -22,9 +22,8 @@ way. The environment is Jinja's sandbox (as dbt's own is) with its work counted 
 from __future__ import annotations
 
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -34,12 +33,16 @@ import jinja2.meta
 import jinja2.nodes
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.languages.dbt.jinja_context import MacroSet, without_blocks
 from coco_sql.languages.dbt.jinja_sandbox import INSTRUMENT_GLOBALS, BoundedEnvironment, bounded_environment
 from coco_sql.languages.dbt.project import DbtProject
 
 REF_PREFIX = "__coco_ref_"
 SOURCE_PREFIX = "__coco_src_"
 MATERIALIZATIONS = ("table", "view", "ephemeral")
+HOOKS = frozenset({"pre_hook", "post_hook", "sql_header"})
+REFUSED_MATERIALIZATIONS = frozenset({"external", "snapshot", "seed", "test", "function"})
+SEEDS = "dbt_seeds"  # the source a seed's ``ref('name')`` reads: the task holds the seeds as its sources
 CONFIG_KEYS = ("materialized", "tags", "enabled")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_OUTPUT_CHARS = 1_000_000
@@ -47,7 +50,6 @@ _SAFE_GLOBALS = (
     frozenset({"range", "dict", "namespace", "loop", "caller", "varargs", "kwargs"}) | INSTRUMENT_GLOBALS
 )
 PROJECT_GLOBALS = frozenset({"ref", "source", "config", "var"})
-_JINJA = ("{{", "{%", "{#")
 
 
 @dataclass(frozen=True)
@@ -71,15 +73,8 @@ class RenderedModel:
         return placeholder
 
 
-_ENVIRONMENTS = threading.local()
-
-
 def _environment() -> BoundedEnvironment:
-    """This thread's environment (making one wraps every filter: a millisecond); `start` resets its count."""
-    env = getattr(_ENVIRONMENTS, "env", None)
-    if env is None:
-        env = _ENVIRONMENTS.env = bounded_environment()
-    return env
+    return bounded_environment()
 
 
 # --------------------------------------------------------------------------------------------- static checks
@@ -101,24 +96,19 @@ def _check_names(tree: jinja2.nodes.Template, where: str, allowed: Iterable[str]
         )
     for node in tree.find_all(jinja2.nodes.Extends):
         raise CandidateRejected(f"{where} line {node.lineno}: extends is not allowed")
-    free = sorted(jinja2.meta.find_undeclared_variables(tree) - set(allowed) - _SAFE_GLOBALS)
-    if free:
-        raise CandidateRejected(
-            f"{where}: uses {', '.join(free)}, which a project may not call; a model's Jinja may use ref, "
-            "source, config, var and the project's own macros (dbt's run_query, adapter, env_var, this, target "
-            "and the like run outside the validator's reach)"
-        )
+    # A free name the renderer does not provide is undefined (`jinja_context`): rendering it is a one-line error,
+    # testing it (`x is defined`) is false. Nothing of the template reaches dbt (`run_form`), so a name on a
+    # branch this rendering does not take can run nowhere.
 
 
 def macro_names(project: DbtProject) -> dict[str, str]:
     """Macro name -> the file that defines it, after checking each macro file holds only macro definitions."""
-    return _macros(_environment(), project)[0]
-
-
-def _macros(env: BoundedEnvironment, project: DbtProject) -> tuple[dict[str, str], list[jinja2.nodes.Node]]:
-    """`macro_names`, and the macro files' parsed definitions (every model is rendered after them)."""
+    env = _environment()
     names: dict[str, str] = {}
-    trees = {path: _parse(env, project.files[path], path) for path in project.paths("macros/", ".sql")}
+    trees = {
+        path: _parse(env, without_blocks(project.files[path]), path)
+        for path in project.paths("macros/", ".sql")
+    }
     for path, tree in trees.items():
         for node in tree.body:
             if isinstance(node, jinja2.nodes.Macro):
@@ -133,7 +123,7 @@ def _macros(env: BoundedEnvironment, project: DbtProject) -> tuple[dict[str, str
                 )
     for path, tree in trees.items():
         _check_names(tree, path, PROJECT_GLOBALS | set(names))
-    return names, [node for tree in trees.values() for node in tree.body]
+    return names
 
 
 def _is_blank(node: jinja2.nodes.Node) -> bool:
@@ -157,11 +147,19 @@ class _Calls:
     config: dict[str, Any] = field(default_factory=dict)
 
     def ref(self, *args: Any, **kwargs: Any) -> str:
-        if len(args) != 1 or kwargs or not isinstance(args[0], str):
+        if (
+            not 1 <= len(args) <= 2
+            or set(kwargs) - {"version", "v"}
+            or not all(isinstance(a, str) for a in args)
+        ):
             raise CandidateRejected(
-                "ref() takes one model name, e.g. ref('stg_orders') (no packages, no versions)"
+                "ref() takes a model name, e.g. ref('stg_orders') (or a package and a name)"
             )
-        name = args[0]
+        name = args[
+            -1
+        ]  # ref('package', 'model'): the project's models are one namespace; a version is the model
+        if name not in self.models and (SEEDS, name) in self.declared_sources:  # a seed: a source of the task
+            return self._placeholder(SOURCE_PREFIX, self.sources, (SEEDS, name))
         if name not in self.models:
             known = ", ".join(sorted(self.models)) or "none"
             raise CandidateRejected(f"ref('{name}') names no model of the project (models: {known})")
@@ -189,14 +187,18 @@ class _Calls:
         return placeholder
 
     def configure(self, *args: Any, **kwargs: Any) -> str:
-        if args:
+        if args and not (len(args) == 1 and isinstance(args[0], dict)):
             raise CandidateRejected(
                 "config() takes keyword arguments only, e.g. config(materialized='table')"
             )
-        for key, value in kwargs.items():
+        given = {**(args[0] if args else {}), **kwargs}
+        for key, value in given.items():
             check_config(key, value)
-        self.config.update(kwargs)
+        self.config.update({k: v for k, v in given.items() if k in CONFIG_KEYS})
         return ""
+
+    def config_get(self, key: str, default: Any = None) -> Any:
+        return self.config.get(key, default)
 
     def var(self, name: Any, *default: Any) -> Any:
         if name in self.variables:
@@ -207,15 +209,22 @@ class _Calls:
 
 
 def check_config(key: str, value: Any) -> None:
-    """A model config a program may set; shared by config() calls and dbt_project.yml (`yaml_check`)."""
-    if key not in CONFIG_KEYS:
+    """A model config a program may set; shared by config() calls and dbt_project.yml (`yaml_check`). Keys other
+    than `CONFIG_KEYS` (schema, alias, docs, unique_key, incremental_strategy, hooks...) are accepted and never
+    reach dbt: the run form writes only the effective materialization and enabled (`run_form`), relations are
+    the validator's own, and a hook is not run. A materialization other than view and ephemeral (incremental,
+    materialized_view, external...) runs as a table: every run builds from an empty database."""
+    if key.replace("-", "_") in HOOKS:
         raise CandidateRejected(
-            f"config key {key!r} is not allowed; allowed: {', '.join(CONFIG_KEYS)} (hooks, schemas, aliases and "
-            "external materializations act outside the model's SELECT)"
+            f"config key {key!r} is not allowed: a hook runs SQL outside the model's SELECT, which coco-sql does "
+            "not check or score (remove it for the task; your project keeps it)"
         )
-    if key == "materialized" and value not in MATERIALIZATIONS:
+    if key not in CONFIG_KEYS:
+        return
+    if key == "materialized" and (not isinstance(value, str) or value in REFUSED_MATERIALIZATIONS):
         raise CandidateRejected(
-            f"materialized={value!r} is not allowed; use one of {', '.join(MATERIALIZATIONS)}"
+            f"materialized={value!r} is not allowed; it acts outside the model's SELECT (use table, view, "
+            "ephemeral or incremental)"
         )
     if key == "enabled" and not isinstance(value, bool):
         raise CandidateRejected(f"enabled must be true or false, got {value!r}")
@@ -223,10 +232,6 @@ def check_config(key: str, value: Any) -> None:
         isinstance(value, str) or (isinstance(value, list) and all(isinstance(t, str) for t in value))
     ):
         raise CandidateRejected(f"tags must be a string or a list of strings, got {value!r}")
-    if key == "tags" and any(
-        d in tag for tag in ([value] if isinstance(value, str) else value) for d in _JINJA
-    ):
-        raise CandidateRejected("tags may not hold Jinja ({{, {% or {#): dbt would render it")
 
 
 def render_models(
@@ -235,11 +240,15 @@ def render_models(
     declared_sources: Iterable[tuple[str, str]],
     variables: Mapping[str, Any] | None = None,
     deadline_s: float = 5.0,
+    project_name: str = "project",
 ) -> dict[str, RenderedModel]:
-    """Render every model of `project`; model name -> `RenderedModel`. Raises `CandidateRejected` naming the file."""
+    """Render every model of `project`; model name -> `RenderedModel`. Raises `CandidateRejected` naming the file.
+    Macros (the project's, its packages', dbt's own) and dbt's pure context come from `jinja_context`."""
     env = _environment()
     env.start(deadline_s)
-    macros, definitions = _macros(env, project)
+    macros = macro_names(project)
+    own = {p: project.files[p] for p in project.paths("macros/", ".sql")}
+    macro_set = MacroSet(env, project_name, own, project.packages())
     models = project.models()
     for name, path in models.items():
         if not _IDENTIFIER.fullmatch(name):
@@ -256,37 +265,51 @@ def render_models(
             raise CandidateRejected(
                 f"{path}: names starting with {REF_PREFIX!r} or {SOURCE_PREFIX!r} are reserved"
             )
-        tree = _parse(env, text, path)
-        _check_names(tree, path, PROJECT_GLOBALS | set(macros))
+        _check_names(_parse(env, text, path), path, PROJECT_GLOBALS | set(macros))
         calls = _Calls(
             frozenset(models), frozenset(declared_sources), MappingProxyType(dict(variables or {}))
         )
-        template = jinja2.nodes.Template([*definitions, *tree.body], lineno=1)  # the macros, then the model
-        template.set_environment(env)
-        sql = _render(env, template, calls, path)
+        sql = _render(env, text, calls, path, macro_set)
         rendered[name] = RenderedModel(name, path, sql, calls.refs, calls.sources, calls.config)
     return rendered
+
+
+class _Config:
+    """dbt's ``config``: called (``config(materialized='table')``) or read (``config.get('materialized')``)."""
+
+    def __init__(self, calls: _Calls) -> None:
+        self._calls = calls
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        return self._calls.configure(*args, **kwargs)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._calls.config_get(key, default)
+
+    def require(self, key: str) -> Any:
+        if key not in self._calls.config:
+            raise CandidateRejected(f"config.require('{key}'): the model sets no {key}")
+        return self._calls.config[key]
 
 
 def _stem(path: str) -> str:
     return path.rsplit("/", 1)[-1].removesuffix(".sql")
 
 
-def _render(env: BoundedEnvironment, template: jinja2.nodes.Template, calls: _Calls, path: str) -> str:
-    """Render one model (parsed, after the macro files' definitions, so macros see each other) within the
-    environment's bounds."""
+def _render(env: BoundedEnvironment, text: str, calls: _Calls, path: str, macros: MacroSet) -> str:
+    """Render one model within the deadline; the macros see the same ref/source/config/var as the model."""
 
-    functions: dict[str, Callable[..., Any]] = {
-        "ref": calls.ref,
-        "source": calls.source,
-        "config": calls.configure,
-        "var": calls.var,
-    }
+    def where(lineno: int | None) -> str:
+        return path if lineno is None else f"{path} line {lineno}"
+
+    config = _Config(calls)
+    macros.bind({"ref": calls.ref, "source": calls.source, "config": config, "var": calls.var})
     try:
-        compiled = env.from_string(template, globals=functions)
+        template = env.from_string(text, globals=macros.globals())
         chunks: list[str] = []
         size = 0
-        for chunk in compiled.generate():
+        context = template.new_context(template.globals, shared=True)  # live globals: macros compile on use
+        for chunk in template.root_render_func(context):
             size += len(chunk)
             if size > _MAX_OUTPUT_CHARS:
                 raise CandidateRejected(f"{path}: renders to more than {_MAX_OUTPUT_CHARS} characters")
@@ -297,7 +320,7 @@ def _render(env: BoundedEnvironment, template: jinja2.nodes.Template, calls: _Ca
         message = str(error)
         raise CandidateRejected(message if message.startswith(path) else f"{path}: {message}") from None
     except jinja2.TemplateSyntaxError as error:
-        raise CandidateRejected(f"{path}: Jinja syntax error: {error.message}") from None
+        raise CandidateRejected(f"{where(error.lineno)}: Jinja syntax error: {error.message}") from None
     except RecursionError:
         raise CandidateRejected(f"{path}: rendering failed: macros or blocks nested too deeply") from None
     except Exception as error:  # the template is hostile: any failure is the candidate's

@@ -40,7 +40,7 @@ from sqlglot.optimizer.qualify import qualify
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt import run_form
 from coco_sql.languages.dbt.project import DbtProject
-from coco_sql.languages.dbt.render import REF_PREFIX, SOURCE_PREFIX, RenderedModel, render_models
+from coco_sql.languages.dbt.render import REF_PREFIX, SEEDS, SOURCE_PREFIX, RenderedModel, render_models
 from coco_sql.languages.dbt.run_form import Relation
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
 from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
@@ -134,9 +134,14 @@ class ValidatedProject:
             entry = dict(self.properties.run_models.get(model.name) or {"name": model.name})
             entry["config"] = {"materialized": model.materialized, "enabled": model.enabled}
             entries.append(entry)
+        sources = {name: list(tables) for name, tables in self.properties.run_sources.items()}
+        for model in self.models.values():  # the seeds the models read, as the task's sources
+            for source, table in model.sources:
+                if source == SEEDS and {"name": table} not in sources.setdefault(SEEDS, []):
+                    sources[SEEDS].append({"name": table})
         files = {
             run_form.PROJECT_FILE: run_form.project_file(self.properties.name, profile),
-            run_form.PROPERTIES: run_form.properties_file(self.properties.run_sources, entries),
+            run_form.PROPERTIES: run_form.properties_file(sources, entries),
         }
         for model in self.models.values():
             files[model.path] = model.run_sql
@@ -149,11 +154,13 @@ def validate_project(program: DbtProject | str, spec: DbtSpec | None = None) -> 
     spec = spec or DbtSpec()
     project = program if isinstance(program, DbtProject) else DbtProject.from_text(program)
     properties = check_yaml(project)
+    seeds = {key for key in spec.source_columns or {} if key[0] == SEEDS}  # ref('x') of a seed reads these
     rendered = render_models(
         project,
-        declared_sources=properties.sources,
+        declared_sources=properties.sources | seeds,
         variables=properties.variables,
         deadline_s=spec.render_deadline_s,
+        project_name=properties.name,
     )
     order = _dependency_order(rendered)
     known_sources = dict(spec.source_columns) if spec.source_columns is not None else None
@@ -231,6 +238,8 @@ def model_config(properties: ProjectYaml, model: RenderedModel) -> dict[str, Any
                     found[key] = block[written]
     for layer in (properties.file_configs.get(model.name) or {}, model.config):
         found.update({key: layer[key] for key in found if key in layer})
+    if found["materialized"] not in ("view", "ephemeral"):  # incremental, table, external...: a full build
+        found["materialized"] = "table"
     return found
 
 

@@ -26,6 +26,7 @@ from coco_sql.languages.dbt.render import CONFIG_KEYS, check_config
 from coco_sql.languages.dbt.run_form import DBT_EXPRESSION, JINJA_DELIMITERS
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(:[A-Za-z_][A-Za-z0-9_]*)?")
 _DOC_CALL = re.compile(r"""\{\{\s*doc\(\s*(['"])([A-Za-z_][A-Za-z0-9_]*)\1\s*\)\s*\}\}""")
 _RELATION = re.compile(
     r"""\s*(?:ref\(\s*(['"])(?P<model>[A-Za-z_]\w*)\1\s*\)"""
@@ -42,6 +43,22 @@ _TEST_ARGUMENTS = {
 _PROJECT_KEYS = frozenset(
     {"name", "version", "config-version", "profile", "require-dbt-version", "vars", "models", "clean-targets"}
 )
+# What real projects also write and a run never reads (the run form holds none of it: `run_form`): accepted and
+# left out (source schemas and identifiers: the validator's own relations). Hooks stay refused: they run SQL.
+IGNORED = {
+    "project": frozenset({"seeds", "tests", "data_tests", "snapshots", "sources", "dispatch", "quoting", "flags",
+                          "packages-install-path", "docs-paths", "asset-paths", "log-path", "query-comment",
+                          "semantic-models", "metrics", "saved-queries", "exposures",
+                          "unit_tests", "restrict-access", "source-paths", "data-paths", "docs"}),
+    "file": frozenset({"seeds", "snapshots", "macros", "analyses", "exposures", "metrics", "semantic_models",
+                       "saved_queries", "unit_tests", "groups"}),
+    "model": frozenset({"versions", "meta", "constraints", "access", "group", "latest_version", "contract",
+                        "deprecation_date", "time_spine"}),
+    "column": frozenset({"meta", "constraints", "policy_tags", "granularity"}),
+    "source": frozenset({"schema", "database", "loader", "loaded_at_field", "freshness", "meta", "quoting",
+                         "overrides", "config"}),
+    "table": frozenset({"identifier", "loaded_at_field", "freshness", "meta", "quoting", "external", "config"}),
+}  # fmt: skip
 _DEFAULT_PATHS = {
     "model-paths": ["models"],
     "macro-paths": ["macros"],
@@ -89,12 +106,13 @@ class _Checker:
         return CandidateRejected(f"{self.path}: {at}: {message}" if at else f"{self.path}: {message}")
 
     def mapping(
-        self, value: Any, at: str, allowed: frozenset[str] | set[str], required: tuple[str, ...] = ()
-    ) -> dict:
+        self, value: Any, at: str, allowed: frozenset[str] | set[str], required: tuple[str, ...] = (),
+        ignored: frozenset[str] = frozenset(),
+    ) -> dict:  # fmt: skip
         if not isinstance(value, dict):
             raise self.fail(at, f"expected a mapping, got {type(value).__name__}")
         for key in value:
-            if key not in allowed:
+            if key not in allowed and key not in ignored:
                 raise self.fail(at, f"key {key!r} is not allowed here; allowed: {', '.join(sorted(allowed))}")
         for key in required:
             if key not in value:
@@ -127,7 +145,7 @@ class _Checker:
             raise self.fail(at, "Jinja is not allowed here (only {{ doc('name') }} in a description)")
 
     def config(self, value: Any, at: str) -> None:
-        for key, item in self.mapping(value, at, set(CONFIG_KEYS)).items():
+        for key, item in self.mapping(value, at, set(value) if isinstance(value, dict) else set()).items():
             try:
                 check_config(key, item)
             except CandidateRejected as error:
@@ -141,7 +159,9 @@ def check_project_file(text: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(name, vars, models block) of dbt_project.yml, after checking every key."""
     document = load_yaml(PROJECT_FILE, text)
     check = _Checker(PROJECT_FILE, frozenset())
-    check.mapping(document, "", _PROJECT_KEYS | set(_DEFAULT_PATHS), required=("name",))
+    check.mapping(
+        document, "", _PROJECT_KEYS | set(_DEFAULT_PATHS), required=("name",), ignored=IGNORED["project"]
+    )
     name = check.identifier(document["name"], "name")
     if document.get("config-version", 2) != 2:
         raise check.fail("config-version", "only config-version 2 is supported")
@@ -154,14 +174,23 @@ def check_project_file(text: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     variables = document.get("vars") or {}
     check.mapping(variables, "vars", set(variables))
     for key, value in variables.items():
-        check.identifier(key, f"vars.{key}")
+        if not isinstance(key, str) or not _VAR.fullmatch(key):
+            raise check.fail(
+                f"vars.{key}", f"{key!r} must be a name (letters, digits, _, and ':' for a package's)"
+            )
         scalars = value if isinstance(value, list) else [value]
         if not all(v is None or isinstance(v, (str, int, float, bool)) for v in scalars):
             raise check.fail(f"vars.{key}", "a var is a scalar or a list of scalars")
         for item in scalars:
             check.text(item, f"vars.{key}")
     models = document.get("models") or {}
-    check.mapping(models, "models", {name})
+    check.mapping(models, "models", set(models))  # other keys: every project's configs (+x) or a package's
+    for key, value in models.items():
+        if isinstance(key, str) and key.startswith("+"):
+            try:
+                check_config(key[1:], value)
+            except CandidateRejected as error:
+                raise check.fail(f"models.{key}", str(error)) from None
     _check_model_configs(check, models.get(name) or {}, f"models.{name}")
     return name, variables, models
 
@@ -210,7 +239,7 @@ def check_properties(path: str, text: str, models: frozenset[str], docs: frozens
     if document is None:
         return found
     check = _Checker(path, docs)
-    check.mapping(document, "", {"version", "models", "sources"})
+    check.mapping(document, "", {"version", "models", "sources"}, ignored=IGNORED["file"])
     if document.get("version", 2) != 2:
         raise check.fail("version", "only version 2 property files are supported")
     for index, model in enumerate(check.items(document.get("models") or [], "models")):
@@ -220,10 +249,11 @@ def check_properties(path: str, text: str, models: frozenset[str], docs: frozens
             at,
             {"name", "description", "config", "columns", "tests", "data_tests", "docs", "tags"},
             ("name",),
+            IGNORED["model"],
         )
         name = check.identifier(model["name"], f"{at}.name")
-        if name not in models:
-            raise check.fail(f"{at}.name", f"describes model {name!r}, which the project does not have")
+        if name not in models:  # a seed's or a disabled model's properties (dbt warns): nothing to run
+            continue
         if name in found.models:
             raise check.fail(f"{at}.name", f"model {name!r} is described twice")
         found.models.add(name)
@@ -238,14 +268,17 @@ def check_properties(path: str, text: str, models: frozenset[str], docs: frozens
         )
     for index, source in enumerate(check.items(document.get("sources") or [], "sources")):
         at = f"sources[{index}]"
-        check.mapping(source, at, {"name", "description", "tables", "tags"}, ("name", "tables"))
+        check.mapping(
+            source, at, {"name", "description", "tables", "tags"}, ("name", "tables"), IGNORED["source"]
+        )
         source_name = check.identifier(source["name"], f"{at}.name")
         check.text(source.get("description"), f"{at}.description", description=True)
         for number, table in enumerate(check.items(source["tables"], f"{at}.tables")):
             where = f"{at}.tables[{number}]"
             check.mapping(
-                table, where, {"name", "description", "columns", "tests", "data_tests", "tags"}, ("name",)
-            )
+                table, where, {"name", "description", "columns", "tests", "data_tests", "tags"}, ("name",),
+                IGNORED["table"],
+            )  # fmt: skip
             table_name = check.identifier(table["name"], f"{where}.name")
             found.sources.add((source_name, table_name))
             check.text(table.get("description"), f"{where}.description", description=True)
@@ -300,6 +333,7 @@ def _check_columns(check: _Checker, columns: Any, at: str, found: _Properties) -
             where,
             {"name", "description", "data_type", "tests", "data_tests", "quote", "tags"},
             ("name",),
+            IGNORED["column"],
         )
         check.identifier(column["name"], f"{where}.name")
         check.text(column.get("description"), f"{where}.description", description=True)
@@ -328,8 +362,9 @@ def _check_tests(check: _Checker, entry: dict, at: str, found: _Properties) -> l
                 body = body or {}
             else:
                 raise check.fail(where, "a test is a name or a one-key mapping {name: {arguments}}")
-            if name not in GENERIC_TESTS:
-                raise check.fail(where, f"test {name!r} is not allowed; allowed: {', '.join(GENERIC_TESTS)}")
+            config = body.get("config") if isinstance(body, dict) else None
+            if name not in GENERIC_TESTS or (isinstance(config, dict) and set(config) - {"severity"}):
+                continue  # a package's or the project's own test, or one with a where/limit: not run, not scored
             kept.append(_check_test_body(check, name, body, where, found))
     return kept
 
@@ -385,6 +420,23 @@ def _check_accepted_values(check: _Checker, arguments: dict[str, Any], at: str) 
             raise check.fail(f"{at}.values", f"{value!r}: with quote: false, accepted values are numbers")
 
 
+def _without(entry: Mapping[str, Any], targets: set[str]) -> dict[str, Any]:
+    """A run-form entry without its relationships tests to `targets`."""
+
+    def keep(test: Any) -> bool:
+        body = test.get("relationships") if isinstance(test, dict) else None
+        return not (isinstance(body, dict) and (body.get("arguments") or {}).get("to") in targets)
+
+    kept = dict(entry)
+    if "data_tests" in kept:
+        kept["data_tests"] = [t for t in kept["data_tests"] if keep(t)]
+    if "columns" in kept:
+        kept["columns"] = [
+            {**c, "data_tests": [t for t in c["data_tests"] if keep(t)]} for c in kept["columns"]
+        ]
+    return kept
+
+
 def check_yaml(project: DbtProject) -> ProjectYaml:
     """Check dbt_project.yml and every models/**/*.yml; what they declare, or `CandidateRejected` on the first
     problem, naming the file and the key."""
@@ -411,13 +463,16 @@ def check_yaml(project: DbtProject) -> ProjectYaml:
         found.run_models.update(properties.run_models)
         for source, tables in properties.run_sources.items():
             found.run_sources.setdefault(source, []).extend(tables)
+    dropped = set()
     for path, target in targets:
         match = _RELATION.fullmatch(target)
         assert match is not None  # checked above
         if match.group("model") and match.group("model") not in models:
-            raise CandidateRejected(f"{path}: relationships test to {target} names no model of the project")
+            dropped.add(target)  # to a seed (or a model not in the program): not run
         if match.group("source") and (match.group("source"), match.group("table")) not in sources:
             raise CandidateRejected(f"{path}: relationships test to {target} names an undeclared source")
+    if dropped:
+        found.run_models.update({m: _without(e, dropped) for m, e in found.run_models.items()})
     return ProjectYaml(
         name=name,
         variables=MappingProxyType(dict(variables)),

@@ -242,6 +242,17 @@ _DATE: dict[str, Arity] = {
     "DAYOFMONTH": (1, 1),
     "DAY_OF_MONTH": (1, 1),
     "DAYOFWEEK": (1, 1),
+    # what real dbt projects use (issue 39); AGE only with two arguments (one reads the clock)
+    "DAYOFWEEK_ISO": (1, 1),
+    "ISODOW": (1, 1),
+    "ISOYEAR": (1, 1),
+    "AGE": (2, 2),
+    "TO_SECONDS": (1, 1),
+    "TO_MINUTES": (1, 1),
+    "TO_HOURS": (1, 1),
+    "TO_WEEKS": (1, 1),
+    "TO_MONTHS": (1, 1),
+    "TO_YEARS": (1, 1),
     "DAY_OF_WEEK": (1, 1),
     "DAYOFYEAR": (1, 1),
     "DAY_OF_YEAR": (1, 1),
@@ -319,6 +330,8 @@ _COLLECTIONS: dict[str, Arity] = {
     "LIST_DISTANCE": (2, 2),
     "ARRAY_DISTANCE": (2, 2),
     "GENERATE_SERIES_LIST": _ANY,
+    "GENERATE_SERIES": (1, 3),  # a list (or, in FROM, rows: `validator.PURE_TABLE_FUNCTIONS`)
+    "RANGE": (1, 3),
     # structs / maps
     "STRUCT": _ANY,
     "STRUCT_PACK": (1, None),

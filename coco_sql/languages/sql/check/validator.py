@@ -257,6 +257,10 @@ def parse_program(source: str, spec: ValidationSpec) -> exp.Query:
 # ------------------------------------------------------------------------------------------------ tables
 
 
+PURE_TABLE_FUNCTIONS = frozenset({"GENERATE_SERIES", "RANGE"})
+"""Table functions that compute their rows from their arguments alone (a date spine's numbers): allowed in FROM."""
+
+
 def check_tables(tree: exp.Query, spec: ValidationSpec, table_functions: Iterable[str] = ()) -> None:
     """Only ``spec.relation`` (unqualified) and the query's CTEs may be read (check 5).
 
@@ -264,7 +268,7 @@ def check_tables(tree: exp.Query, spec: ValidationSpec, table_functions: Iterabl
     require that every Table node was seen by the traversal, so a table in a position scopes do not model is
     rejected rather than silently skipped.
     """
-    allowed_functions = {name.upper() for name in table_functions}
+    allowed_functions = {name.upper() for name in table_functions} | PURE_TABLE_FUNCTIONS
     relations = {spec.relation.lower(), *spec.references}
     readable = " and ".join(repr(name) for name in (spec.relation, *spec.references))
     only = (

@@ -1,0 +1,3 @@
+{% macro log_value(v) %}
+    {{ log("Entered value is: " ~ v) }}
+{% endmacro %}

@@ -1,0 +1,3 @@
+{% macro select_distinct() %}
+    SELECT DISTINCT 
+{% endmacro %}

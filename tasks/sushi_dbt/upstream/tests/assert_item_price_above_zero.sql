@@ -1,0 +1,3 @@
+select *
+from {{ ref('items') }}
+where price <= 0
