@@ -160,7 +160,7 @@ def grow_mrr(seeds: Path, rng: np.random.Generator, customers: int = 400) -> Non
         month = pd.Timestamp(2018, 1, 1) + pd.DateOffset(months=int(rng.integers(0, 30)))
         amount = int(rng.choice([25, 50, 75, 100]))
         count = int(rng.integers(1, 4))
-        for k in range(count):
+        for _k in range(count):
             end = month + pd.DateOffset(months=int(rng.integers(1, 13)))
             rows.append([next_id, customer, month.date().isoformat(), end.date().isoformat(), amount])
             next_id += 1
