@@ -229,6 +229,11 @@ class ChildProcess:
     def alive(self) -> bool:
         return self.process.reaped() is None
 
+    def cpu_seconds(self) -> float | None:
+        """The CPU time (user and system) the child has spent so far, from the kernel's own count
+        (`/proc/PID/stat`); None where there is no /proc or the child is gone."""
+        return process_cpu_seconds(self.pid)
+
     def how_it_ended(self) -> str:
         code = self._reap(timeout_s=5.0)
         if code is None:
@@ -268,3 +273,13 @@ class ChildProcess:
             if until is not None and time.monotonic() >= until:
                 return None
             time.sleep(0.01)
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """utime + stime of process `pid` in seconds (fields 14 and 15 of `/proc/PID/stat`, after the command name,
+    which may itself hold spaces and parentheses); None without /proc or once the process is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -10,9 +10,12 @@ What it guarantees, and how (each claim has a test in tests/test_sandbox.py):
   at three quarters of it); a query past it fails with EvaluationMemoryError, and the worker is replaced (so a
   query's outcome never depends on what an earlier one left fragmented). A worker that dies of it is reported
   the same way.
-- **A hard deadline.** The worker interrupts its own query at the deadline (the cheap path: it stays alive). If
-  no answer comes `kill_grace_s` later (a long scalar call, a Python UDF, a stuck allocation), the worker is
-  killed with SIGKILL and restarted on the next call; the caller gets EvaluationTimeout either way.
+- **A hard deadline, in CPU time.** The worker interrupts its own query once it has spent the deadline in CPU
+  (the cheap path: it stays alive). If it has spent `kill_grace_s` more CPU without answering (a long scalar
+  call the interrupt cannot stop, a Python UDF, a stuck allocation), the parent, which reads the worker's CPU
+  time from the kernel, kills it with SIGKILL, and it is restarted on the next call; the caller gets
+  EvaluationTimeout either way. Wall time only backs this up (`lockdown.WALL_FACTOR`), so the outcome of a query
+  does not depend on the machine's load.
 - **No credentials.** The worker's environment holds only what Python and the BLAS need; AI calls are answered
   by the parent's AI runtime through the pipe, so keys, caches and the cost ledger never enter the worker.
 - **Plain data back.** What the worker sends is parsed as hostile data (`messages.SQL_WORKER`: JSON frames,
@@ -30,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -50,6 +53,7 @@ from coco_sql.wire import WireError
 # bound holds what the query uses (VmData 254 MB at rest), and the worker need not import pandas (0.6 s of CPU
 # per start; a suite run starts about a thousand workers).
 WORKER_SETTINGS = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+CPU_POLL_S = 0.1  # how often the parent reads a busy worker's CPU time (the kill's resolution)
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
@@ -106,6 +110,21 @@ class Sandbox(SupervisedSandbox):
         self._ai = AiServer(ai)
         self._supervisor = Supervisor(self._start_worker)
 
+    def _answer(self, worker: ChildProcess, cpu_s: float, hard_stop: float) -> dict[str, Any] | None:
+        """The worker's answer, or None once it has spent `cpu_s` seconds of CPU on the query without one (the
+        kernel's count, polled every CPU_POLL_S) or `hard_stop` (time.monotonic) passes."""
+        started = worker.cpu_seconds()
+        while True:
+            now = time.monotonic()
+            if now >= hard_stop:
+                return None
+            message = receive_answer(worker, min(hard_stop, now + CPU_POLL_S), self._ai)
+            if message is not None:
+                return message
+            spent = worker.cpu_seconds()
+            if started is not None and spent is not None and spent - started > cpu_s:
+                return None
+
     def run(self, sql: str, deadline_s: float, on_timeout: Callable[[], None] | None = None) -> QueryResult:
         """`on_timeout` runs at the deadline: the AI functions' cancel flag is set there, so that an AI call the
         query is waiting for stops too."""
@@ -126,7 +145,7 @@ class Sandbox(SupervisedSandbox):
             timer.start()
             try:
                 worker.send({"type": "run", "sql": sql, "deadline_s": deadline_s})
-                message = receive_answer(worker, hard_stop, self._ai)
+                message = self._answer(worker, deadline_s + self.limits.kill_grace_s, hard_stop)
                 if message is None:  # no answer within the grace period: stop it for good
                     self._supervisor.discard(kill=True)
                     raise _over_time(deadline_s, "killed")
