@@ -23,7 +23,7 @@ from coco_sql.store import (
     SplitEvaluation,
     program_id_for,
 )
-from coco_sql.store.records import AgentTurn, Primitive, PrimitiveTrial
+from coco_sql.store.records import AgentTurn, LabelError, Primitive, PrimitiveTrial
 
 SPLITS = {
     "train": [f"t{k}" for k in range(8)],
@@ -115,9 +115,19 @@ def batches(run_id: int, iterations: int, seed: int) -> list[IterationBatch]:
             iterations,
             finish_run=True,
             events=(Event(iterations, "run_finished", None, {"done": True}),),
+            label_errors=_label_errors(run_id),
         )
     )
     return out
+
+
+def _label_errors(run_id: int) -> tuple[LabelError, ...]:
+    """Training rows flagged at the run's end (run 2: one; a text that is absent, a share below one)."""
+    rows = SPLITS["train"][run_id : run_id + (3 if run_id == 1 else 1)]
+    return tuple(
+        LabelError(iid, f"text of {iid}" if k else "", f'"{iid}"', '"other"', 0.75 + 0.125 * k, 5 - k)
+        for k, iid in enumerate(rows)
+    )
 
 
 def _run(run_id: int, budget: int, seed: int) -> RunRecord:

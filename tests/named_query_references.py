@@ -416,6 +416,18 @@ def split_rows(t: Tables, p: dict) -> Rows:
     return _records(e.sort_values("instance_id"), ["instance_id", "score", "output", "expected", "error"])
 
 
+def label_errors(t: Tables, p: dict) -> Rows:
+    """The run's flagged rows, each with what the program answered on it in training (None where it has no row)."""
+    flagged = t["label_errors"]
+    flagged = flagged[flagged.run_id == p["run_id"]].sort_values("instance_id")
+    e = t["evaluations"]
+    answered = e[(e.run_id == p["run_id"]) & (e.program_id == p["program_id"]) & (e.split == "train")]
+    answers = dict(zip(answered.instance_id, answered.output, strict=True))
+    return [{**{c: _v(r[c]) for c in ["instance_id", "text", "label", "neighbours_label", "neighbour_share",
+                                       "programs"]}, "answer": _v(answers.get(r.instance_id))}
+            for _, r in flagged.iterrows()]  # fmt: skip
+
+
 Reference = Callable[[Tables, dict], Rows]
 REFERENCES: dict[str, dict[str, Reference]] = {
     "history": {name: globals()[name] for name in (
@@ -426,5 +438,6 @@ REFERENCES: dict[str, dict[str, Reference]] = {
     "report": {"run_overview": run_overview, "leaderboard": leaderboard, "lineage": report_lineage,
                "row_solvers": row_solvers, "cost_phases": cost_phases, "cost_agents": cost_agents,
                "run_spend": run_spend, "deploy_costs": deploy_costs, "deploy_cost_models": deploy_cost_models,
-               "cost_splits": cost_splits, "cost_iterations": cost_iterations, "split_rows": split_rows},
+               "cost_splits": cost_splits, "cost_iterations": cost_iterations, "split_rows": split_rows,
+               "label_errors": label_errors},
 }  # fmt: skip
