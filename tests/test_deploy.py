@@ -48,7 +48,10 @@ from coco_sql.errors import StoreError
 from coco_sql.store.schema import schema_expressions, schema_statements
 
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
-DISTRIBUTIONS = {"snowflake": "snowflake-snowpark-python"}  # import name -> distribution, where they differ
+DISTRIBUTIONS = {
+    "snowflake": "snowflake-snowpark-python",
+    "yaml": "pyyaml",
+}  # import name -> distribution, where they differ
 DUCKDB_DDL = [
     e
     for f in ("schema.sql", "views.sql")
