@@ -34,6 +34,7 @@ def hidden(task) -> tuple[set[str], set[str]]:
     return ids, texts
 
 
+@pytest.mark.slow
 def test_query_sees_exactly_the_training_rows(goemotions_env) -> None:
     task, env = goemotions_env
     train = task.split("train")

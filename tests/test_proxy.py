@@ -108,6 +108,7 @@ def test_the_proxy_edit_guards_the_call_and_predicts_training_rows_out_of_fold(p
         evaluator.close()
 
 
+@pytest.mark.slow
 def test_an_exported_program_that_reads_examples_ships_them_as_a_table(pack, tmp_path: Path) -> None:
     query = sqlglot.parse_one(SEED, read="snowflake")
     where = plan(query, 0, "snowflake")
@@ -191,6 +192,7 @@ def cheaper_child(pack) -> str:
     return SEED.replace("AI_CLASSIFY(", guard + "AI_CLASSIFY(").replace(":labels[0]", " END:labels[0]")
 
 
+@pytest.mark.slow
 def test_a_cheaper_program_that_scores_as_well_is_named_next_to_the_champion(pack, tmp_path: Path) -> None:
     child = cheaper_child(pack)
     (pack.root / "seed.sql").write_text(SEED, encoding="utf-8")

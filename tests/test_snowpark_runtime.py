@@ -50,6 +50,7 @@ def _compare(session: Session, db: Path) -> tuple[SnowparkStore, DuckDBStore]:
         return remote, local
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("pack", "rows", "budget"), [("lockpicking6", 0, 2), ("tsp_construct", 6, 2)])
 def test_an_offline_run_in_a_procedure_equals_the_run_on_duckdb(
     tmp_path: Path, pack: str, rows: int, budget: int
@@ -65,6 +66,7 @@ def test_an_offline_run_in_a_procedure_equals_the_run_on_duckdb(
         _compare(session, db)
 
 
+@pytest.mark.slow
 def test_an_ai_run_in_a_procedure_bills_what_the_run_on_duckdb_bills(tmp_path: Path) -> None:
     """hotpotqa_type's AI_CLASSIFY pipeline: the same programs, and the same AI_CLASSIFY calls and tokens in
     every split (train, val, test, the mutator's drafts), metered in the candidates' queries instead of by
