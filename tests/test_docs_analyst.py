@@ -22,7 +22,6 @@ REPO = Path(__file__).resolve().parents[1]
 PAGE = DOCS / "analyst.md"
 
 
-@pytest.mark.slow
 def test_the_analyst_page_runs_word_for_word(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
