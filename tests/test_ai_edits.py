@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import sqlglot
 
 from coco_sql.engine import iteration_rng
@@ -99,6 +100,7 @@ def test_edits_cover_few_shot_descriptions_mode_and_guards() -> None:
     assert read_spec(classify_calls(few)[0]).example_inputs == {"sure", "no way"}
 
 
+@pytest.mark.slow
 def test_offline_mutator_improves_a_real_ai_pipeline(tmp_path: Path) -> None:
     task = load_task(small_goemotions(tmp_path, pool_rows=90, test_rows=10))
     evaluator = Evaluator(task)

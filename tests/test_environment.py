@@ -48,15 +48,20 @@ def test_query_sees_exactly_the_training_rows(goemotions_env) -> None:
     assert env.query("SELECT COUNT(*) FROM input")["rows"] == [[len(train.expected)]]
 
 
-def test_query_refuses_writes_and_other_sources(goemotions_env) -> None:
-    _, env = goemotions_env
-    for sql in (
-        "DROP TABLE input",
-        "SELECT 1; SELECT 2",
-        "SELECT * FROM read_csv('tasks/goemotions/data/test.csv')",
-    ):
-        with pytest.raises(EvaluationError):
-            env.query(sql)
+def test_query_refuses_writes_and_other_sources() -> None:
+    """On a task without AI functions (lockpicking6): its sandbox starts without embedding a training row."""
+    evaluator = Evaluator(load_task("lockpicking6"))
+    env = DraftEnvironment(evaluator)
+    try:
+        for sql in (
+            "DROP TABLE input",
+            "SELECT 1; SELECT 2",
+            "SELECT * FROM read_csv('tasks/goemotions/data/test.csv')",
+        ):
+            with pytest.raises(EvaluationError):
+                env.query(sql)
+    finally:
+        evaluator.close()
 
 
 def test_show_draft_shows_at_most_ten_training_rows_failures_first() -> None:
@@ -150,6 +155,8 @@ def test_a_warehouse_probe_reads_only_the_training_rows(both_engines) -> None:
         "SELECT * FROM input JOIN main.task_rows ON TRUE",
         "DROP TABLE input",
     ):
-        with pytest.raises(EvaluationError, match=r"may read only (example_vectors, )?examples, input|one SELECT"):
+        with pytest.raises(
+            EvaluationError, match=r"may read only (example_vectors, )?examples, input|one SELECT"
+        ):
             remote.probe(sql)
     assert local.labels_sql() is not None and remote.labels_sql() is None
