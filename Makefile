@@ -6,7 +6,7 @@ BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 LLM    := $(VENV)/.installed-local-llm
 
-.PHONY: demo test test-fast test-quick lint docs bench clean chromium stored-procs
+.PHONY: demo test test-all test-fast lint docs bench clean chromium stored-procs
 
 # The package alone, with the pip the venv comes with: all `make demo` needs. The dev tools (pytest, ruff, and
 # Snowpark for the procedures' tests, the largest download) come on top for `make test`.
@@ -63,13 +63,15 @@ chromium:
 # repeats an order, -p no:randomly runs them as written); PYTEST_ARGS adds flags (.ci/run: --durations=30).
 WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
-test: $(STAMP) $(LLM) chromium lint  ## lint, then the whole test suite (what CI runs)
+# The suite CI runs leaves out the end-to-end runs marked slow (each over ~10 s on 2 cores; 2 x 10 minutes of
+# them in all): `make test-all` runs every test.
+test: $(STAMP) $(LLM) chromium lint  ## lint, then the suite (what CI runs; without the tests marked slow)
+	$(PYTEST) -m "not slow"
+
+test-all: $(STAMP) $(LLM) chromium lint  ## lint, then every test, the slow end-to-end runs included
 	$(PYTEST)
 
 test-fast: $(STAMP) lint  ## lint and the suite without llama.cpp (its tests skip, saying so)
-	$(PYTEST)
-
-test-quick: $(STAMP) lint  ## lint and the suite without the tests marked slow
 	$(PYTEST) -m "not slow"
 
 bench: $(STAMP)  ## the benchmark scripts whose numbers are quoted in docs/benchmarks.md

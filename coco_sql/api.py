@@ -111,16 +111,11 @@ def evolve(
     given = {**as_object(options, "the run options"), "budget": budget}
     RunConfig.from_dict(given)  # a bad option is one line before the task is even read
     pack = _resolve_task(task, db)  # before the store is opened for writing: a bad task writes nothing
-    if isinstance(task, Path) or (
-        isinstance(task, str) and Path(task).is_dir()
-    ):  # found later where it was given
+    if isinstance(task, Path | str) and Path(task).is_dir():  # found again later where it was given
         given.setdefault("task_path", str(pack.root.resolve()))
-    config = RunConfig.from_dict(
-        {**pack.run_defaults, **given}
-    )  # the pack's [run] table, under what was given
-    for (
-        model
-    ) in config.model_names():  # the mutator's models have endpoints: checked before anything is written
+    # the pack's [run] table, under what was given; the mutator's models must have endpoints before any write
+    config = RunConfig.from_dict({**pack.run_defaults, **given})
+    for model in config.model_names():
         (ai or AiConfig.from_environment()).route(model)
     with _open(db) as store:
         return _loop(store, pack, ai, progress, language, mutator, policy).start(config)

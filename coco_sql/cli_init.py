@@ -32,7 +32,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "The task is registered in the store under a name, as `CALL coco_task` registers one; `evolve`, `eval`, "
         "`export` and `report` then name it.",
     )  # fmt: skip
-    kinds = init.add_subparsers(dest="init_kind", required=True, metavar="KIND", parser_class=parser_class())
+    kinds = init.add_subparsers(
+        dest="init_kind",
+        required=True,
+        metavar="KIND",
+        parser_class=parser_class(),
+        help="what to read: aifo or dbt",
+    )
     aifo = command(
         kinds, "aifo", "a Snowflake AI_FUNCTION_OPTIMIZATION specification (YAML) over a table of the store"
     )

@@ -185,6 +185,7 @@ def _planted_pack(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return root, markers
 
 
+@pytest.mark.slow
 def test_leakage_probe_nothing_the_search_shows_holds_a_held_out_answer(tmp_path: Path) -> None:
     root, markers = _planted_pack(tmp_path)
     shown: list[str] = []

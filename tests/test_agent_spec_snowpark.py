@@ -74,6 +74,7 @@ def train_scores(session: Session) -> dict[str, float]:
     return {r.program_id: float(r.score) for r in scores[scores["split"] == "train"].itertuples()}
 
 
+@pytest.mark.slow
 def test_the_training_score_rises_through_call_coco_evolve_inside_a_procedure(tmp_path: Path) -> None:
     small_dabstep(tmp_path, model=f"cortex:{MODEL}")
     with cortex_agent() as agent, strict_session() as (session, limits):

@@ -143,6 +143,7 @@ def test_no_hotpotqa_type_proposal_sets_multi(tmp_path: Path) -> None:
 
 
 # -- diversity on a real pipeline -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_seeds_propose_different_children_and_a_seed_repeats_itself(tmp_path: Path) -> None:
     task = load_task(small_pack(tmp_path, "goemotions", pool_rows=90))
     evaluator = Evaluator(task)
@@ -166,6 +167,7 @@ def test_seeds_propose_different_children_and_a_seed_repeats_itself(tmp_path: Pa
 
 
 # -- the 8 KB warning -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("examples, warned", [(3, False), (120, True)])
 def test_a_champion_over_8_kb_is_warned_about(tmp_path: Path, examples: int, warned: bool) -> None:
     pack = small_pack(tmp_path, "hotpotqa_type", pool_rows=30)

@@ -39,6 +39,7 @@ def completion_pack(root: Path) -> Path:
     )
 
 
+@pytest.mark.slow
 def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(tmp_path: Path) -> None:
     task = load_task(small_goemotions(tmp_path))
     db = tmp_path / "ai.duckdb"
@@ -188,6 +189,7 @@ def test_an_evaluation_past_its_deadline_stops_inside_the_ai_calls(tmp_path: Pat
     assert elapsed < 4.0, elapsed
 
 
+@pytest.mark.slow
 def test_the_command_line_routes_ai_classify_to_an_endpoint_model(tmp_path: Path) -> None:
     pack = small_goemotions(tmp_path, pool_rows=30, test_rows=5)
     with FakeEndpoint() as fake:

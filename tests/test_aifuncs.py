@@ -178,6 +178,7 @@ def test_a_warm_cache_makes_no_provider_call_and_survives_a_new_runtime(embedded
     )  # the 4 rows, billed from the cache
 
 
+@pytest.mark.slow
 def test_a_cold_embedding_of_many_texts_reports_its_progress_per_chunk(embedded) -> None:
     """More texts than one embedding call takes: embedded chunk by chunk, each chunk reported, the result the
     same as one text at a time."""

@@ -181,6 +181,7 @@ def test_the_seed_is_timed_once_its_ai_calls_are_cached(tmp_path: Path) -> None:
 
 
 # -- 5. a failed start keeps its embeddings, and says what to do ----------------------------------------------
+@pytest.mark.slow
 def test_a_failed_start_keeps_its_embeddings_and_the_next_start_is_warm(tmp_path: Path) -> None:
     db = tmp_path / "retry.duckdb"
     con = coco_sql.connect(db)
@@ -279,6 +280,7 @@ def test_a_start_that_fails_after_it_reported_ends_failed(tmp_path: Path) -> Non
 
 
 # -- 8, 9, 10, 11. the AI run: its export runs, coco_eval is warm, findings, warnings ------------------------
+@pytest.mark.slow
 def test_the_exported_ai_view_runs_on_any_coco_sql_connection_and_answers_the_evaluations(ai_run) -> None:
     db, summary = ai_run
     first = coco_sql.connect(db)

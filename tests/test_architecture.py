@@ -131,6 +131,7 @@ KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
                     ("dbt.validate", "ai_binding"), ("dbt.validate", "rejection"), ("dbt.validate", "validator")]},
     # `coco-sql demo-agent-server` serves the agent_spec kind's offline data agent: a kind's own commands next
     ("coco_sql.cli_demo", "coco_sql.languages.agent_spec.demo_model"): "a kind's CLI command: the kind's plug-in next",
+    ("coco_sql.cli_init", "coco_sql.languages.dbt.init_task"): "a kind's CLI command (init dbt): the kind's plug-in next",
     # the warehouse as candidate runner: one candidate runner API in engines/ next
     ("coco_sql.languages.agent_spec.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
     ("coco_sql.languages.dbt.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
@@ -161,6 +162,10 @@ ENGINE_EXEMPTIONS: dict[tuple[str, str], str] = {
     **{("coco_sql.cli_warehouse", f"coco_sql.engines.{t}"): "the CLI's Snowflake commands: an engine part next"
        for t in ("duckdb.store", "snowflake.procs.connection", "snowflake.procs.deploy", "snowflake.procs.mirror",
                  "snowflake.store")},
+    # Snowflake's AI_FUNCTION_OPTIMIZATION spec (read, and written back as CREATE AI FUNCTION / EXPERIMENT): the
+    # engine's knowledge, read by the SQL kind's spec task, its prompt-only baseline, its export and `init aifo`
+    **{(m, "coco_sql.engines.snowflake.aifo"): "Snowflake's AIFO spec: through the engine plug-in next"
+       for m in ("coco_sql.cli_init", "coco_sql.languages.sql.aifo", "coco_sql.languages.sql.export.ai_function")},
 }  # fmt: skip
 
 

@@ -47,6 +47,7 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.mark.slow
 def test_an_evolved_hotpotqa_champion_has_no_finding(hotpotqa_run: Path, tmp_path: Path) -> None:
     assert api.check_deploy(db=hotpotqa_run) == []
     done = run_cli("check-deploy", "--db", hotpotqa_run, cwd=tmp_path)

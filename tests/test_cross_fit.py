@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import pytest
 import sqlglot
 from pack_copies import small_pack
 
@@ -41,6 +42,7 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+@pytest.mark.slow
 def test_an_all_examples_program_is_not_scored_on_its_own_examples(tmp_path: Path) -> None:
     pack_dir = small_pack(tmp_path, "hotpotqa_type", pool_rows=150)
     code = all_examples_program(pack_dir)
@@ -77,6 +79,7 @@ def test_a_program_without_examples_keeps_its_own_training_outcome(tmp_path: Pat
     assert stored == own.score
 
 
+@pytest.mark.slow
 def test_a_proxy_program_with_examples_is_cross_fitted_too(tmp_path: Path) -> None:
     """The proxy's CTEs do not survive the mutator's DuckDB round trip; the variants keep them as written."""
     pack_dir = small_pack(tmp_path, "hotpotqa_type", pool_rows=150)

@@ -78,6 +78,7 @@ def evaluator() -> Iterator[object]:
     judge.close()
 
 
+@pytest.mark.slow
 def test_seed_under_half_and_solution_whole_on_training_keys(evaluator) -> None:  # type: ignore[no-untyped-def]
     seed = evaluator.evaluate(evaluator.task.seed_program, "train")
     solution = evaluator.evaluate(DbtProject.from_dir(JAFFLE / "solution").to_text(), "train")
@@ -121,6 +122,7 @@ def test_the_evidence_points_at_the_unit_and_its_edit_gains(evaluator) -> None: 
     assert best > seed.score + 0.1
 
 
+@pytest.mark.slow
 def test_the_exported_project_runs_with_plain_dbt_build(tmp_path: Path) -> None:
     from coco_sql.languages.dbt.export import export_text, write_export
 

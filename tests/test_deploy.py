@@ -48,7 +48,10 @@ from coco_sql.errors import StoreError
 from coco_sql.store.schema import schema_expressions, schema_statements
 
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
-DISTRIBUTIONS = {"snowflake": "snowflake-snowpark-python"}  # import name -> distribution, where they differ
+DISTRIBUTIONS = {
+    "snowflake": "snowflake-snowpark-python",
+    "yaml": "pyyaml",
+}  # import name -> distribution, where they differ
 DUCKDB_DDL = [
     e
     for f in ("schema.sql", "views.sql")
@@ -426,6 +429,7 @@ def test_the_zip_holds_the_package_its_sql_and_the_pinned_pure_sqlglot(
     assert again.read_bytes() == package_zip.read_bytes()  # reproducible
 
 
+@pytest.mark.slow
 def test_the_handlers_import_from_the_zip_alone(package_zip: Path, tmp_path: Path) -> None:
     found = run_isolated(ZIP_PROBE, package_zip, SITE_PACKAGES, cwd=tmp_path)
     assert found["coco_sql"] == f"{package_zip}/coco_sql/__init__.py"

@@ -114,6 +114,7 @@ def champion_id(db: Path) -> str:
 # ----------------------------------------------------------------------------------------------- deploy cost
 
 
+@pytest.mark.slow
 def test_each_programs_deploy_cost_is_its_validation_calls_and_tokens_over_its_rows(
     priced: Path, limit: float, seed_cost: DeployCost
 ) -> None:
@@ -284,6 +285,7 @@ def test_a_dollar_limit_without_prices_is_one_line_before_anything_is_written(
     assert not (tmp_path / "bad.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_a_resumed_run_under_max_cost_equals_an_uninterrupted_one(
     pack: Path, seed_cost: DeployCost, tmp_path: Path
 ) -> None:

@@ -125,6 +125,7 @@ def test_the_train_sandbox_holds_only_train_rows(lockpicking6: TaskPack) -> None
         ev.close()
 
 
+@pytest.mark.slow
 def test_goemotions_train_sandbox_cannot_see_test_or_val_ids() -> None:
     task = load_task("goemotions")
     train, val, test = (set(task.split(s).ids) for s in ("train", "val", "test"))

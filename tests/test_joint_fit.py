@@ -3,6 +3,7 @@ stagnation move on the real lockpicking6 pack (real DuckDB, real sqlglot, real H
 
 from __future__ import annotations
 
+import pytest
 import sqlglot
 from sqlglot import exp
 
@@ -111,6 +112,7 @@ def _stagnant_context(root: ProgramView) -> ContextBundle:
     return ContextBundle(ledger=notes, root=root)
 
 
+@pytest.mark.slow
 def test_joint_fit_recovers_all_lockpicking_rules_from_a_stalled_parent() -> None:
     """A parent with surrogate guards (a stalled greedy search) gets refit to every training row exactly, and the
     fitted rules generalise to the 2,000 held-out codes (test score read by the test, never by the mutator)."""

@@ -50,6 +50,7 @@ def lockpicking():
     return load_task("lockpicking6")
 
 
+@pytest.mark.slow
 def test_same_seed_same_run_and_other_seed_differs(tmp_path: Path, lockpicking) -> None:
     config = RunConfig(seed=5, budget=4, mutator_settings={"max_drafts": 6})
     for name in ("a", "b"):
@@ -70,6 +71,7 @@ def test_same_seed_same_run_and_other_seed_differs(tmp_path: Path, lockpicking) 
         assert con_a.execute(curated).fetchall() != con_c.execute(curated).fetchall()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_iteration_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
     args = ("--budget", "4", "--seed", "3", "--max-drafts", "8", "--json")
     whole, killed = tmp_path / "whole.duckdb", tmp_path / "killed.duckdb"

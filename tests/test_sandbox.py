@@ -67,6 +67,7 @@ def test_a_multi_gb_value_is_a_clear_memory_error_within_the_deadline(box: Sandb
     assert box.run("SELECT count(*) FROM input", 10.0).rows == [(200,)]
 
 
+@pytest.mark.slow
 def test_a_scalar_call_the_interrupt_cannot_stop_is_killed_in_time(box: Sandbox) -> None:
     """One regexp_replace over a 100 MB string runs about 10 s of CPU in one call, which DuckDB's interrupt cannot
     stop: the parent kills the worker once it has spent the deadline and the grace (2 s of CPU), well before."""

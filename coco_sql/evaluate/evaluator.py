@@ -188,6 +188,20 @@ class Evaluator:
         result, _ = self._execute(lambda on_timeout: sandbox.run(sql, deadline_s, on_timeout), deadline_s)
         return result
 
+    def program_columns(self, code: str, split: str, deadline_s: float) -> QueryResult:
+        """Every column a program's query selects on `split`'s rows, run where its programs run (a probe of the
+        program itself, accounted as a probe is). EvaluationError for a kind whose runner gives one output."""
+        if split not in self.splits:
+            raise ConfigError(
+                f"this evaluator may not read the {split!r} split (allowed: {', '.join(self.splits)})"
+            )
+        program = self.check(code)
+        select = getattr(self._runner(split), "select", None)
+        if select is None:
+            raise EvaluationError(f"a {self.language.name} program gives its output only")
+        result, _ = self._execute(lambda on_timeout: select(program, deadline_s, on_timeout), deadline_s)
+        return result
+
     def _execute(self, run: Callable[..., T], deadline_s: float) -> tuple[T, Usage | None]:
         """`run(on_timeout=...)` under a deadline; with AI functions, every call it makes is bound to that
         deadline and accounted in the returned Usage.

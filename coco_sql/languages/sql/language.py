@@ -16,10 +16,10 @@ from sqlglot import exp
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
-from coco_sql.languages.sql.linear_head import head_columns, head_tables
+from coco_sql.languages.sql.linear_head import embed_model, embedded_tables, head_columns, head_tables
 from coco_sql.languages.sql.macros import expand_program, has_macro_word
-from coco_sql.languages.sql.warehouse import WarehouseSqlRunner
-from coco_sql.sandbox.database import Sandbox
+from coco_sql.languages.sql.warehouse import WarehouseSqlRunner, warehouse_embed
+from coco_sql.sandbox.database import QueryResult, Sandbox
 from coco_sql.search.features import cell_of_counts
 from coco_sql.tasks.references import reference_columns, reference_tables
 
@@ -47,6 +47,11 @@ class SqlLanguage:
         )
         self._heads: dict[str, object] = {}  # the head table's rows by what they depend on (`linear_head`)
 
+    @property
+    def reference_tables(self) -> frozenset[str]:
+        """The tables a program may read beside `input` (`examples`, the head's tables)."""
+        return frozenset(self.spec.references)
+
     def validate(self, code: str) -> Program:
         """A program may carry its primitives as DuckDB scalar macros before its one query
         (`languages.sql.macros`): they are expanded inline first, and every check runs on the query as it
@@ -70,9 +75,16 @@ class SqlLanguage:
         return cell_of_counts(nodes, branches)
 
     def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner | WarehouseSqlRunner:
-        if self.engine is not None:  # the warehouse's own embedding model would need its own fit: not built
+        if self.engine is not None:  # the head fitted on the warehouse's own AI_EMBED vectors
+            heads = embedded_tables(
+                self.task, warehouse_embed(self.engine, embed_model(self.task.dialect)), self._heads
+            )
             return WarehouseSqlRunner(
-                self.engine, split, self.spec, self.task.contract.type, reference_tables(self.task)
+                self.engine,
+                split,
+                self.spec,
+                self.task.contract.type,
+                {**reference_tables(self.task), **heads},
             )
         tables = {**reference_tables(self.task), **head_tables(self.task, ai, self._heads)}
         return SqlRunner(Sandbox(split.inputs, ai=ai, tables=tables), self.task.contract.output)
@@ -94,6 +106,14 @@ class SqlRunner:
         wrapped = f'SELECT CAST(id AS VARCHAR) AS id, "{self._output}" AS output FROM ({program.runnable}) AS candidate'
         result = self.probe_sandbox.run(wrapped, deadline_s, on_timeout=on_timeout)
         return RunResult(result.rows, result.elapsed_ms)
+
+    def select(
+        self, program: Program, deadline_s: float, on_timeout: Callable[[], None] | None = None
+    ) -> QueryResult:
+        """Every column the program's query selects, on the split's rows (a proxy's confidence beside its
+        output: `reflect.environment.DraftEnvironment.program_columns`)."""
+        wrapped = f"SELECT * FROM ({program.runnable}) AS candidate"
+        return self.probe_sandbox.run(wrapped, deadline_s, on_timeout=on_timeout)
 
     def close(self) -> None:
         self.probe_sandbox.close()

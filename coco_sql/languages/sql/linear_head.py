@@ -266,9 +266,17 @@ def head_tables(task: TaskPack, ai: Any, memo: dict[str, Any]) -> dict[str, pd.D
     runtime = getattr(ai, "runtime", None)
     if runtime is None:
         return reference_rows(task, None)
+    return embedded_tables(task, runtime_embed(runtime, task.dialect), memo)
+
+
+def embedded_tables(task: TaskPack, embed: Embed, memo: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """`head_tables` with the vectors from `embed` (the embedded model's, or a warehouse's own AI_EMBED: the
+    head is fitted on the vectors the programs' AI_EMBED gives where they run), cached in `memo`."""
+    if not head_columns(task):
+        return {}
     key = digest(task, embed_model(task.dialect))
     if key not in memo:
-        memo[key] = reference_rows(task, runtime_embed(runtime, task.dialect))
+        memo[key] = reference_rows(task, embed)
     return dict(memo[key])
 
 
@@ -295,6 +303,7 @@ __all__ = [
     "LINEAR_HEAD",
     "digest",
     "embed_model",
+    "embedded_tables",
     "fit_head",
     "fold_of",
     "head_columns",

@@ -20,11 +20,14 @@ read the split's relations only (and its own CTEs): on a warehouse other tables 
 
 from __future__ import annotations
 
+import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pandas as pd
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -44,9 +47,8 @@ from coco_sql.sandbox.lockdown import QueryResult
 from coco_sql.store.base import CandidateEngine
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from coco_sql.languages.sql.check import ValidationSpec
+    from coco_sql.languages.sql.linear_head import Embed
     from coco_sql.tasks import Split
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -87,6 +89,21 @@ class WarehouseSqlRunner:
         result = run_metered(self._engine, wrapped.sql(dialect=self._engine.dialect), metered, deadline_s)
         outputs = [(str(row[0]), self._value(row[1])) for row in result.rows]
         return RunResult(outputs, result.elapsed_ms, usage=result.usage)
+
+    def select(
+        self, program: Program, deadline_s: float, on_timeout: Callable[[], None] | None = None
+    ) -> QueryResult:
+        """Every column the program's query selects, run as a program runs here (its own dialect, metered), not
+        as a probe's DuckDB text: `SqlRunner.select`."""
+        metered = self.metered(expand_program(program.source, self._spec.dialect) or program.source)
+        found = run_metered(
+            self._engine, metered.query.sql(dialect=self._engine.dialect), metered, deadline_s
+        )
+        keep = len(found.columns) - len(metered.columns)
+        return QueryResult(
+            found.columns[:keep], [row[:keep] for row in found.rows], found.elapsed_ms, found.types[:keep],
+            found.usage,
+        )  # fmt: skip
 
     def metered(self, source: str) -> Metered:
         """The candidate over the staged rows, in the engine's dialect, with its AI calls' meter (a DuckDB-dialect
@@ -165,6 +182,27 @@ class WarehouseQueries:
 
     def close(self) -> None:
         """The staged tables belong to the runner that made them."""
+
+
+def warehouse_embed(engine: CandidateEngine, model: str, deadline_s: float = 600.0) -> Embed:
+    """`linear_head.Embed` by the warehouse's own AI_EMBED (`model`, in the engine's dialect): the texts staged as
+    rows and embedded in one query, so that a head fitted on them reads the vectors the programs' AI_EMBED gives
+    there. Its calls are not accounted in any evaluation: the head is a property of the task, like `examples`."""
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        rows = pd.DataFrame({"pos": range(len(texts)), "text": [str(t) for t in texts]})
+        table = engine.stage_rows("head_texts", rows)
+        try:
+            call = exp.Anonymous(this="AI_EMBED", expressions=[exp.Literal.string(model), exp.column("text")])
+            sql = exp.select("pos", call.as_("v")).from_(table).order_by("pos").sql(dialect=engine.dialect)
+            found = engine.query(sql, deadline_s)
+        finally:
+            engine.drop_staged(table)
+        return np.asarray(
+            [json.loads(v) if isinstance(v, str) else list(v) for _, v in found.rows], np.float32
+        )
+
+    return embed
 
 
 def _check_relations(tree: exp.Query, allowed: set[str]) -> None:

@@ -57,6 +57,7 @@ PINS: dict[str, str] = {  # distribution -> the version the test suite ran with
     "pyarrow": "26.0.1",
     "duckdb": "2.0.1",
     "jinja2": "3.1.6",
+    "pyyaml": "6.0.4",  # bounded YAML reads (agent specs, dbt project files)
 }
 PACKAGES = tuple(f"{name}=={version}" for name, version in PINS.items())
 VENDORED = "sqlglot"

@@ -9,6 +9,7 @@ itself, so this copy only ranks genes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,9 +24,14 @@ from coco_sql.tasks.references import EXAMPLES
 
 def linear_column(query: exp.Expression, index: int, env: DraftEnvironment) -> str | None:
     """The text input column AI_CLASSIFY call `index` classifies, when it is one bare column with a head (the
-    task enables AI_EMBED and has a categorical contract), else None."""
+    task enables AI_EMBED and has a categorical contract, and its programs run where the head's tables are),
+    else None."""
     calls = classify_calls(query)
-    if index >= len(calls) or "AI_EMBED" not in env.allowed_functions:
+    if (
+        index >= len(calls)
+        or "AI_EMBED" not in env.allowed_functions
+        or LINEAR_HEAD not in env.reference_tables
+    ):
         return None
     call = calls[index]
     argument = call.this if isinstance(call, exp.AIClassify) else call.expressions[0]
@@ -61,6 +67,9 @@ def linear_probabilities(
     models: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for fold in sorted({int(f) for f, _, _, _ in table}):
         members = [(index[str(label)], b, w) for f, label, b, w in table if int(f) == fold]
+        members = [
+            (j, b, json.loads(w) if isinstance(w, str) else w) for j, b, w in members
+        ]  # a warehouse's ARRAY
         weights = np.zeros((len(next(iter(members))[2]), len(names)))
         bias = np.full(len(names), -np.inf)
         for j, b, w in members:

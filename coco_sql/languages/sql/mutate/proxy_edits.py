@@ -173,24 +173,25 @@ def with_proxy(
 def predictions(
     env: DraftEnvironment, plan: ProxyPlan, ctes: str
 ) -> dict[str, tuple[tuple[str, ...], float]] | None:
-    """The proxy's labels and confidence on every training row (out of fold), or None when it cannot run."""
+    """The proxy's labels and confidence on every training row (out of fold), or None when it cannot run. The
+    proxy runs as a program does (`DraftEnvironment.program_columns`): in a warehouse, in its own dialect."""
     output = env.output_column
     code = (
         f"{ctes}\nSELECT input.id, {PROXY}.proxy_labels AS {output}, {PROXY}.proxy_confidence AS proxy_confidence"
         f"\nFROM input LEFT JOIN {PROXY} ON {PROXY}.id = input.id"
     )
     try:
-        runnable = env.runnable(code)
-        result = env.probe(
-            f'SELECT CAST(id AS VARCHAR), CAST(to_json("{output}") AS VARCHAR), proxy_confidence '
-            f"FROM ({runnable}) AS p"
-        )
+        result = env.program_columns(code)
     except (CandidateRejected, EvaluationError):
         return None
+    index = {str(c).lower(): k for k, c in enumerate(result.columns)}  # a warehouse folds names to upper case
     found: dict[str, tuple[tuple[str, ...], float]] = {}
-    for instance_id, labels, confidence in result.rows:
+    for row in result.rows:
+        labels, confidence = row[index[output.lower()]], row[index["proxy_confidence"]]
+        if isinstance(labels, str):  # a warehouse's ARRAY arrives as JSON text
+            labels = json.loads(labels)
         if labels is not None and confidence is not None:
-            found[str(instance_id)] = (tuple(str(v) for v in json.loads(labels) or ()), float(confidence))
+            found[str(row[index["id"]])] = (tuple(str(v) for v in labels), float(confidence))
     return found
 
 

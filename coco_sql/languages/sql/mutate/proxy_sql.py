@@ -16,6 +16,7 @@ from sqlglot import exp
 from coco_sql.languages.sql.linear_head import EXAMPLE_VECTORS, FOLDS, LINEAR_HEAD
 from coco_sql.languages.sql.mutate.centroid_head import HEAD, head_ctes, head_p
 from coco_sql.languages.sql.mutate.proxy_fit import WORD_PATTERN, ProxyGenes
+from coco_sql.llm.routing import EMBEDDED_MODELS, embedding_dimensions
 from coco_sql.tasks.references import EXAMPLES
 
 MULTI_RATIO = 0.7  # the embedded AI_CLASSIFY's, for a proxy written without fitted genes
@@ -73,7 +74,7 @@ def proxy_ctes(
     elif g > 0:
         parts.append(_query_cte(plan, model))
     if g > 0:
-        parts.append(_linear_ctes(str(linear_column), _categories(plan)))
+        parts.append(_linear_ctes(str(linear_column), _categories(plan), model))
     if vote:
         parts.append(_vote_ctes())
     if words:
@@ -152,7 +153,7 @@ def _embedding_ctes(
         examples = f"SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows"
     else:
         column = exp.Literal.string(stored).sql("snowflake")
-        examples = f"""SELECT proxy_e_rows.id, {labels} AS labels, proxy_ev.v
+        examples = f"""SELECT proxy_e_rows.id, {labels} AS labels, {stored_vector("proxy_ev.v", model)} AS v
   FROM {EXAMPLES} AS proxy_e_rows JOIN {EXAMPLE_VECTORS} AS proxy_ev
     ON proxy_ev.id = proxy_e_rows.id AND proxy_ev.input_column = {column}"""
     ctes = f"""proxy_q AS (
@@ -182,7 +183,16 @@ def _linear_p(row_id: str) -> str:
     return f"proxy_lin.weight / SUM(proxy_lin.weight) OVER (PARTITION BY {row_id})"
 
 
-def _linear_ctes(column: str, categories: str) -> str:
+def stored_vector(column: str, model: str) -> str:
+    """A vector read from a reference table as the type `model`'s AI_EMBED returns: Snowflake stores it as an
+    ARRAY, which its VECTOR_* functions do not take, so a Cortex model's is cast to VECTOR(FLOAT, n) (the checker
+    reads that as DuckDB's FLOAT[]); the embedded model's (DuckDB SQL) is FLOAT[] already."""
+    if model in EMBEDDED_MODELS:
+        return column
+    return f"CAST({column} AS VECTOR(FLOAT, {embedding_dimensions(model)}))"
+
+
+def _linear_ctes(column: str, categories: str, model: str) -> str:
     """The learned linear head (`languages.sql.linear_head`): each training row's fold from its place among the
     sorted `examples` ids, each row's logit per label from the fold's weights (fold 0 for a row that is not a
     training row: out of fold for those that are), and exp(z - max z) per row and label, over the call's
@@ -192,7 +202,7 @@ def _linear_ctes(column: str, categories: str) -> str:
   SELECT id, MOD(ROW_NUMBER() OVER (ORDER BY id) - 1, {FOLDS}) + 1 AS fold FROM {EXAMPLES}
 ), proxy_lz AS (
   SELECT proxy_q.id, {LINEAR_HEAD}.label,
-    VECTOR_INNER_PRODUCT(proxy_q.v, {LINEAR_HEAD}.weights) + {LINEAR_HEAD}.bias AS z
+    VECTOR_INNER_PRODUCT(proxy_q.v, {stored_vector(f"{LINEAR_HEAD}.weights", model)}) + {LINEAR_HEAD}.bias AS z
   FROM proxy_q LEFT JOIN proxy_lf ON proxy_lf.id = proxy_q.id
   JOIN {LINEAR_HEAD} ON {LINEAR_HEAD}.fold = COALESCE(proxy_lf.fold, 0) AND {LINEAR_HEAD}.input_column = {col}
   WHERE {LINEAR_HEAD}.label IN ({categories})
