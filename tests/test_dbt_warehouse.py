@@ -284,7 +284,7 @@ def test_dbt_and_the_warehouse_give_the_same_outputs_on_jaffle_shop(session) -> 
     warehouse, local = DbtWarehouseLanguage(pack, WarehouseCandidates(session)), DbtLanguage(pack)
     runners = (warehouse.runner(pack.split("train"), None), local.runner(pack.split("train"), None))
     try:
-        for code, score in ((pack.seed_program, 0.620), (solution, 1.0)):
+        for code, score in ((pack.seed_program, 0.645), (solution, 1.0)):
             found = [
                 attempt(runner, language, code)
                 for runner, language in zip(runners, (warehouse, local), strict=True)
