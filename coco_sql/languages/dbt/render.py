@@ -50,6 +50,7 @@ _SAFE_GLOBALS = (
     frozenset({"range", "dict", "namespace", "loop", "caller", "varargs", "kwargs"}) | INSTRUMENT_GLOBALS
 )
 PROJECT_GLOBALS = frozenset({"ref", "source", "config", "var"})
+_JINJA = ("{{", "{%", "{#")
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,10 @@ def check_config(key: str, value: Any) -> None:
         isinstance(value, str) or (isinstance(value, list) and all(isinstance(t, str) for t in value))
     ):
         raise CandidateRejected(f"tags must be a string or a list of strings, got {value!r}")
+    if key == "tags" and any(
+        d in tag for tag in ([value] if isinstance(value, str) else value) for d in _JINJA
+    ):
+        raise CandidateRejected("tags may not hold Jinja ({{, {% or {#): dbt would render it")
 
 
 def render_models(
