@@ -1,25 +1,28 @@
-"""Build the two dbt packs made from real public dbt projects (issue 39): tasks/sushi_dbt and tasks/mrr_playbook.
+"""Build the dbt pack made from a real public dbt project (issue 39): tasks/sushi_dbt.
 
-Each pack folder holds:
+The pack folder holds:
 
-- upstream/  the project as a user has it: the upstream files (adapted where SOURCE.md says), its seeds grown by a
-             seeded generator that follows the upstream seeds (`grow_*`), and the planted defects of `DEFECTS`
-             (README.md lists them);
+- upstream/  the project as a user has it: the upstream files, its seeds grown by a seeded generator that follows
+             the upstream seeds (`grow_sushi`), and the planted defects of `DEFECTS` (README.md lists them);
 - solution/  the upstream models and macros as they were (no defects), for the tests;
 - golden/    one CSV per scored model: the solution's rows, built by real dbt (``dbt seed`` + ``dbt run`` with
              dbt-duckdb) over upstream/seeds;
 - task.toml, data/, expected/: written by ``coco-sql init dbt upstream --expected golden --out PACK`` (the same
              command a user runs; tests/test_dbt_packs.py runs it again and compares).
 
-Usage: python scripts/make_dbt_packs.py --sqlmesh GIT_DIR --mrr GIT_DIR --utils GIT_DIR
-(the git directories of TobikoData/sqlmesh, dbt-labs/mrr-playbook and dbt-labs/dbt-utils). Needs dbt-core and
-dbt-duckdb (the `dbt` extra). Re-running reproduces the committed files.
+The upstream files come from the package index, never from a repository snapshot: the source distribution of
+SQLMesh 0.109.2 (`SQLMESH_SDIST`; its `examples/sushi_dbt`, Apache-2.0), downloaded with
+
+    pip download --no-deps --no-binary :all: sqlmesh==0.109.2 -d DIR
+
+Usage: python scripts/make_dbt_packs.py --sqlmesh-sdist DIR/sqlmesh-0.109.2.tar.gz (its sha256 is checked).
+Needs dbt-core and dbt-duckdb (the `dbt` extra). Re-running reproduces the committed files.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -32,13 +35,16 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-SQLMESH = ("66acb67a5d3579705d38fa3f5be872214bccc722", "examples/sushi_dbt")
-MRR = ("7dee0cd84929df9e986b3621f6afcb355ffc4985", "")  # "Add MIT License"
-UTILS = ("49b932cb1f6fd0f7dfbf9048512db6415f570b20", "")  # dbt-utils 1.4.1
+# (archive name, its sha256, the project's folder inside it, the license file inside it)
+SQLMESH_SDIST = (
+    "sqlmesh-0.109.2.tar.gz",
+    "0651cdbdb15900345e7827dc39ce3e7f647d0b860160c23df8d92ae728317837",
+    "sqlmesh-0.109.2/examples/sushi_dbt/",
+    "sqlmesh-0.109.2/LICENSE",
+)
 
 SUSHI_TARGETS = ("customer_revenue_by_day", "waiter_revenue_by_day", "waiter_as_customer_by_day", "customers",
                  "top_waiters")  # fmt: skip
-MRR_TARGETS = ("mrr", "customer_revenue_by_month", "customer_churn_month")
 
 # (file, text as upstream wrote it, the defect): each is a kind the repair mutator had no edit for before issue 39
 DEFECTS = {
@@ -60,63 +66,24 @@ DEFECTS = {
             "GROUP BY\n  o.waiter_id,\n  o.ds,\n  o.customer_id",
         ),  # a GROUP BY column too many
     ],
-    "mrr_playbook": [
-        ("models/mrr.sql", "when mrr_change > 0 then 'upgrade'", "when mrr_change >= 0 then 'upgrade'"),
-        (
-            "models/mrr.sql",
-            "lag(mrr) over (partition by customer_id order by date_month)",
-            "lead(mrr) over (partition by customer_id order by date_month)",
-        ),  # a window function
-        (
-            "models/customer_revenue_by_month.sql",
-            "date_trunc('month', min(start_date))",
-            "date_trunc('year', min(start_date))",
-        ),  # a date grain
-        (
-            "models/customer_revenue_by_month.sql",
-            "and months.date_month < customers.date_month_end",
-            "and months.date_month <= customers.date_month_end",
-        ),  # a join condition
-        (
-            "models/mrr.sql",
-            "lag(is_active) over (partition by customer_id order by date_month)",
-            "lag(is_active) over (partition by customer_id order by date_month desc)",
-        ),  # a window order
-        (
-            "models/customer_revenue_by_month.sql",
-            "on customer_months.customer_id = subscription_periods.customer_id",
-            "on customer_months.customer_id = subscription_periods.subscription_id",
-        ),  # a join key
-    ],
 }
 
-# mrr-playbook is written for Snowflake and dbt 0.19-1.x; what it takes to run on DuckDB with dbt 1.11 (SOURCE.md)
-MRR_PORT = [
-    ("dbt_project.yml", 'source-paths: ["models"]', 'model-paths: ["models"]'),
-    ("dbt_project.yml", 'data-paths: ["data"]', 'seed-paths: ["seeds"]'),
-    ("dbt_project.yml", '    - "dbt_modules"', '    - "dbt_packages"'),
-    ("packages.yml", "version: 0.8.0", "version: 1.4.1"),
-    ("models/mrr.sql", "dbt_utils.surrogate_key('date_month', 'customer_id')",
-     "dbt_utils.generate_surrogate_key(['date_month', 'customer_id'])"),
-    ("models/customer_churn_month.sql", "dateadd(month, 1, date_month)::date", "(date_month + interval 1 month)::date"),
-    ("models/utils/util_months.sql", "start_date=\"'2018-01-01'\"", "start_date=\"cast('2018-01-01' as date)\""),
-    ("models/utils/util_months.sql", "end_date=\"date_trunc('month', current_date)\"",
-     "end_date=\"cast('2021-01-01' as date)\""),
-]  # fmt: skip
 
-
-def archive(git_dir: Path, commit: str, prefix: str, into: Path) -> None:
-    """The files of `prefix` at `commit`, written under `into` (prefix stripped)."""
-    data = subprocess.run(["git", "--git-dir", str(git_dir), "archive", commit, *([prefix] if prefix else [])],
-                          check=True, capture_output=True).stdout  # fmt: skip
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+def unpack(sdist: Path, into: Path) -> bytes:
+    """The sushi_dbt folder of the SQLMesh source distribution, written under `into`; returns its LICENSE."""
+    name, sha256, prefix, license_path = SQLMESH_SDIST
+    data = sdist.read_bytes()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise SystemExit(f"{sdist}: not {name} as SOURCE.md records it (sha256 differs)")
+    with tarfile.open(sdist) as tar:
+        license_text = tar.extractfile(license_path).read()  # type: ignore[union-attr]
         for member in tar.getmembers():
-            if not member.isfile():
+            if not member.isfile() or not member.name.startswith(prefix):
                 continue
-            name = member.name.removeprefix(prefix).lstrip("/")
-            target = into / name
+            target = into / member.name.removeprefix(prefix)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(tar.extractfile(member).read())  # type: ignore[union-attr]
+    return license_text
 
 
 def grow_sushi(seeds: Path, rng: np.random.Generator, days: int = 42) -> None:
@@ -147,28 +114,6 @@ def grow_sushi(seeds: Path, rng: np.random.Generator, days: int = 42) -> None:
                 ]
     for name, frame in (("orders", orders), ("items", items), ("order_items", lines)):
         frame.to_csv(seeds / f"{name}.csv", index=False)
-
-
-def grow_mrr(seeds: Path, rng: np.random.Generator, customers: int = 400) -> None:
-    """Subscription periods of `customers` customers: the upstream rows first, then customers drawn like them (1-3
-    periods each, starting on a month's first day in 2018-2020, 1-12 months long, gaps of 0-3 months, amounts
-    of 25-150 moving up or down; every period closed, as the project's mutually_exclusive_ranges test requires)."""
-    periods = pd.read_csv(seeds / "subscription_periods.csv")
-    next_id, first = int(periods["subscription_id"].max()) + 1, int(periods["customer_id"].max()) + 1
-    rows = []
-    for customer in range(first, first + customers - periods["customer_id"].nunique()):
-        month = pd.Timestamp(2018, 1, 1) + pd.DateOffset(months=int(rng.integers(0, 30)))
-        amount = int(rng.choice([25, 50, 75, 100]))
-        count = int(rng.integers(1, 4))
-        for _k in range(count):
-            end = month + pd.DateOffset(months=int(rng.integers(1, 13)))
-            rows.append([next_id, customer, month.date().isoformat(), end.date().isoformat(), amount])
-            next_id += 1
-            month = end + pd.DateOffset(months=int(rng.integers(0, 4)))
-            amount = int(max(25, min(150, amount + int(rng.choice([-25, 0, 25, 50])))))
-    grown = pd.concat([periods, pd.DataFrame(rows, columns=periods.columns)])
-    grown = grown[pd.to_datetime(grown["start_date"]) < pd.Timestamp(2021, 1, 1)]
-    grown.to_csv(seeds / "subscription_periods.csv", index=False)
 
 
 def golden(project: Path, targets: tuple[str, ...], out: Path) -> None:
@@ -228,41 +173,17 @@ def build(name: str, source: Path, targets: tuple[str, ...], pack: Path) -> None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sqlmesh", type=Path, required=True)
-    parser.add_argument("--mrr", type=Path, required=True)
-    parser.add_argument("--utils", type=Path, required=True)
+    parser.add_argument("--sqlmesh-sdist", type=Path, required=True, help=f"the path of {SQLMESH_SDIST[0]}")
     parser.add_argument("--out", type=Path, default=REPO / "tasks")
-    parser.add_argument("--only", choices=("sushi_dbt", "mrr_playbook"), help="build one pack")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         sushi = Path(tmp) / "sushi"
-        archive(args.sqlmesh, *SQLMESH, sushi)
+        license_text = unpack(args.sqlmesh_sdist, sushi)
         for extra in ("config.py", "__init__.py", ".gitignore"):  # sqlmesh's own files, not the dbt project's
             (sushi / extra).unlink(missing_ok=True)
         grow_sushi(sushi / "seeds", np.random.default_rng(39))
-        if args.only in (None, "sushi_dbt"):
-            build("sushi_dbt", sushi, SUSHI_TARGETS, args.out / "sushi_dbt")
-        mrr = Path(tmp) / "mrr"
-        archive(args.mrr, *MRR, mrr)
-        (mrr / "seeds").mkdir()
-        shutil.move(mrr / "data" / "subscription_periods.csv", mrr / "seeds" / "subscription_periods.csv")
-        for extra in ("docs", "data", "Makefile", ".gitignore"):
-            target = mrr / extra
-            shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
-        replace_all(mrr, MRR_PORT)
-        (mrr / "profiles.yml").write_text(
-            "playbook:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: acme.duckdb\n"
-            "      threads: 1\n"
-        )
-        archive(args.utils, UTILS[0], "", Path(tmp) / "utils")
-        utils = mrr / "dbt_packages" / "dbt_utils"
-        utils.mkdir(parents=True)
-        for part in ("dbt_project.yml", "LICENSE", "macros"):
-            src = Path(tmp) / "utils" / part
-            (shutil.copytree if src.is_dir() else shutil.copy)(src, utils / part)
-        grow_mrr(mrr / "seeds", np.random.default_rng(39))
-        if args.only in (None, "mrr_playbook"):
-            build("mrr_playbook", mrr, MRR_TARGETS, args.out / "mrr_playbook")
+        build("sushi_dbt", sushi, SUSHI_TARGETS, args.out / "sushi_dbt")
+        (args.out / "sushi_dbt" / "LICENSE").write_bytes(license_text)
 
 
 if __name__ == "__main__":

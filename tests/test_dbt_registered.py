@@ -60,7 +60,9 @@ def test_a_dbt_task_is_registered_from_plain_sql_tables_and_reads_back_the_same(
     for record in expected.to_dict(orient="records"):
         instance = f"customer_totals:{key_text(record['customer_id'])}"
         if instance in train:
-            assert train[instance] == row_json(record, ("name", "n_orders", "total"))
+            assert train[instance] == row_json(
+                record, ("customer_id", "name", "n_orders", "total")
+            )  # the key counts
     # each split's sources hold its own customers and their orders only
     sources = first.kind_data.sources
     ids = {s: set(sources[s]["shop.customers"]["id"]) for s in ("train", "val", "test")}

@@ -29,8 +29,8 @@ def test_a_partial_row_counts_and_missing_and_extra_rows_cost_the_same() -> None
     assert score.matched == 1 and score.missing == ("3",) and score.unexpected == ("4",)
     assert score.wrong == {"2": ("b",)}
     assert score.partial == pytest.approx(
-        (1 + 0.5 + 0) / 4
-    )  # row 1, half of row 2, row 3 missing, row 4 extra
+        (1 + 2 / 3 + 0) / 4
+    )  # row 1, two of row 2's three columns (its key agrees), row 3 missing, row 4 extra
     assert score.score == pytest.approx(1 / 4)  # the all-columns rule, for comparison
 
 
@@ -53,8 +53,10 @@ def test_a_key_of_several_columns() -> None:
     )
     score = compare_rows(actual, expected, ["c", "month"], ["mrr"])
     assert (
-        score.matched == 2 and list(score.wrong) == ["1|2020-02-01"] and score.partial == pytest.approx(2 / 3)
-    )
+        score.matched == 2
+        and list(score.wrong) == ["1|2020-02-01"]
+        and score.partial == pytest.approx((2 + 2 / 3) / 3)
+    )  # the wrong row agrees on its two key columns
 
 
 def test_row_share_with_tolerance_nulls_and_nested_values() -> None:

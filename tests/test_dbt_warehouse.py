@@ -284,7 +284,7 @@ def test_dbt_and_the_warehouse_give_the_same_outputs_on_jaffle_shop(session) -> 
     warehouse, local = DbtWarehouseLanguage(pack, WarehouseCandidates(session)), DbtLanguage(pack)
     runners = (warehouse.runner(pack.split("train"), None), local.runner(pack.split("train"), None))
     try:
-        for code, score in ((pack.seed_program, 0.620), (solution, 1.0)):
+        for code, score in ((pack.seed_program, 0.645), (solution, 1.0)):
             found = [
                 attempt(runner, language, code)
                 for runner, language in zip(runners, (warehouse, local), strict=True)
@@ -328,7 +328,8 @@ def test_coco_task_and_coco_evolve_in_a_stored_procedure_equal_the_run_on_duckdb
     champion = con.execute("SELECT code FROM programs WHERE program_id = ?", [local.champion_id]).fetchone()
     con.close()
     flat = " ".join(champion[0].lower().split())
-    assert ") / 100.0 as amount" in flat and "left join" in flat  # the two planted defects, repaired
+    # the two planted defects, repaired (the unit where the amount is read, or on the total it feeds)
+    assert ("/ 100.0 as amount" in flat or ") / 100 as total" in flat) and "left join" in flat
     with strict_session(shop_frames()) as (session, limits):
         (row,) = session.call("coco_task", "shop", None, SHOP_OPTIONS).collect()
         assert (row["TASK"], row["ROWS"], row["TRAIN"], row["VAL"], row["TEST"]) == ("shop", 44, 25, 17, 13)

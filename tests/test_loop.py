@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from coco_sql.core.proposal import TESTED_NOTE
 from coco_sql.engine import EvolutionLoop, RunConfig, iteration_rng
 from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.evaluate import Evaluator
@@ -403,3 +404,41 @@ def searched(db: Path) -> dict[str, list[tuple]]:
         table: [row for row in rows if table not in ("evaluations", "program_scores") or row[1] != "test"]
         for table, rows in snapshot(db).items()
     }
+
+
+class _Scoring:
+    """A mutator that scores three drafts per parent (recorded as `TESTED_NOTE`) and proposes the parent again:
+    it records the approaches the loop says were tried from each parent when it is drawn."""
+
+    name = "scoring"
+
+    def __init__(self) -> None:
+        self.tried: list[frozenset[str]] = []
+
+    def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
+        self.tried.append(request.context.tried)
+        k = len(request.context.tried)
+        drafts = [f"draft {k + n}" for n in range(3)]
+        return Proposal(request.parent.code, drafts[0], notes={TESTED_NOTE: drafts[1:]})
+
+
+def test_drafts_a_mutator_scored_on_a_parent_count_as_tried_from_it_and_resume_reads_them(
+    tmp_path: Path, lockpicking
+) -> None:
+    # a parent drawn again must not be offered the drafts scored on it before: the child's approach and the
+    # other drafts of its batch (a batch that stopped at its first gain left the rest untested)
+    config = RunConfig(seed=2, budget=3)
+    whole = _Scoring()
+    with DuckDBStore(tmp_path / "whole.duckdb") as store:
+        EvolutionLoop(store, lockpicking, mutator=whole).start(config)
+    assert whole.tried[:3] == [
+        frozenset(),
+        frozenset({"draft 0", "draft 1", "draft 2"}),
+        frozenset({f"draft {n}" for n in range(6)}),
+    ]
+    halves = _Scoring()
+    with DuckDBStore(tmp_path / "split.duckdb") as store:
+        EvolutionLoop(store, lockpicking, mutator=halves).start(replace(config, budget=2))
+    with DuckDBStore(tmp_path / "split.duckdb") as store:
+        EvolutionLoop(store, lockpicking, mutator=halves).resume(1, budget=3)
+    assert halves.tried == whole.tried

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+# A `notes` key: the approaches the mutator scored on this parent and did not propose (a list of str). The loop
+# counts them as tried from this parent (`RunState.tried_from`), as a resume does from the 'mutation' event, so a
+# parent drawn again is never offered the same hypotheses.
+TESTED_NOTE = "tested_approaches"
+
 if TYPE_CHECKING:
     from coco_sql.llm.usage import Usage
     from coco_sql.store.records import AgentTurn

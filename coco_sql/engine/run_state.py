@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from coco_sql.core.proposal import TESTED_NOTE
 from coco_sql.engine.champion import Candidate, Choice, amount, choose
 from coco_sql.engine.deploy_cost import DeployCost, cost_measure
 from coco_sql.evaluate import Outcome
@@ -79,6 +80,7 @@ class RunState:
         for event in store.events(run_id, "mutation"):
             if event.program_id is not None:
                 state.note_targets(event.program_id, event.payload.get("targets", ()))
+                state.note_tested(event.program_id, event.payload.get(TESTED_NOTE, ()))
         for event in store.events(run_id, DEPLOY_COST_EVENT):
             if event.program_id is not None and event.payload.get("within") is False:
                 state.over_cost.add(event.program_id)
@@ -122,6 +124,12 @@ class RunState:
                 entry.paradigm,
             )
         )
+
+    def note_tested(self, child_id: str, approaches: Iterable[str]) -> None:
+        """The approaches the mutator scored on `child_id`'s parent besides the child's own: tried from it."""
+        record = self.programs.get(child_id)
+        if record is not None and record.parent_id is not None:
+            self.children_approaches.setdefault(record.parent_id, set()).update(str(a) for a in approaches)
 
     def note_targets(self, child_id: str, targets: Iterable[str | None]) -> None:
         """c(t) of Appendix C.3: count each target the child was made for and does not solve."""

@@ -94,6 +94,8 @@ class SpannedSql:
         if not found:
             return None
         i, j = min(r[0] for r in found), max(r[1] for r in found)
+        if isinstance(node, exp.Func) and "start" not in node.meta:
+            i = self._function_head(node, i)
         for kind, word in _LEADING.items():
             if isinstance(node, kind):
                 back = next(
@@ -146,6 +148,18 @@ class SpannedSql:
         return Change(token.start, token.end + 1, text)
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _function_head(self, node: exp.Func, i: int) -> int:
+        """Back to a function's name when sqlglot left no position on the node (MAX, MIN, COUNT, ...: only
+        their arguments have one): ``name (`` just before the first argument's token."""
+        names = {name.upper() for name in node.sql_names()}
+        if (
+            i >= 2
+            and self.tokens[i - 1].token_type == TokenType.L_PAREN
+            and self.tokens[i - 2].text.upper() in names
+        ):
+            return i - 2
+        return i
+
     def _balance(self, i: int, j: int) -> tuple[int, int]:
         depth = sum(_paren(t) for t in self.tokens[i : j + 1])
         while depth > 0 and j + 1 < len(self.tokens):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from coco_sql.core.proposal import TESTED_NOTE
 from coco_sql.engine.config import PRIMITIVE_STREAM, IterationReport, RunConfig, iteration_rng
 from coco_sql.engine.run_state import RunState
 from coco_sql.engine.stages.admit import Admit
@@ -156,6 +157,7 @@ class Record:
         reference = verdict.reference(parent)
         delta = val.score - reference if val.ok else None
         state.note_targets(pid, proposal.notes.get("targets", ()))
+        state.note_tested(pid, proposal.notes.get(TESTED_NOTE, ()))
         ledger_entry = LedgerEntry(
             t,
             pid,

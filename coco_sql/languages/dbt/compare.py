@@ -19,6 +19,7 @@ Values are read loosely on purpose: expected rows come from CSV files and actual
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 import re
@@ -74,6 +75,17 @@ class ModelScore:
 def _value(cell: Any) -> Any:
     """A comparable form: None, a float, or text (dates and timestamps at midnight as ``YYYY-MM-DD``, lists and
     structs as canonical JSON of their items' comparable forms)."""
+    kind = type(
+        cell
+    )  # the JSON scalars every scored row is made of first: a split's rows call this ~20 times each
+    if kind is float:
+        return None if math.isnan(cell) else cell
+    if kind is int:
+        return float(cell)
+    if kind is str:
+        return _text(cell)
+    if kind is pd.Timestamp or kind is dt.datetime:
+        return _stamp(cell)
     if cell is None or cell is pd.NA or cell is pd.NaT:
         return None
     if isinstance(cell, (list, tuple, dict)) or (hasattr(cell, "tolist") and getattr(cell, "ndim", 0)):
@@ -88,11 +100,22 @@ def _value(cell: Any) -> Any:
         except (TypeError, ValueError):
             return str(cell)
     if isinstance(cell, (dt.datetime, pd.Timestamp)):
-        stamp = pd.Timestamp(cell)
-        return stamp.date().isoformat() if stamp == stamp.normalize() else stamp.isoformat()
+        return _stamp(cell)
     if isinstance(cell, dt.date):
         return cell.isoformat()
-    text = str(cell)
+    return _text(str(cell))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stamp(cell: dt.datetime) -> str:
+    """A timestamp's comparable text: its date at midnight; cached: a date column's values repeat."""
+    stamp = pd.Timestamp(cell)
+    return stamp.date().isoformat() if stamp == stamp.normalize() else stamp.isoformat()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _text(text: str) -> float | str:
+    """A text cell's comparable form (a number, a date, a boolean, or the text); cached: a column's texts repeat."""
     try:
         return float(text)
     except ValueError:

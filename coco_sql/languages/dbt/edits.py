@@ -24,7 +24,7 @@ from sqlglot import exp
 from coco_sql.languages.dbt.ai_labels import label_edits
 from coco_sql.languages.dbt.project import DbtProject, upstream_models
 from coco_sql.languages.dbt.repairs import Repair, Scope, expression_repairs, macro_repairs, projections
-from coco_sql.languages.dbt.repairs_rows import row_repairs
+from coco_sql.languages.dbt.repairs_rows import relation_columns, row_repairs
 from coco_sql.languages.dbt.sql_files import EditableFile, macro_calls, macro_file, model_file
 from coco_sql.sqlkit.spans import SpannedSql, apply
 
@@ -223,13 +223,14 @@ def hypotheses(
     scale = evidence.scale()
     if scale is not None:  # the unit factor applies to the projections that feed its columns
         scale = (scale[0], _closure(_lineage(files), scale[1]))
+    known = relation_columns(editable_files(project, None, dialect).values())
     repairs: list[Repair] = []
     called: dict[str, float] = {}
     for file in files.values():
         if file.sql is None or not scope.implicated(file.name):
             continue
         repairs += expression_repairs(file, scope)
-        repairs += row_repairs(file, scope, scale, set(evidence.nulls))
+        repairs += row_repairs(file, scope, scale, set(evidence.nulls), known)
         for alias, node in projections(file.sql.tree):
             text = file.sql.source(node) or ""
             for holder, jinja in file.holders.items():

@@ -5,8 +5,8 @@ sees other splits' rows), `edits.Evidence` reads which expected rows mismatch, i
 much, `edits.hypotheses` turns that into edits of the models the targets read (and the macros they call), and
 `crossover.merges` adds the parent combined with another archived program's edits (two partial fixes that
 improved different columns). Hypotheses are drawn heaviest first with the run's RNG breaking near-ties (so a
-parent drawn again tries others next), at most `max_drafts` of them (skipping approaches this parent's children
-already tried), and each is scored over the training keys in the dbt sandbox before it is proposed: the first
+parent drawn again tries others next), at most `max_drafts` of them (skipping approaches tried from this parent:
+its children's and every draft scored on it before, `TESTED_NOTE`), and each is scored over the training keys in the dbt sandbox before it is proposed: the first
 that gains on the parent (`GAIN`), else the best of them.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from coco_sql.core.proposal import TESTED_NOTE
 from coco_sql.errors import CandidateRejected, ConfigError
 from coco_sql.languages.dbt.crossover import merges, pairs
 from coco_sql.languages.dbt.edits import Edit, Evidence, hypotheses
@@ -60,11 +61,12 @@ class DbtOfflineMutator:
                                  "mismatching_columns": dict(evidence.columns.most_common(5))}  # fmt: skip
         if not edits:
             return Proposal(code, "no untried edit left", notes=notes, exhausted="no untried edit left")
-        order = _batch(edits, len(request.context.tried), self.max_drafts, rng)
+        order = _order(edits, rng)
         if not self.probe:
             return Proposal(order[0].code, order[0].approach, notes=notes | {"tested": False})
         best: tuple[float, Edit] | None = None
         tested = 0
+        scored: list[str] = []
         for edit in order:
             if tested == self.max_drafts:
                 break
@@ -72,25 +74,26 @@ class DbtOfflineMutator:
                 continue
             outcome = env.test_draft(edit.code)
             tested += 1
+            scored.append(edit.approach)
             if outcome.ok and (best is None or outcome.score > best[0]):
                 best = (outcome.score, edit)
             if best is not None and (best[0] >= 1.0 or best[0] > parent.score + GAIN):
                 break  # the first edit that gains: a dbt draft costs a run, and the next iteration goes on from it
         if best is None:
-            return Proposal(order[0].code, order[0].approach, notes=notes | {"drafts_tested": tested})
-        score, edit = best
-        return Proposal(
-            edit.code, edit.approach, notes=notes | {"drafts_tested": tested, "train_score": score}
-        )
+            chosen = order[0]
+            notes |= {"drafts_tested": tested}
+        else:
+            chosen = best[1]
+            notes |= {"drafts_tested": tested, "train_score": best[0]}
+        others = [a for a in scored if a != chosen.approach]  # scored on this parent: never offered again
+        return Proposal(chosen.code, chosen.approach, notes=notes | {TESTED_NOTE: others})
 
 
-def _batch(edits: list[Edit], expanded: int, size: int, rng: np.random.Generator) -> list[Edit]:
-    """The edits in the order they are tested: heaviest first (near-equal ones in an order the run's RNG draws:
-    Gumbel noise of scale `SPREAD` on the log-weights), starting past the ones the earlier expansions of this
-    parent tested (a third of a batch for each of its `expanded` children: a batch stops at its first gain, so
-    a whole batch would skip edits never tested), so a parent drawn again goes on past the same first ones."""
+def _order(edits: list[Edit], rng: np.random.Generator) -> list[Edit]:
+    """The edits in the order they are tested: heaviest first, near-equal ones in an order the run's RNG draws
+    (Gumbel noise of scale `SPREAD` on the log-weights). The edits already scored on this parent are not among
+    them (the loop counts them as tried: `TESTED_NOTE`), so a parent drawn again goes on where its last batch
+    stopped, whether that batch ran to its end or stopped at its first gain."""
     noise = rng.gumbel(size=len(edits)) * SPREAD
     keys = [math.log(max(e.weight, 1e-6)) + n for e, n in zip(edits, noise, strict=True)]
-    ranked = [e for _, e in sorted(zip(keys, edits, strict=True), key=lambda t: (-t[0], t[1].approach))]
-    start = (expanded * max(size // 3, 1)) % len(ranked) if ranked else 0  # a batch may have stopped early
-    return ranked[start:] + ranked[:start]
+    return [e for _, e in sorted(zip(keys, edits, strict=True), key=lambda t: (-t[0], t[1].approach))]

@@ -5,6 +5,9 @@ its `Change`s); row-level repairs weigh more when the training rows show missing
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
+
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
@@ -13,11 +16,49 @@ from coco_sql.languages.dbt.sql_files import EditableFile
 from coco_sql.sqlkit.spans import Change, SpannedSql
 
 _KEYISH = ("id", "_key", "_sk", "date", "ds", "month", "day", "code")
+_REF = re.compile(r"""\b(ref|source)\s*\(\s*(['"][^'"]+['"](?:\s*,\s*['"][^'"]+['"])?)""")
+
+
+def relation_of(file: EditableFile) -> dict[str, str]:
+    """Qualifier -> the relation it names in `file`: `ref:NAME` / `source:A.B` for a `ref()` / `source()` (the
+    last name of a two-argument ref), `NAME` for a table or CTE written as is."""
+    found: dict[str, str] = {}
+    if file.sql is None:
+        return found
+    for table in file.sql.tree.find_all(exp.Table):
+        jinja = file.holders.get(table.name)
+        match = _REF.search(jinja) if jinja is not None else None
+        if match is not None:
+            names = [n.strip().strip("'\"") for n in match.group(2).split(",")]
+            relation = f"ref:{names[-1]}" if match.group(1) == "ref" else f"source:{'.'.join(names)}"
+        else:
+            relation = table.name
+        found[table.alias_or_name] = relation
+    return found
+
+
+def relation_columns(files: Iterable[EditableFile]) -> dict[str, set[str]]:
+    """Relation -> the columns known to it across the project: those any model reads through a qualifier that
+    names it, and a model's own output columns (`ref:MODEL`). A join key's alternatives come from here: the key a
+    model should join on may be one it never reads elsewhere."""
+    known: dict[str, set[str]] = {}
+    for file in files:
+        if file.sql is None:
+            continue
+        relations = relation_of(file)
+        for column in file.sql.tree.find_all(exp.Column):
+            if column.table in relations:
+                known.setdefault(relations[column.table], set()).add(column.name)
+        if isinstance(file.sql.tree, exp.Select) and file.path.startswith("models/"):
+            outputs = {e.alias_or_name for e in file.sql.tree.expressions if e.alias_or_name}
+            known.setdefault(f"ref:{file.name}", set()).update(outputs)
+    return known
 
 
 def row_repairs(file: EditableFile, scope: Scope, scale: tuple[float, set[str]] | None,
-                nulls: set[str]) -> list[Repair]:  # fmt: skip
-    """Every row-level and projection-level repair of one model that parses (module docstring)."""
+                nulls: set[str], known: Mapping[str, set[str]] | None = None) -> list[Repair]:  # fmt: skip
+    """Every row-level and projection-level repair of one model that parses (module docstring); `known` is
+    `relation_columns` of the project (a join key's alternatives)."""
     sql = file.sql
     if sql is None or not scope.implicated(file.name):
         return []  # no target this model feeds has a row off: nothing to repair here
@@ -25,7 +66,7 @@ def row_repairs(file: EditableFile, scope: Scope, scale: tuple[float, set[str]] 
     rows = scope.rows_of(file.name)
     wrong = scope.models.get(file.name, (0.0, 0.0))[0] if scope.models else 0.0
     for index, join in enumerate(sql.tree.find_all(exp.Join)):
-        found += _join(file, sql, join, index, rows, wrong)
+        found += _join(file, sql, join, index, rows, wrong, known or {})
     for where in sql.tree.find_all(exp.Where, exp.Having):
         found += _filter(file, sql, where, rows)
     for group in sql.tree.find_all(exp.Group):
@@ -38,9 +79,8 @@ def row_repairs(file: EditableFile, scope: Scope, scale: tuple[float, set[str]] 
     return [r for r in found if all(file.clean(c) for c in r.changes)]
 
 
-def _join(
-    file: EditableFile, sql: SpannedSql, join: exp.Join, index: int, rows: float, wrong: float
-) -> list[Repair]:
+def _join(file: EditableFile, sql: SpannedSql, join: exp.Join, index: int, rows: float, wrong: float,
+          known: Mapping[str, set[str]]) -> list[Repair]:  # fmt: skip
     found: list[Repair] = []
     where = f"join #{index + 1} in {file.name}"
     table = sql.token_range(join.this)
@@ -65,9 +105,13 @@ def _join(
         return found
     conjuncts = list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
     found += _drop_conjuncts(file, sql, conjuncts, f"the condition of {where}", 0.9 + rows, keep_one=True)
-    columns = {}  # qualifier -> the column names the model reads through it
+    columns: dict[
+        str, set[str]
+    ] = {}  # qualifier -> the column names the model reads through it, or knows of it
     for column in sql.tree.find_all(exp.Column):
         columns.setdefault(column.table, set()).add(column.name)
+    for qualifier, relation in relation_of(file).items():
+        columns.setdefault(qualifier, set()).update(known.get(relation, ()))
     for equal in condition.find_all(exp.EQ):
         for side in (equal.this, equal.expression):
             if not isinstance(side, exp.Column):

@@ -30,7 +30,7 @@ the runners of its minibatches; the runner over the whole split owns them and dr
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -42,7 +42,7 @@ from coco_sql.languages.dbt.data_tests import run_tests
 from coco_sql.languages.dbt.language import project_cell, scored_run
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.runner import PROFILE
-from coco_sql.languages.dbt.task import DbtTask
+from coco_sql.languages.dbt.task import DbtTask, aggregate
 from coco_sql.languages.dbt.validate import ValidatedProject, validate_project
 from coco_sql.languages.dbt.verdicts import Verdicts
 from coco_sql.store.base import CandidateEngine
@@ -80,6 +80,11 @@ class DbtWarehouseLanguage:
 
     def cell(self, program: Program) -> str:
         return project_cell(program.tree)
+
+    def aggregate(self, ids: Sequence[str], scores: Sequence[float]) -> float:
+        """A program's score as on DuckDB (`DbtLanguage.aggregate`): per target, then weighted over targets and
+        data tests (`task.aggregate`), not the plain mean of the rows."""
+        return aggregate(self.data, ids, scores)
 
     def runner(self, split: Split, ai: AiFunctions | None) -> WarehouseDbtRunner:
         """`ai` is not used: the warehouse's own AI functions answer the models' calls."""
