@@ -107,6 +107,7 @@ def test_a_bad_project_is_rejected_with_one_line(evaluator, change: dict[str, st
     assert expected in str(raised.value) and "\n" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_the_evidence_points_at_the_unit_and_its_edit_gains(evaluator) -> None:  # type: ignore[no-untyped-def]
     from coco_sql.languages.dbt.edits import Evidence, hypotheses
 

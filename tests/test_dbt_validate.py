@@ -153,7 +153,10 @@ def test_jinja_that_reaches_outside_is_refused_on_every_branch() -> None:
     assert "include is not allowed" in rejection({"models/m.sql": "{% include 'x.sql' %}"})
     spin = "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}select 1 as x\n"
     quick = DbtSpec(render_deadline_s=0.5)
-    assert rejection({"models/m.sql": spin}, quick) == "models/m.sql: rendering took longer than its deadline"
+    assert rejection({"models/m.sql": spin}, quick) in (  # whichever bound a machine reaches first: one line
+        "models/m.sql: rendering took longer than its deadline",
+        "models/m.sql: the Jinja takes more than 1,000,000 steps (loops, calls, filters); simplify it",
+    )
     assert "a repeated sequence of more than 10000 items" in rejection({"models/m.sql": "{{ 'x' * 10**9 }}"})
     assert "unknown tag 'snapshot'" not in rejection(  # dbt's own blocks in a macro file are left out
         {

@@ -373,6 +373,7 @@ def events_of(db: Path) -> list[tuple]:
         ).fetchall()
 
 
+@pytest.mark.slow
 def test_an_exhausted_parent_is_never_drawn_again_and_resume_stays_exact(tmp_path: Path, lockpicking) -> None:
     # the roster climbs 1-0, 1-1, 1-2 and draws 1-3 at iteration 4: the mutator has nothing for it, so 1-1 gets
     # the iteration; 1-3 stays the best, and from then on the loop draws another parent without asking again
