@@ -145,6 +145,7 @@ def test_the_cli_evolves_the_seed_spec_resumes_exactly_after_a_kill_and_exports_
         assert not sqlglot_reading(statement).startswith("error"), statement
 
 
+@pytest.mark.slow  # the module's budget-3 run takes ~50 s
 def test_each_row_keeps_its_trace_and_the_history_tools_read_it(cli_run: CliRun) -> None:
     db = cli_run.db
     assert cli_run.done.returncode == 0, cli_run.done.stderr

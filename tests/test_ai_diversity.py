@@ -115,6 +115,7 @@ def test_single_label_contracts_never_get_output_mode_multi() -> None:
     assert [e.description for e in back] == ["AI_CLASSIFY #1: output_mode 'single'"]
 
 
+@pytest.mark.slow  # three offline proposals on the embedded model: ~11 s
 def test_no_hotpotqa_type_proposal_sets_multi(tmp_path: Path) -> None:
     """hotpotqa_type's contract is one label (VARCHAR): neither a hypothesis nor a committed proposal sets
     output_mode 'multi', from the seed or from the children that follow, under several seeds. A child's cascade may
