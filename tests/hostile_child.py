@@ -6,6 +6,7 @@ the dbt sandbox's `ready` for `*-dbt-result`) with what MODE names: a crafted pi
 2 GB, a JSON message of the wrong shape, or a message of a type that does not belong there. It speaks either
 pipe convention: pipes at descriptors named in its argv (how children were started before issue 25), or on
 stdin and stdout (now); and the matching framing (both are a 4-byte big-endian length and a payload).
+Modes `sleep` and `spin` are slow starts instead (`slow`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,24 @@ def read_frame(fd: int) -> bytes:
     return payload
 
 
+def slow(mode: str) -> None:
+    """`sleep`: answer `ready` after 3 s of sleep (no CPU, like a start on a loaded machine); `spin`: burn CPU
+    and never answer (a start that hangs in a loop)."""
+    import time
+
+    if mode == "sleep":
+        time.sleep(3.0)
+        os.write(1, frame(json.dumps({"type": "ready"}).encode()))
+    while True:
+        if mode == "spin":
+            continue
+        read_frame(0)
+
+
 def main(argv: list[str]) -> None:
     mode, marker = argv[-2:]
+    if mode in ("sleep", "spin"):
+        slow(mode)
     old_convention = len(argv) >= 5 and argv[1].isdigit()
     inbox, outbox = (int(argv[1]), int(argv[2])) if old_convention else (0, 1)
     hostile = {

@@ -52,12 +52,18 @@ def test_a_project_validated_first_still_runs_its_ai_model_on_training_keys(eval
 
 def test_the_evidence_points_at_the_missing_labels_and_their_edit_gains(evaluator) -> None:  # type: ignore[no-untyped-def]
     from coco_sql.languages.dbt.edits import Evidence, hypotheses
+    from coco_sql.languages.dbt.validate import validate_project
 
     code = evaluator.task.seed_program
     seed = evaluator.evaluate(code, "train")
     evidence = Evidence.of(list(seed.ids), list(seed.outputs), list(seed.expected))
     assert {"n_ambiguous", "n_neutral"} <= set(evidence.columns)
-    edits = hypotheses(DbtProject.from_text(code), evaluator.check(code).tree, evidence, "snowflake")
+    edits = hypotheses(
+        DbtProject.from_text(code),
+        validate_project(code, evaluator.task.kind_data.spec),
+        evidence,
+        "snowflake",
+    )
     labels = [e for e in edits if "label set" in e.approach]
     assert [e.approach for e in labels] == [
         "add labels ambiguous, neutral to AI_CLASSIFY of stg_comments.sentiment (label set)"

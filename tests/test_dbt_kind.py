@@ -110,6 +110,7 @@ def test_a_bad_project_is_rejected_with_one_line(evaluator, change: dict[str, st
 @pytest.mark.slow
 def test_the_evidence_points_at_the_unit_and_its_edit_gains(evaluator) -> None:  # type: ignore[no-untyped-def]
     from coco_sql.languages.dbt.edits import Evidence, hypotheses
+    from coco_sql.languages.dbt.validate import validate_project
 
     code = evaluator.task.seed_program
     seed = evaluator.evaluate(code, "train")
@@ -117,7 +118,9 @@ def test_the_evidence_points_at_the_unit_and_its_edit_gains(evaluator) -> None: 
     factor, columns = evidence.scale()
     assert factor == 100.0 and {"amount", "customer_lifetime_value"} <= columns
     assert evidence.missing["customers"] > 0  # the inner join drops customers without orders
-    edits = hypotheses(DbtProject.from_text(code), evaluator.check(code).tree, evidence, "duckdb")
+    edits = hypotheses(
+        DbtProject.from_text(code), validate_project(code, evaluator.task.kind_data.spec), evidence, "duckdb"
+    )
     assert any(e.approach.startswith("scale") for e in edits[:4])
     best = max(evaluator.evaluate(e.code, "train").score for e in edits[:4])
     assert best > seed.score + 0.1

@@ -26,6 +26,7 @@ from coco_sql.languages.dbt.project import DbtProject, upstream_models
 from coco_sql.languages.dbt.repairs import Repair, Scope, expression_repairs, macro_repairs, projections
 from coco_sql.languages.dbt.repairs_rows import relation_columns, row_repairs
 from coco_sql.languages.dbt.sql_files import EditableFile, macro_calls, macro_file, model_file
+from coco_sql.languages.dbt.validate import ValidatedProject
 from coco_sql.sqlkit.spans import SpannedSql, apply
 
 
@@ -159,11 +160,14 @@ def implicated(
 
 def scope_of(files: dict[str, EditableFile], evidence: Evidence, keys: Sequence[str],
              models: dict[str, tuple[float, float]] | None = None,
-             target_keys: Mapping[str, Sequence[str]] | None = None) -> Scope:  # fmt: skip
+             target_keys: Mapping[str, Sequence[str]] | None = None,
+             rendered: Sequence[exp.Expression] = (),
+             downstream: Mapping[str, float] | None = None) -> Scope:  # fmt: skip
     """Which projections the evidence points at: a mismatching column weighs its share of the mismatches, and so
-    does every projection that feeds it (by name, across models)."""
+    does every projection that feeds it (by name, across models; `rendered`: the models' checked queries, whose
+    Jinja-made columns the files as written hide)."""
     total = sum(evidence.columns.values()) or 1
-    lineage = _lineage(files)
+    lineage = _lineage(files, rendered)
     weights: dict[str, float] = {}
     for column, count in evidence.columns.items():
         for name in _closure(lineage, {column}):
@@ -183,16 +187,24 @@ def scope_of(files: dict[str, EditableFile], evidence: Evidence, keys: Sequence[
     ratios = {c: statistics.median(v) for c, v in evidence.ratios.items() if v}
     seen = sum(evidence.rows.values()) or 1
     rows_off = (sum(evidence.missing.values()) + sum(evidence.extra.values())) / seen
-    return Scope(weights, swaps, ratios, min(rows_off, 1.0), tuple(keys), models)
+    return Scope(weights, swaps, ratios, min(rows_off, 1.0), tuple(keys), models, downstream or {})
 
 
-def _lineage(files: dict[str, EditableFile]) -> dict[str, set[str]]:
-    """Each projection's output name -> the column names its expression reads (by name, across models)."""
+def _downstream(project: DbtProject, models: Sequence[str]) -> dict[str, float]:
+    """Model -> the share of the other `models` that read it, directly or through other models."""
+    readers = {m: upstream_models(project, [m]) - {m} for m in models}
+    others = max(len(models) - 1, 1)
+    return {m: sum(m in read for read in readers.values()) / others for m in models}
+
+
+def _lineage(files: dict[str, EditableFile], rendered: Sequence[exp.Expression] = ()) -> dict[str, set[str]]:
+    """Each projection's output name -> the column names its expression reads (by name, across models), in the
+    files as written and in their rendered queries (a column a Jinja loop makes is known by its rendered name)."""
     lineage: dict[str, set[str]] = {}
-    for file in files.values():
-        if file.sql is not None:
-            for alias, node in projections(file.sql.tree):
-                lineage.setdefault(alias, set()).update(c.name for c in node.find_all(exp.Column))
+    trees = [file.sql.tree for file in files.values() if file.sql is not None] + list(rendered)
+    for tree in trees:
+        for alias, node in projections(tree):
+            lineage.setdefault(alias, set()).update(c.name for c in node.find_all(exp.Column))
     return lineage
 
 
@@ -208,7 +220,7 @@ def _closure(lineage: dict[str, set[str]], columns: set[str]) -> set[str]:
 
 def hypotheses(
     project: DbtProject,
-    run_form: DbtProject | None,
+    checked: ValidatedProject | None,
     evidence: Evidence,
     dialect: str,
     *,
@@ -216,13 +228,22 @@ def hypotheses(
     keys: Sequence[str] = (),
     target_keys: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Edit]:
-    """Every edit the evidence suggests, heaviest first (`run_form` is not read: edits are of the project as
-    written)."""
+    """Every edit the evidence suggests, heaviest first. Edits are of the project as written; `checked` (the
+    project as validated, when at hand) adds its rendered queries to the lineage."""
     files = editable_files(project, targets, dialect)
-    scope = scope_of(files, evidence, keys, implicated(project, evidence, targets), target_keys)
+    rendered = [m.tree for m in checked.models.values() if m.tree is not None] if checked is not None else []
+    scope = scope_of(
+        files,
+        evidence,
+        keys,
+        implicated(project, evidence, targets),
+        target_keys,
+        rendered,
+        _downstream(project, [f.name for f in files.values() if f.sql is not None]),
+    )
     scale = evidence.scale()
     if scale is not None:  # the unit factor applies to the projections that feed its columns
-        scale = (scale[0], _closure(_lineage(files), scale[1]))
+        scale = (scale[0], _closure(_lineage(files, rendered), scale[1]))
     known = relation_columns(editable_files(project, None, dialect).values())
     repairs: list[Repair] = []
     called: dict[str, float] = {}

@@ -22,9 +22,14 @@ from coco_sql.errors import CandidateRejected, ConfigError
 from coco_sql.languages.dbt.crossover import merges, pairs
 from coco_sql.languages.dbt.edits import Edit, Evidence, hypotheses
 from coco_sql.languages.dbt.project import DbtProject
+from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
 from coco_sql.mutate.base import MutationRequest, Proposal
 
 GAIN = 0.005  # a draft that gains this much on the training keys is proposed without testing the rest
+MIN_DRAFTS = (
+    3  # drafts tested before the first gain stops the batch: near-ties (a unit fixed where it enters or
+)
+# downstream) are compared, not drawn
 DRAFT_CAP = 12  # a dbt draft costs a run (1-2 s warm): the evidence ranks well enough to stop early
 SPREAD = 0.3  # the RNG's share in the order: Gumbel noise of this scale on log-weights (near-ties only)
 
@@ -50,7 +55,7 @@ class DbtOfflineMutator:
         data = env.task.kind_data
         targets = [t.model for t in data.targets]
         keys = sorted({k for t in data.targets for k in t.keys})
-        found = hypotheses(project, None, evidence, data.spec.dialect, targets=targets, keys=keys,
+        found = hypotheses(project, _checked(project, data.spec), evidence, data.spec.dialect, targets=targets, keys=keys,
                            target_keys={t.model: t.keys for t in data.targets})  # fmt: skip
         root = request.context.root.code if request.context.root is not None else None
         if request.context.tried:  # drawn again: its single edits did not all gain; two at once may
@@ -77,8 +82,10 @@ class DbtOfflineMutator:
             scored.append(edit.approach)
             if outcome.ok and (best is None or outcome.score > best[0]):
                 best = (outcome.score, edit)
-            if best is not None and (best[0] >= 1.0 or best[0] > parent.score + GAIN):
-                break  # the first edit that gains: a dbt draft costs a run, and the next iteration goes on from it
+            if best is not None and (
+                best[0] >= 1.0 or (best[0] > parent.score + GAIN and tested >= MIN_DRAFTS)
+            ):
+                break  # the best of the first drafts, once one gains: a dbt draft costs a run
         if best is None:
             chosen = order[0]
             notes |= {"drafts_tested": tested}
@@ -87,6 +94,14 @@ class DbtOfflineMutator:
             notes |= {"drafts_tested": tested, "train_score": best[0]}
         others = [a for a in scored if a != chosen.approach]  # scored on this parent: never offered again
         return Proposal(chosen.code, chosen.approach, notes=notes | {TESTED_NOTE: others})
+
+
+def _checked(project: DbtProject, spec: DbtSpec) -> ValidatedProject | None:
+    """The parent as validated (its rendered queries name the columns its Jinja makes); None when it fails."""
+    try:
+        return validate_project(project, spec)
+    except (CandidateRejected, ValueError):
+        return None
 
 
 def _order(edits: list[Edit], rng: np.random.Generator) -> list[Edit]:

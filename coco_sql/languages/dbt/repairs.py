@@ -11,8 +11,8 @@ repairs (joins, filters, grain) are in `repairs_rows`.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.tokens import TokenType
@@ -59,6 +59,8 @@ class Scope:
     models: dict[str, tuple[float, float]] | None = (
         None  # model -> how off the targets it feeds are (any, rows)
     )
+    # model -> the share of the other edited models that read it (directly or not): a unit is fixed where it enters
+    downstream: Mapping[str, float] = field(default_factory=dict)
 
     def of(self, alias: str | None) -> float:
         return self.weights.get(alias or "", 0.0)

@@ -75,7 +75,8 @@ def row_repairs(file: EditableFile, scope: Scope, scale: tuple[float, set[str]] 
         relevance = scope.of(alias)
         if relevance <= 0 or isinstance(node, exp.Star):
             continue
-        found += _wraps(file, sql, alias, node, relevance, scale, alias in nulls)
+        found += _wraps(file, sql, alias, node, relevance + 0.5 * scope.downstream.get(file.name, 0.0), scale,
+                        alias in nulls)  # fmt: skip
     return [r for r in found if all(file.clean(c) for c in r.changes)]
 
 
