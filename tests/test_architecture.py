@@ -126,9 +126,8 @@ KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
     # another kind reads the SQL kind's checker (sqlkit/ next: parsing, the read-only check, allow-list, macros,
     # the one-line rejection)
     **{(f"coco_sql.languages.{m}", f"coco_sql.languages.sql.check.{t}"): "the SQL checker: sqlkit/ next"
-       for m, t in [("agent_spec.toolsql", "rejection"), ("agent_spec.toolsql", "snowflake"),
-                    ("agent_spec.toolsql", "validator"), ("dbt.compiled", "rejection"), ("dbt.data_tests", "rejection"), ("dbt.runner", "rejection"),
-                    ("dbt.validate", "ai_binding"), ("dbt.validate", "rejection"), ("dbt.validate", "validator")]},
+       for m, t in [("agent_spec.toolsql", "calls"), ("agent_spec.toolsql", "snowflake"),
+                    ("agent_spec.toolsql", "validator"), ("dbt.validate", "ai_binding"), ("dbt.validate", "validator")]},
     # `coco-sql demo-agent-server` serves the agent_spec kind's offline data agent: a kind's own commands next
     ("coco_sql.cli_demo", "coco_sql.languages.agent_spec.demo_model"): "a kind's CLI command: the kind's plug-in next",
     ("coco_sql.cli_init", "coco_sql.languages.dbt.init_task"): "a kind's CLI command (init dbt): the kind's plug-in next",
@@ -147,9 +146,7 @@ NEUTRAL_EXEMPTIONS: dict[tuple[str, str], str] = {
     # PACE's SQL mechanics (primitives/) and the tasks' AI binding read the SQL checker and macros: sqlkit/ next,
     # PACE's kind halves into the kinds (issue 41 step 3)
     **{(f"coco_sql.{m}", f"coco_sql.languages.sql.{t}"): "the SQL checker and macros: sqlkit/ next"
-       for m, t in [("primitives.adopt", "macros"), ("primitives.calls", "check.validator"),
-                    ("primitives.calls", "macros"), ("primitives.edits", "check.validator"),
-                    ("primitives.edits", "macros"), ("primitives.extraction", "check.validator"),
+       for m, t in [("primitives.adopt", "macros"), ("primitives.calls", "macros"), ("primitives.edits", "macros"),
                     ("primitives.extraction", "macros"), ("tasks.from_rows", "check.calls"),
                     ("tasks.loader", "check.ai_binding")]},
     # local testing's stand-in for the warehouse checks and binds the candidates' SQL as the sandbox does

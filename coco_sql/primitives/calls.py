@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.validator import parse_statement
 from coco_sql.languages.sql.macros import called_macros, normalised, split_macros
 from coco_sql.plugins import kind
 from coco_sql.primitives.library import Primitive
+from coco_sql.sqlkit.parsing import parse_statement
 
 if TYPE_CHECKING:
     from coco_sql.languages.kind import PrimitiveAdapter

@@ -25,17 +25,11 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.rejection import one_line
+from coco_sql.languages.sql.check.calls import check_functions, check_snowflake_functions
 from coco_sql.languages.sql.check.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
-from coco_sql.languages.sql.check.validator import (
-    ValidationSpec,
-    check_deterministic_constructs,
-    check_functions,
-    check_read_only,
-    check_snowflake_functions,
-    check_tables,
-    parse_statement,
-)
+from coco_sql.languages.sql.check.validator import ValidationSpec, check_tables
+from coco_sql.sqlkit.parsing import check_deterministic_constructs, check_read_only, parse_statement
+from coco_sql.sqlkit.rejection import one_line
 
 TableSchemas = Mapping[str, Mapping[str, str]]  # table name -> column name -> type
 MAX_ARGUMENT_CHARS = 1_000

@@ -34,9 +34,9 @@ from sqlglot.errors import SqlglotError
 from coco_sql.errors import CandidateRejected, EvaluationError, EvaluationTimeout
 from coco_sql.languages.dbt.runner import DbtRunResult
 from coco_sql.languages.dbt.validate import ValidatedModel, ValidatedProject
-from coco_sql.languages.sql.check.rejection import one_line
 from coco_sql.languages.sql.meter import meter
 from coco_sql.llm.usage import Usage
+from coco_sql.sqlkit.rejection import one_line
 from coco_sql.store.base import CandidateEngine
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

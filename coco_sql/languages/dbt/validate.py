@@ -44,9 +44,9 @@ from coco_sql.languages.dbt.render import REF_PREFIX, SEEDS, SOURCE_PREFIX, Rend
 from coco_sql.languages.dbt.run_form import Relation
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
 from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
-from coco_sql.languages.sql.check.rejection import one_line
 from coco_sql.languages.sql.check.validator import ValidationSpec, checked_trees
 from coco_sql.sqlkit.bounds import recursion_guard
+from coco_sql.sqlkit.rejection import one_line
 
 _PLACEHOLDER = re.compile(rf"""(['"]?)\b((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)\b\1""")
 # a placeholder as sqlglot writes it in a relation's place: bare, or as a quoted identifier

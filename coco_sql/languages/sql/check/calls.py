@@ -21,17 +21,14 @@ from coco_sql.languages.sql.check.allowlist import (
     Arity,
     rejection_reason,
 )
-from coco_sql.languages.sql.check.rejection import one_line, reject
-from coco_sql.languages.sql.check.snowflake import (
-    function_name,
-    positional_arguments,
-)
 from coco_sql.languages.sql.check.snowflake_functions import (
     EMBED_MODELS,
     SNOWFLAKE_FUNCTIONS,
     WrittenCalls,
     rejection,
 )
+from coco_sql.sqlkit.nodes import function_name, positional_arguments
+from coco_sql.sqlkit.rejection import one_line, reject
 
 if TYPE_CHECKING:
     from coco_sql.languages.sql.check.validator import ValidationSpec

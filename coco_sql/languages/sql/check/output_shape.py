@@ -15,7 +15,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
-from coco_sql.languages.sql.check.rejection import reject
+from coco_sql.sqlkit.rejection import reject
 
 _TEXT_TYPES = frozenset(
     {exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR, exp.DataType.Type.NVARCHAR}

@@ -37,6 +37,7 @@ from coco_sql.errors import CandidateRejected
 from coco_sql.languages.sql.check.allowlist import AI_SIGNATURES
 from coco_sql.languages.sql.check.snowflake_functions import REWRITES, json_path
 from coco_sql.plugins import engine
+from coco_sql.sqlkit.nodes import function_name, positional_arguments
 
 if TYPE_CHECKING:
     from coco_sql.engines import AiBinding
@@ -52,27 +53,6 @@ _TEXT_TYPES = frozenset({exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.
 _JSON_TYPES = frozenset(
     {exp.DataType.Type.JSON, exp.DataType.Type.VARIANT, exp.DataType.Type.OBJECT, exp.DataType.Type.ARRAY}
 )
-
-
-def function_name(node: exp.Func) -> str:
-    """The upper-case name a call was written with (Anonymous) or sqlglot's canonical name (typed node)."""
-    if isinstance(node, exp.Anonymous):
-        return node.name.upper()
-    return node.sql_name().upper()
-
-
-def positional_arguments(node: exp.Func) -> list[exp.Expression]:
-    """A call's arguments in written order, dropping non-argument flags (booleans/strings in ``.args``)."""
-    if isinstance(node, exp.Anonymous):
-        return list(node.expressions)
-    values: list[exp.Expression] = []
-    for key in node.arg_types:
-        value = node.args.get(key)
-        if isinstance(value, exp.Expression):
-            values.append(value)
-        elif isinstance(value, list):
-            values.extend(v for v in value if isinstance(v, exp.Expression))
-    return values
 
 
 def rewrite_named_arguments(tree: exp.Expression, dialect: str = "duckdb") -> exp.Expression:

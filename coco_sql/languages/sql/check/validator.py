@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
+from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
@@ -38,69 +38,21 @@ from coco_sql.languages.sql.check.calls import (
     check_snowflake_functions,
 )
 from coco_sql.languages.sql.check.output_shape import check_output_shape
-from coco_sql.languages.sql.check.rejection import reject
-from coco_sql.languages.sql.check.snowflake import (
-    JSON_EACH,
-    function_name,
-    rewrite_named_arguments,
-    snowflake_to_duckdb,
-)
+from coco_sql.languages.sql.check.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
 from coco_sql.plugins import engine as named_engine
-from coco_sql.sqlkit.bounds import parse_bounded, recursion_guard
+from coco_sql.sqlkit.bounds import recursion_guard
+from coco_sql.sqlkit.nodes import function_name
+from coco_sql.sqlkit.parsing import (
+    ALLOWED_ROOTS,
+    FORBIDDEN_NODES,
+    check_deterministic_constructs,
+    check_read_only,
+    parse_statement,
+    statement_name,
+)
+from coco_sql.sqlkit.rejection import reject
 
 SUPPORTED_DIALECTS = frozenset({"duckdb", "snowflake"})
-
-_FORBIDDEN_NODE_NAMES = (
-    "DDL",
-    "DML",
-    "Command",
-    "Copy",
-    "Set",
-    "Use",
-    "Pragma",
-    "Attach",
-    "Detach",
-    "Transaction",
-    "Commit",
-    "Rollback",
-    "Export",
-    "Install",
-    "Load",
-    "LoadData",
-    "Describe",
-    "Summarize",
-    "Show",
-    "Kill",
-    "Grant",
-    "Revoke",
-    "Analyze",
-    "Cache",
-    "Uncache",
-    "Refresh",
-    "Put",
-    "Get",
-    "Declare",
-    "Execute",
-    "Comment",
-    "TruncateTable",
-    "Merge",
-    "Insert",
-    "Update",
-    "Delete",
-    "Create",
-    "Drop",
-    "Alter",
-)
-FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
-    cls
-    for cls in (getattr(exp, name, None) for name in _FORBIDDEN_NODE_NAMES)
-    if isinstance(cls, type) and issubclass(cls, exp.Expression)
-)
-"""Statement node types that must not occur anywhere in a candidate (resolved against this sqlglot's exp)."""
-
-_ALLOWED_ROOTS = (
-    "a single read-only query (SELECT / WITH / UNION / INTERSECT / EXCEPT) or a scalar expression"
-)
 
 
 @dataclass(frozen=True)
@@ -158,66 +110,6 @@ class ValidatedProgram:
     expression: exp.Query = field(compare=False, repr=False)
 
 
-# ----------------------------------------------------------------------------------------------- parsing
-
-
-def _parse_error_message(error: SqlglotError) -> str:
-    """sqlglot's first error as ``description (line L, col C)``, without its multi-line excerpt."""
-    details = getattr(error, "errors", None)
-    if details:
-        first = details[0]
-        where = f" (line {first.get('line')}, col {first.get('col')})" if first.get("line") else ""
-        return f"could not parse candidate: {first.get('description')}{where}"
-    return f"could not parse candidate: {error}"
-
-
-def parse_statement(source: str, dialect: str) -> exp.Expression:
-    """Parse ``source`` into exactly one statement (check 1 and 2)."""
-    if not source or not source.strip():
-        raise reject("empty candidate: expected a SQL query or a scalar expression")
-    try:
-        statements = parse_bounded(source, dialect)  # `sqlkit.bounds`: size and nesting, one line each
-    except (ParseError, TokenError) as error:
-        raise reject(_parse_error_message(error)) from error
-    if len(statements) != 1:
-        raise reject(f"expected exactly one statement, got {len(statements)}")
-    return statements[0]
-
-
-def _statement_name(node: exp.Expression) -> str:
-    """A readable statement name for messages: ``CREATE TABLE``, ``CALL``, ``COPY``..."""
-    if isinstance(node, exp.Command):
-        return str(node.this).upper()
-    name = type(node).__name__.upper()
-    kind = node.args.get("kind")
-    return f"{name} {kind.upper()}" if isinstance(kind, str) and kind else name
-
-
-def check_read_only(tree: exp.Expression) -> None:
-    """Reject any statement node anywhere in the tree (check 3).
-
-    Walking the whole tree, not just the root, catches DML nested in a CTE (``WITH d AS (DELETE ...)``) and
-    any future construct that embeds a statement inside a query.
-    """
-    for node in tree.walk():
-        if isinstance(node, FORBIDDEN_NODES):
-            raise reject(f"{_statement_name(node)} is not allowed: a candidate must be {_ALLOWED_ROOTS}")
-
-
-def check_deterministic_constructs(tree: exp.Expression) -> None:
-    """Reject non-function sources of non-determinism or external input: sampling and query parameters.
-
-    ``USING SAMPLE`` / ``TABLESAMPLE`` draw a random subset (scores would not be reproducible); ``$1`` / ``?``
-    placeholders would read values bound by whoever runs the statement, which a candidate must not rely on.
-    """
-    for node in tree.walk():
-        if isinstance(node, exp.TableSample):
-            raise reject("TABLESAMPLE / USING SAMPLE is not allowed: sampling is non-deterministic")
-        if isinstance(node, (exp.Placeholder, exp.Parameter)):
-            name = node.sql(dialect="duckdb")
-            raise reject(f"query parameter {name!r} is not allowed: read values from the input relation")
-
-
 def as_query(tree: exp.Expression, spec: ValidationSpec) -> tuple[exp.Query, bool]:
     """Return the tree as a query, wrapping a bare scalar expression as ``SELECT id, <expr> AS <output>``."""
     while isinstance(tree, exp.Subquery) and not tree.alias and isinstance(tree.this, exp.Query):
@@ -225,9 +117,9 @@ def as_query(tree: exp.Expression, spec: ValidationSpec) -> tuple[exp.Query, boo
     if isinstance(tree, exp.Query):
         return tree, False
     if isinstance(tree, FORBIDDEN_NODES):
-        raise reject(f"{_statement_name(tree)} is not allowed: a candidate must be {_ALLOWED_ROOTS}")
+        raise reject(f"{statement_name(tree)} is not allowed: a candidate must be {ALLOWED_ROOTS}")
     if not isinstance(tree, exp.Condition):
-        raise reject(f"expected {_ALLOWED_ROOTS}, got {type(tree).__name__.upper()}")
+        raise reject(f"expected {ALLOWED_ROOTS}, got {type(tree).__name__.upper()}")
     wrapped = exp.select(exp.column("id"), exp.alias_(tree, spec.output_column)).from_(
         exp.to_table(spec.relation)
     )
@@ -246,7 +138,7 @@ def parse_program(source: str, spec: ValidationSpec) -> exp.Query:
     if spec.engine.sql.translated:
         transpiled = snowflake_to_duckdb(query, spec.json_columns)
         if not isinstance(transpiled, exp.Query):
-            raise reject(f"expected {_ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
+            raise reject(f"expected {ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
         return transpiled
     return query
 
@@ -328,7 +220,7 @@ def check_output(tree: exp.Query, spec: ValidationSpec) -> list[str]:
     except OptimizeError as error:
         raise reject(f"column check failed: {error}; input columns are {_columns(spec)}") from error
     if not isinstance(qualified, exp.Query):
-        raise reject(f"expected {_ALLOWED_ROOTS}")
+        raise reject(f"expected {ALLOWED_ROOTS}")
     returned = list(qualified.named_selects)
     lowered = {name.lower() for name in returned}
     missing = [c for c in ("id", spec.output_column) if c.lower() not in lowered]
@@ -406,7 +298,7 @@ def _checked(
     elif isinstance(tree, exp.Query):
         query, wrapped = tree, False
     else:
-        raise reject(f"expected one read-only query (SELECT / WITH / UNION ...), got {_statement_name(tree)}")
+        raise reject(f"expected one read-only query (SELECT / WITH / UNION ...), got {statement_name(tree)}")
     if wrapped:
         check_scalar_expression(query)
     table_functions: tuple[str, ...] = ()
@@ -418,7 +310,7 @@ def _checked(
         written = query.copy() if keep_written else None
         transpiled = snowflake_to_duckdb(query, spec.json_columns)
         if not isinstance(transpiled, exp.Query):
-            raise reject(f"expected {_ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
+            raise reject(f"expected {ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
         query = transpiled
         table_functions = (JSON_EACH,)
         check_read_only(query)

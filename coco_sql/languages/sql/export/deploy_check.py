@@ -24,7 +24,6 @@ from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
 from coco_sql.aifuncs.catalogue import check_named_argument
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.sql.check.calls import iter_calls, unserved_embed_model
-from coco_sql.languages.sql.check.snowflake import positional_arguments
 from coco_sql.languages.sql.check.snowflake_functions import (
     ALTERNATIVES,
     SNOWFLAKE_FUNCTIONS,
@@ -33,6 +32,7 @@ from coco_sql.languages.sql.check.snowflake_functions import (
 from coco_sql.languages.sql.check.validator import ValidationSpec, validate_candidate
 from coco_sql.languages.sql.macros import expand_program
 from coco_sql.plugins import engine
+from coco_sql.sqlkit.nodes import positional_arguments
 
 T = exp.DataType.Type
 SNOWFLAKE_TYPES: frozenset[exp.DataType.Type] = frozenset(
