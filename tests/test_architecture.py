@@ -45,8 +45,8 @@ PLUGIN_PACKAGES = ("languages", "engines")
 PLUGIN_BASES = {"__init__", "base", "kind", "highlighting"}  # the protocols every layer may import
 # A kind's parts that other layers read as a library, each a node of its own below the kind: the SQL checker
 # (dbt and agent_spec check their SQL with it; tasks, the store's local-testing stand-in and PACE's SQL
-# mechanics in `primitives` read it) and the SQL macros (`primitives` splits a program's macros with them).
-KIND_LIBRARIES = {("languages", "sql", "check"), ("languages", "sql", "macros")}
+# mechanics in `primitives` read it); what is left of it moves to sqlkit/ and engines/snowflake/ (issue 41).
+KIND_LIBRARIES = {("languages", "sql", "check")}
 
 
 def _part(parts: list[str]) -> str:
@@ -118,10 +118,7 @@ def test_no_module_is_a_monolith() -> None:
 GRAPH = module_graph(PACKAGE)
 KIND_NEUTRAL = ("engine", "api.py", "reflect", "search", "primitives")
 KIND_COMPARISON = re.compile(r"""(language|dialect) ?[!=]= ?["']""")
-SQL_LIBRARY = (
-    "coco_sql.languages.sql.check",
-    "coco_sql.languages.sql.macros",
-)  # the SQL kind's checker, macros
+SQL_LIBRARY = ("coco_sql.languages.sql.check",)  # the SQL kind's checker
 KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
     # another kind reads the SQL kind's checker (sqlkit/ next: parsing, the read-only check, allow-list, macros,
     # the one-line rejection)
@@ -146,8 +143,7 @@ NEUTRAL_EXEMPTIONS: dict[tuple[str, str], str] = {
     # PACE's SQL mechanics (primitives/) and the tasks' AI binding read the SQL checker and macros: sqlkit/ next,
     # PACE's kind halves into the kinds (issue 41 step 3)
     **{(f"coco_sql.{m}", f"coco_sql.languages.sql.{t}"): "the SQL checker and macros: sqlkit/ next"
-       for m, t in [("primitives.adopt", "macros"), ("primitives.calls", "macros"), ("primitives.edits", "macros"),
-                    ("primitives.extraction", "macros"), ("tasks.from_rows", "check.calls"),
+       for m, t in [("tasks.from_rows", "check.calls"),
                     ("tasks.loader", "check.ai_binding")]},
     # local testing's stand-in for the warehouse checks and binds the candidates' SQL as the sandbox does
     ("coco_sql.engines.snowflake.candidates", "coco_sql.languages.sql.check.ai_binding"): "sqlkit/ next",
@@ -225,10 +221,20 @@ def test_the_sql_library_reaches_no_other_part_of_the_sql_kind() -> None:
     """The checker and the macros (what other kinds, PACE and the tasks may read) are a layer below the SQL kind:
     they reach nothing else of it (no mutator, no export, no runner)."""
     library = [m for m in GRAPH if m.startswith(SQL_LIBRARY)]
-    assert len(library) > 8
+    assert len(library) > 4
     outside = {m: way_to(p, t) for m in library if (p := reach(GRAPH, m))
                for t in p if kind_of(t) == "sql" and not t.startswith(SQL_LIBRARY)}  # fmt: skip
     assert outside == {}
+
+
+def test_the_sql_toolkit_reaches_no_kind_and_no_engine() -> None:
+    """`sqlkit/` (parsing, the read-only check, allow-list, macros, the one-line rejection) is below every kind
+    that holds SQL and names no engine: it reaches nothing of `languages/` or `engines/`, lazily either."""
+    toolkit = [m for m in GRAPH if m.startswith("coco_sql.sqlkit")]
+    assert {"coco_sql.sqlkit.parsing", "coco_sql.sqlkit.macros", "coco_sql.sqlkit.rejection"} <= set(toolkit)
+    below = {m: way_to(p, t) for m in toolkit if (p := reach(GRAPH, m))
+             for t in p if t.startswith(("coco_sql.languages.", "coco_sql.engines."))}  # fmt: skip
+    assert below == {}
 
 
 def test_a_shortcut_added_back_fails_the_rules() -> None:

@@ -19,9 +19,10 @@ from coco_sql.aifuncs import catalogue, duckdb_udfs
 from coco_sql.aifuncs.catalogue import CATALOGUE, AiFunction
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check import ValidationSpec, allowlist, validate_candidate
+from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 from coco_sql.languages.sql.check.ai_binding import UDFS
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.sqlkit import allowlist
 
 NAMES = [name for function in CATALOGUE for name in function.sql_names]
 ENTRIES = [pytest.param(function, id=function.name) for function in CATALOGUE]
@@ -135,7 +136,7 @@ def test_no_other_module_spells_an_ai_function_or_udf_name() -> None:
     spelled = {name for name in NAMES if name != "PROMPT"} | {udf.name for udf, _ in catalogue.bound_udfs()}
     root = Path(catalogue.__file__).parents[1]
     for module in (
-        "languages/sql/check/allowlist.py",
+        "sqlkit/allowlist.py",
         "languages/sql/check/ai_binding.py",
         "aifuncs/duckdb_udfs.py",
     ):

@@ -5,7 +5,7 @@ documented names (the names accepted as ``name => value``), which are optional, 
 values, the DuckDB UDF a call binds to with its return type, and the name of the
 :class:`~coco_sql.aifuncs.functions.AiFunctions` method that answers that UDF. Derived from it:
 
-- ``languages.sql.check.allowlist.AI_SIGNATURES``: parameter names and arities (validator, named-argument rewrite);
+- ``sqlkit.allowlist.AI_SIGNATURES``: parameter names and arities (validator, named-argument rewrite);
 - ``languages.sql.check.ai_binding.UDFS``: the UDF each SQL name binds to, padded to one JSON argument per parameter;
 - ``aifuncs.duckdb_udfs``: the UDFs registered in every sandbox, their return types and implementations;
 - ``aifuncs.functions``: the limits (:class:`Limits`) whose violation Cortex answers with an error.

@@ -17,10 +17,10 @@ from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 from coco_sql.languages.sql.linear_head import embed_model, embedded_tables, head_columns, head_tables
-from coco_sql.languages.sql.macros import expand_program, has_macro_word
 from coco_sql.languages.sql.warehouse import WarehouseSqlRunner, warehouse_embed
 from coco_sql.sandbox.database import QueryResult, Sandbox
 from coco_sql.search.features import cell_of_counts
+from coco_sql.sqlkit.macros import expand_program, has_macro_word
 from coco_sql.tasks.references import reference_columns, reference_tables
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class SqlLanguage:
 
     def validate(self, code: str) -> Program:
         """A program may carry its primitives as DuckDB scalar macros before its one query
-        (`languages.sql.macros`): they are expanded inline first, and every check runs on the query as it
+        (`sqlkit.macros`): they are expanded inline first, and every check runs on the query as it
         will run. `source` keeps the macros and their calls; `runnable` and `tree` are the expanded query."""
         if has_macro_word(code):
             expanded = expand_program(code, self.spec.dialect)

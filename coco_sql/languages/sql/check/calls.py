@@ -11,7 +11,13 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from coco_sql.languages.sql.check.allowlist import (
+from coco_sql.languages.sql.check.snowflake_functions import (
+    EMBED_MODELS,
+    SNOWFLAKE_FUNCTIONS,
+    WrittenCalls,
+    rejection,
+)
+from coco_sql.sqlkit.allowlist import (
     AI_SIGNATURES,
     BASE_FUNCTIONS,
     EXTERNAL_ACCESS,
@@ -20,12 +26,6 @@ from coco_sql.languages.sql.check.allowlist import (
     TYPED_ARITY_CHECKED,
     Arity,
     rejection_reason,
-)
-from coco_sql.languages.sql.check.snowflake_functions import (
-    EMBED_MODELS,
-    SNOWFLAKE_FUNCTIONS,
-    WrittenCalls,
-    rejection,
 )
 from coco_sql.sqlkit.nodes import function_name, positional_arguments
 from coco_sql.sqlkit.rejection import one_line, reject

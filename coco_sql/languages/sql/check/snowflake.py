@@ -8,7 +8,7 @@ constructs come out wrong or unrunnable, so we rewrite them on the Snowflake AST
 (b) ``LATERAL FLATTEN(input => expr) f`` becomes invalid DuckDB (upstream tobymao/sqlglot#5295). We generate
     ``json_each(expr) AS f(...)``; ``f.value`` is then the element as JSON; ``f.value::string`` is unquoted.
 (c) named arguments (``AI_COMPLETE(model => 'x', prompt => p)``) do not bind to DuckDB Python UDFs. We turn
-    them into positional arguments using :data:`~coco_sql.languages.sql.check.allowlist.AI_SIGNATURES`, padding skipped
+    them into positional arguments using :data:`~coco_sql.sqlkit.allowlist.AI_SIGNATURES`, padding skipped
     optional parameters with NULL. This one applies to both dialects.
 (d) bracket indexing on a VARIANT (``x['labels'][0]``) becomes ``x['labels'][1]``: sqlglot shifts the index to
     DuckDB's 1-based lists, but the VARIANT is JSON in DuckDB, whose indexes stay 0-based. A bracket chain with an
@@ -34,9 +34,9 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
 from coco_sql.aifuncs.catalogue import check_named_argument
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.allowlist import AI_SIGNATURES
 from coco_sql.languages.sql.check.snowflake_functions import REWRITES, json_path
 from coco_sql.plugins import engine
+from coco_sql.sqlkit.allowlist import AI_SIGNATURES
 from coco_sql.sqlkit.nodes import function_name, positional_arguments
 
 if TYPE_CHECKING:

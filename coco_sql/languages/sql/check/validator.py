@@ -37,11 +37,11 @@ from coco_sql.languages.sql.check.calls import (
     check_scalar_expression,
     check_snowflake_functions,
 )
-from coco_sql.languages.sql.check.output_shape import check_output_shape
 from coco_sql.languages.sql.check.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
 from coco_sql.plugins import engine as named_engine
 from coco_sql.sqlkit.bounds import recursion_guard
 from coco_sql.sqlkit.nodes import function_name
+from coco_sql.sqlkit.output_shape import check_output_shape
 from coco_sql.sqlkit.parsing import (
     ALLOWED_ROOTS,
     FORBIDDEN_NODES,
@@ -248,7 +248,7 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
         query, wrapped = checked_query(source, spec)
         check_output(query, spec)
         if spec.output_type is not None:
-            check_output_shape(query, spec.output_column, spec.output_type, spec.dialect)
+            check_output_shape(query, spec.output_column, spec.output_type, spec.engine.sql.translated)
         # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
         # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
         bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know

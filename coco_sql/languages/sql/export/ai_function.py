@@ -37,7 +37,7 @@ from coco_sql.engines.snowflake.aifo import (
 )
 from coco_sql.errors import TaskError
 from coco_sql.languages.sql.aifo import RETURNS, AifoSettings, ai_function_body
-from coco_sql.languages.sql.macros import expand_program
+from coco_sql.sqlkit.macros import expand_program
 
 if TYPE_CHECKING:
     from coco_sql.languages.sql.export.deploy_check import Finding

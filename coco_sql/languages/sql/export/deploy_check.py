@@ -30,8 +30,8 @@ from coco_sql.languages.sql.check.snowflake_functions import (
     WrittenCalls,
 )
 from coco_sql.languages.sql.check.validator import ValidationSpec, validate_candidate
-from coco_sql.languages.sql.macros import expand_program
 from coco_sql.plugins import engine
+from coco_sql.sqlkit.macros import expand_program
 from coco_sql.sqlkit.nodes import positional_arguments
 
 T = exp.DataType.Type

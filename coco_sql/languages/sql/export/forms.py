@@ -56,7 +56,7 @@ from sqlglot.optimizer.scope import traverse_scope
 from coco_sql.errors import ConfigError
 from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
 from coco_sql.languages.sql.export.references import reads_table, ship_table
-from coco_sql.languages.sql.macros import expand_program
+from coco_sql.sqlkit.macros import expand_program
 
 FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt")
 # forms written elsewhere: a Snowflake AI function, and it beside Snowflake's optimizer (`export.ai_function`)

@@ -42,7 +42,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.allowlist import AI_SIGNATURES, BASE_FUNCTIONS
+from coco_sql.sqlkit.allowlist import AI_SIGNATURES, BASE_FUNCTIONS
 from coco_sql.sqlkit.parsing import parse_statement
 from coco_sql.sqlkit.rejection import one_line
 
