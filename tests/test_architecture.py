@@ -124,7 +124,7 @@ KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
     # the one-line rejection)
     **{(f"coco_sql.languages.{m}", f"coco_sql.languages.sql.check.{t}"): "the SQL checker: sqlkit/ next"
        for m, t in [("agent_spec.toolsql", "calls"), ("agent_spec.toolsql", "snowflake"),
-                    ("agent_spec.toolsql", "validator"), ("dbt.validate", "ai_binding"), ("dbt.validate", "validator")]},
+                    ("agent_spec.toolsql", "validator"), ("dbt.validate", "validator")]},
     # `coco-sql demo-agent-server` serves the agent_spec kind's offline data agent: a kind's own commands next
     ("coco_sql.cli_demo", "coco_sql.languages.agent_spec.demo_model"): "a kind's CLI command: the kind's plug-in next",
     ("coco_sql.cli_init", "coco_sql.languages.dbt.init_task"): "a kind's CLI command (init dbt): the kind's plug-in next",
@@ -140,13 +140,9 @@ KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
     ("coco_sql.languages.dbt.ai_labels", "coco_sql.languages.sql.mutate.ai_edits"): "AI label edits: mutate/ next",
 }  # fmt: skip
 NEUTRAL_EXEMPTIONS: dict[tuple[str, str], str] = {
-    # PACE's SQL mechanics (primitives/) and the tasks' AI binding read the SQL checker and macros: sqlkit/ next,
-    # PACE's kind halves into the kinds (issue 41 step 3)
-    **{(f"coco_sql.{m}", f"coco_sql.languages.sql.{t}"): "the SQL checker and macros: sqlkit/ next"
-       for m, t in [("tasks.from_rows", "check.calls"),
-                    ("tasks.loader", "check.ai_binding")]},
-    # local testing's stand-in for the warehouse checks and binds the candidates' SQL as the sandbox does
-    ("coco_sql.engines.snowflake.candidates", "coco_sql.languages.sql.check.ai_binding"): "sqlkit/ next",
+    # the tasks read which AI functions a program calls: the call checks move to sqlkit/ next
+    ("coco_sql.tasks.from_rows", "coco_sql.languages.sql.check.calls"): "the SQL call checks: sqlkit/ next",
+    # local testing's stand-in for the warehouse translates the candidates' SQL as the sandbox does
     ("coco_sql.engines.snowflake.candidates", "coco_sql.languages.sql.check.snowflake"): "engines/snowflake/ next",
 }  # fmt: skip
 ENGINE_EXEMPTIONS: dict[tuple[str, str], str] = {

@@ -103,8 +103,8 @@ class LocalQueries:
         return self._ai
 
     def __call__(self, sql: str, *, timeout_s: float) -> QueryRows:
-        from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
         from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
+        from coco_sql.sqlkit.ai_binding import bind_ai_calls
 
         tree = sqlglot.parse_one(sql, read="snowflake")
         if not isinstance(tree, exp.Query):

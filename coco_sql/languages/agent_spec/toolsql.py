@@ -26,8 +26,9 @@ from sqlglot.optimizer.qualify import qualify
 
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.sql.check.calls import check_functions, check_snowflake_functions
-from coco_sql.languages.sql.check.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
+from coco_sql.languages.sql.check.snowflake import JSON_EACH, snowflake_to_duckdb
 from coco_sql.languages.sql.check.validator import ValidationSpec, check_tables
+from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
 from coco_sql.sqlkit.parsing import check_deterministic_constructs, check_read_only, parse_statement
 from coco_sql.sqlkit.rejection import one_line
 
@@ -164,9 +165,9 @@ def _checked(
         input_columns=tables[names[0]], output_column="", relation=names[0], dialect=dialect,
         references={name: tables[name] for name in names[1:]},
     )  # fmt: skip
-    snowflake = dialect == "snowflake"
+    snowflake = spec.engine.sql.translated
     check_functions(tree, spec, check_arity=True, snowflake_flatten=snowflake, snowflake_names=snowflake)
-    query: exp.Expression = rewrite_named_arguments(tree, dialect)
+    query: exp.Expression = rewrite_named_arguments(tree, spec.engine.ai)
     table_functions: tuple[str, ...] = ()
     if snowflake:
         check_snowflake_functions(query, spec, source)

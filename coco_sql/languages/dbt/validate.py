@@ -43,8 +43,8 @@ from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.render import REF_PREFIX, SEEDS, SOURCE_PREFIX, RenderedModel, render_models
 from coco_sql.languages.dbt.run_form import Relation
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
-from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
 from coco_sql.languages.sql.check.validator import ValidationSpec, checked_trees
+from coco_sql.sqlkit.ai_binding import bind_ai_calls
 from coco_sql.sqlkit.bounds import recursion_guard
 from coco_sql.sqlkit.rejection import one_line
 

@@ -31,15 +31,16 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from coco_sql.engines import EnginePlugin
-from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
 from coco_sql.languages.sql.check.calls import (
     check_functions,
     check_scalar_expression,
     check_snowflake_functions,
 )
-from coco_sql.languages.sql.check.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
+from coco_sql.languages.sql.check.snowflake import JSON_EACH, snowflake_to_duckdb
 from coco_sql.plugins import engine as named_engine
+from coco_sql.sqlkit.ai_binding import bind_ai_calls
 from coco_sql.sqlkit.bounds import recursion_guard
+from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
 from coco_sql.sqlkit.nodes import function_name
 from coco_sql.sqlkit.output_shape import check_output_shape
 from coco_sql.sqlkit.parsing import (
@@ -292,7 +293,7 @@ def _checked(
     check_functions(tree, spec, check_arity=True, snowflake_flatten=snowflake, snowflake_names=snowflake)
     if snowflake:
         check_snowflake_functions(tree, spec, source)
-    tree = rewrite_named_arguments(tree, spec.dialect)  # Snowflake refuses names only we accepted
+    tree = rewrite_named_arguments(tree, spec.engine.ai)  # Snowflake refuses names only we accepted
     if wrap:
         query, wrapped = as_query(tree, spec)
     elif isinstance(tree, exp.Query):
