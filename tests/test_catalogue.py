@@ -19,10 +19,11 @@ from coco_sql.aifuncs import catalogue, duckdb_udfs
 from coco_sql.aifuncs.catalogue import CATALOGUE, AiFunction
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.sqlkit import allowlist
 from coco_sql.sqlkit.ai_binding import UDFS
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 
 NAMES = [name for function in CATALOGUE for name in function.sql_names]
 ENTRIES = [pytest.param(function, id=function.name) for function in CATALOGUE]

@@ -14,12 +14,13 @@ import sqlglot
 
 from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
 from coco_sql.aifuncs.functions import AiFunctions
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
-from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
+from coco_sql.engines.snowflake.transpile import snowflake_to_duckdb
 from coco_sql.languages.sql.meter import Unmetered, meter
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
 from coco_sql.sqlkit.ai_binding import bind_ai_calls
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 
 ROWS = pd.DataFrame(
     {

@@ -20,8 +20,8 @@ Names this project accepted before it followed the documentation (``categories =
 may still use them; in Snowflake dialect they are refused with the documented name (:func:`check_named_argument`,
 which a deploy checker calls too).
 
-This module imports only the standard library (and never ``languages.sql.check``, ``functions`` or ``runtime``), so
-``languages.sql.check`` reads it without an import cycle, and without loading DuckDB, arrow, a model or a socket.
+This module imports only the standard library (and never ``sqlkit``, ``functions`` or ``runtime``), so
+``sqlkit`` reads it without an import cycle, and without loading DuckDB, arrow, a model or a socket.
 """
 
 from __future__ import annotations

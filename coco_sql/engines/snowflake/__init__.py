@@ -15,4 +15,6 @@ PLUGIN = EnginePlugin(
     store=Part("coco_sql.engines.snowflake.store:SnowparkStore"),
     runs_candidates=True,
     ddl=Part("coco_sql.engines.snowflake.ddl:snowflake_statements"),
+    checks=Part("coco_sql.engines.snowflake.checks:CHECKS"),
+    deploy_check=Part("coco_sql.engines.snowflake.deploy_check:check_program"),
 )

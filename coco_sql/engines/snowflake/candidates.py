@@ -8,7 +8,7 @@ result.
 Two executors run the queries. On an account, `SessionQueries`: one statement on the session's connection,
 whose cursor reports the result's types with its rows (so a candidate costs its query and nothing else: no
 DESCRIBE). In Snowpark's local testing mode, which has no SQL, `LocalQueries`: the Snowflake SQL is turned into
-the DuckDB SQL the validator would make of it (`languages.sql.check.snowflake_to_duckdb`, AI calls bound to coco-sql's
+the DuckDB SQL the validator would make of it (`engines.snowflake.transpile.snowflake_to_duckdb`, AI calls bound to coco-sql's
 UDFs) and runs in a locked-down in-memory DuckDB holding the staged tables (`sandbox.lockdown.LockedDuckDB`),
 in this process, with Cortex's functions answered by a stand-in over the embedded model. That stand-in is
 Cortex: what it spends is not coco-sql's accounting (the query's meter is, `languages.sql.meter`).
@@ -103,7 +103,7 @@ class LocalQueries:
         return self._ai
 
     def __call__(self, sql: str, *, timeout_s: float) -> QueryRows:
-        from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
+        from coco_sql.engines.snowflake.transpile import snowflake_to_duckdb
         from coco_sql.sqlkit.ai_binding import bind_ai_calls
 
         tree = sqlglot.parse_one(sql, read="snowflake")

@@ -1,4 +1,4 @@
-"""SQL programs: sqlglot validation (`languages.sql.check`), the DuckDB worker sandbox (`sandbox`), AST features and
+"""SQL programs: sqlglot validation (`sqlkit`), the DuckDB worker sandbox (`sandbox`), AST features and
 the offline SQL mutator (`languages.sql.mutate.offline`).
 
 The task's dialect (duckdb or snowflake) is a validator setting: Snowflake SQL is transpiled to DuckDB before it
@@ -15,12 +15,13 @@ from sqlglot import exp
 
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 from coco_sql.languages.sql.linear_head import embed_model, embedded_tables, head_columns, head_tables
 from coco_sql.languages.sql.warehouse import WarehouseSqlRunner, warehouse_embed
 from coco_sql.sandbox.database import QueryResult, Sandbox
 from coco_sql.search.features import cell_of_counts
+from coco_sql.sqlkit.checks import ValidationSpec
 from coco_sql.sqlkit.macros import expand_program, has_macro_word
+from coco_sql.sqlkit.validate import validate_candidate
 from coco_sql.tasks.references import reference_columns, reference_tables
 
 if TYPE_CHECKING:

@@ -36,12 +36,12 @@ from sqlglot.optimizer.scope import traverse_scope
 from coco_sql.bounded import json_value
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
-from coco_sql.languages.sql.check.validator import as_query
 from coco_sql.languages.sql.export.forms import over_source
 from coco_sql.languages.sql.meter import Metered, meter
 from coco_sql.llm.routing import CORTEX_EMBEDDING_MODEL
 from coco_sql.sandbox.lockdown import QueryResult
 from coco_sql.sqlkit.ai_binding import unbind_ai_calls
+from coco_sql.sqlkit.checks import as_query
 from coco_sql.sqlkit.macros import expand_program
 from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
 from coco_sql.sqlkit.nodes import function_name, positional_arguments
@@ -49,8 +49,8 @@ from coco_sql.sqlkit.parsing import parse_statement
 from coco_sql.store.base import CandidateEngine
 
 if TYPE_CHECKING:
-    from coco_sql.languages.sql.check import ValidationSpec
     from coco_sql.languages.sql.linear_head import Embed
+    from coco_sql.sqlkit.checks import ValidationSpec
     from coco_sql.tasks import Split
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

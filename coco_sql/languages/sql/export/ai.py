@@ -13,7 +13,7 @@ Snowflake forms and dbt keep Cortex's spelling: they run on Cortex.
 from __future__ import annotations
 
 from coco_sql.languages import language_for
-from coco_sql.languages.sql.check.calls import ai_functions_called
+from coco_sql.sqlkit.calls import ai_functions_called
 from coco_sql.tasks import TaskPack
 
 DUCKDB_FORMS = frozenset({"duckdb_view", "duckdb_macro"})

@@ -54,8 +54,8 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 
 from coco_sql.errors import ConfigError
-from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
 from coco_sql.languages.sql.export.references import reads_table, ship_table
+from coco_sql.plugins import engine
 from coco_sql.sqlkit.macros import expand_program
 
 FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt")
@@ -128,10 +128,9 @@ def export_bundle(
     target = _TARGETS[form]
     reads = source_table(source, target)
     program = sqlglot.parse_one(code, read=dialect)
-    if (
-        dialect == "snowflake" and target == "duckdb"
-    ):  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
-        program = snowflake_to_duckdb(program)
+    own = engine(dialect).checks
+    if own is not None and target == "duckdb":  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
+        program = own.load().to_duckdb(program, frozenset())
     relation: str | exp.Table = _DBT_PLACEHOLDER if form == "dbt" else reads
     tables, files, refs = "", {}, {_DBT_PLACEHOLDER: reads}
     renamed = {k: v for k, v in (source_columns or {}).items() if k != v}

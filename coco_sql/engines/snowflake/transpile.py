@@ -15,7 +15,7 @@ constructs come out wrong or unrunnable, so we rewrite them on the Snowflake AST
     VARIANT, or a CTE column holding one), becomes a VARIANT path ``x -> '$.labels[0]'`` instead.
 (e) ``VECTOR(FLOAT, n)`` has no DuckDB type: it becomes ``FLOAT[]``, the type AI_EMBED returns locally.
 (f) the calls sqlglot translates wrongly get the translation their entry of
-    :mod:`~coco_sql.languages.sql.check.snowflake_functions` gives (ARRAY_SIZE, ARRAY_CONTAINS, ARRAY_TO_STRING, GET, the
+    :mod:`~coco_sql.engines.snowflake.functions` gives (ARRAY_SIZE, ARRAY_CONTAINS, ARRAY_TO_STRING, GET, the
     VECTOR_* functions).
 
 Each rewrite depends only on the tree it is given (it mutates and returns that tree, which the caller owns).
@@ -29,8 +29,8 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
+from coco_sql.engines.snowflake.functions import REWRITES, json_path
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.snowflake_functions import REWRITES, json_path
 from coco_sql.sqlkit.nodes import function_name
 
 JSON_EACH = "JSON_EACH"

@@ -1,22 +1,10 @@
-"""Static validation of untrusted candidate SQL before it reaches a warehouse.
+"""The shared checks of a SQL program that a kind holds (the SQL kind's candidates, dbt's models, an agent spec's
+tool SQL): parse (bounded), read-only, deterministic, the allow-list with arities, the tables read; a program in
+an engine's dialect is checked by that engine's own checks too and translated to the DuckDB tree the sandbox runs
+(`DialectChecks`, the engine's `checks` part). Every check raises a one-line `CandidateRejected`.
 
-A candidate is a query over one relation (``input``) returning ``id`` plus the contract's output column, or a
-bare scalar expression that we wrap into such a query. Validation is layered, each check a pure function
-raising :class:`~coco_sql.errors.CandidateRejected` with a one-line message naming the offending construct and
-what is allowed, because that message is the mutator's only feedback:
-
-1. parse (one statement, non-empty);
-2. read-only: the root is a query and no DDL/DML/command node hides anywhere (e.g. DML inside a CTE);
-3. functions: only the allow-list (plus the task's extras, e.g. AI functions), with arity checks, since
-   sqlglot happily parses ``IFF(a, b)`` or ``random()``;
-4. tables: only ``input`` (unqualified), the task's reference tables (``examples``) and the query's own CTEs; no
-   table functions, no file paths;
-5. output contract: every column resolves against ``input``'s schema, and ``id`` and the output column are
-   returned.
-
-This is the first line of defence, not the only one: the executor still runs candidates in a locked-down
-DuckDB (no external access, read-only, timeouts). Static checks exist to give fast, specific feedback and to
-keep obviously hostile text away from the warehouse.
+What is about a SQL program as a *candidate* (the id/output contract, the executed SQL) stays in the SQL kind
+(`sqlkit.validate`).
 """
 
 from __future__ import annotations
@@ -24,25 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Protocol
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
-from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from coco_sql.engines import EnginePlugin
-from coco_sql.languages.sql.check.calls import (
-    check_functions,
-    check_scalar_expression,
-    check_snowflake_functions,
-)
-from coco_sql.languages.sql.check.snowflake import JSON_EACH, snowflake_to_duckdb
-from coco_sql.plugins import engine as named_engine
-from coco_sql.sqlkit.ai_binding import bind_ai_calls
-from coco_sql.sqlkit.bounds import recursion_guard
+from coco_sql.errors import ConfigError
+from coco_sql.plugins import engine, engine_names
+from coco_sql.sqlkit.calls import check_functions, check_scalar_expression
 from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
 from coco_sql.sqlkit.nodes import function_name
-from coco_sql.sqlkit.output_shape import check_output_shape
 from coco_sql.sqlkit.parsing import (
     ALLOWED_ROOTS,
     FORBIDDEN_NODES,
@@ -53,7 +33,23 @@ from coco_sql.sqlkit.parsing import (
 )
 from coco_sql.sqlkit.rejection import reject
 
-SUPPORTED_DIALECTS = frozenset({"duckdb", "snowflake"})
+if TYPE_CHECKING:
+    from coco_sql.engines import EnginePlugin
+
+
+class DialectChecks(Protocol):
+    """An engine's own checks of a program written in its dialect, and its translation to DuckDB (its `checks`
+    part: `engines.snowflake.checks`)."""
+
+    table_functions: tuple[str, ...]  # the table functions its translation generates (allowed in FROM)
+
+    def check_written(self, tree: exp.Expression, spec: ValidationSpec, source: str) -> None:
+        """CandidateRejected unless every call in the tree as written is one the engine serves."""
+        ...
+
+    def to_duckdb(self, tree: exp.Expression, json_columns: frozenset[str]) -> exp.Expression:
+        """The DuckDB tree of the program (what the sandbox runs)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -68,8 +64,8 @@ class ValidationSpec:
     # read-only tables beside the input relation, name -> columns (`tasks.references`: the training rows as
     # `examples` for AI tasks)
     references: Mapping[str, Mapping[str, str]] = field(default_factory=dict, hash=False)
-    # the engine `dialect` names, resolved once per spec: the SQL checks read its parts (until they move into
-    # the engine's own `checks` part: issue 41, a later step)
+    # the engine `dialect` names, resolved once per spec (`plugins.engine`): the checks read its parts (its SQL
+    # rules, its AI binding, its own checks)
     engine: EnginePlugin = field(init=False, repr=False, compare=False, hash=False)
     # the task's label type (a contract type): an output column that is an AI call's whole object is refused
     # (`check.output_shape`); None: not checked
@@ -81,11 +77,13 @@ class ValidationSpec:
         frozen = {name.lower(): MappingProxyType(dict(columns)) for name, columns in self.references.items()}
         object.__setattr__(self, "references", MappingProxyType(frozen))
         object.__setattr__(self, "allowed_functions", frozenset(f.upper() for f in self.allowed_functions))
-        if self.dialect not in SUPPORTED_DIALECTS:
+        try:
+            resolved = engine(self.dialect)
+        except ConfigError:
             raise ValueError(
-                f"unsupported dialect {self.dialect!r}; expected one of {sorted(SUPPORTED_DIALECTS)}"
-            )
-        object.__setattr__(self, "engine", named_engine(self.dialect))
+                f"unsupported dialect {self.dialect!r}; expected one of {sorted(engine_names())}"
+            ) from None
+        object.__setattr__(self, "engine", resolved)
 
     @property
     def json_columns(self) -> frozenset[str]:
@@ -100,15 +98,10 @@ class ValidationSpec:
         tables = {name: dict(columns) for name, columns in self.references.items()}
         return {self.relation: {"id": "VARCHAR", **self.input_columns}, **tables}
 
-
-@dataclass(frozen=True)
-class ValidatedProgram:
-    """A candidate that passed every check, with the DuckDB SQL to execute and its AST."""
-
-    source: str
-    sql: str
-    wrapped: bool
-    expression: exp.Query = field(compare=False, repr=False)
+    @property
+    def dialect_checks(self) -> DialectChecks | None:
+        """The engine's own checks of a program written in its dialect (None: its programs run as written)."""
+        return self.engine.checks.load() if self.engine.checks is not None else None
 
 
 def as_query(tree: exp.Expression, spec: ValidationSpec) -> tuple[exp.Query, bool]:
@@ -125,26 +118,6 @@ def as_query(tree: exp.Expression, spec: ValidationSpec) -> tuple[exp.Query, boo
         exp.to_table(spec.relation)
     )
     return wrapped, True
-
-
-def parse_program(source: str, spec: ValidationSpec) -> exp.Query:
-    """Parse, wrap a scalar expression, and transpile to a DuckDB AST, without policy checks.
-
-    Used by AST mutators, which need the tree but validate their output separately. Raises
-    ``CandidateRejected`` on parse errors (and when the statement cannot be a query at all).
-    """
-    tree = parse_statement(source, spec.dialect)
-    tree = rewrite_named_arguments(tree)
-    query, _ = as_query(tree, spec)
-    if spec.engine.sql.translated:
-        transpiled = snowflake_to_duckdb(query, spec.json_columns)
-        if not isinstance(transpiled, exp.Query):
-            raise reject(f"expected {ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
-        return transpiled
-    return query
-
-
-# --------------------------------------------------------------------------------------------- functions
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -201,62 +174,6 @@ def _check_table(table: exp.Table, scope: Scope, relations: set[str], functions:
         raise reject(f"table {name!r} is not allowed: {only}")
 
 
-# ------------------------------------------------------------------------------------------------ output
-
-
-def check_output(tree: exp.Query, spec: ValidationSpec) -> list[str]:
-    """Resolve every column against the input schema, then require ``id`` and the output column (check 6).
-
-    Qualification runs on a copy: it expands stars and adds aliases, which we need for ``named_selects`` but
-    do not want in the SQL we store and show.
-    """
-    try:
-        qualified = qualify(
-            tree.copy(),
-            schema=spec.schema,
-            dialect="duckdb",
-            validate_qualify_columns=True,
-            quote_identifiers=False,
-        )
-    except OptimizeError as error:
-        raise reject(f"column check failed: {error}; input columns are {_columns(spec)}") from error
-    if not isinstance(qualified, exp.Query):
-        raise reject(f"expected {ALLOWED_ROOTS}")
-    returned = list(qualified.named_selects)
-    lowered = {name.lower() for name in returned}
-    missing = [c for c in ("id", spec.output_column) if c.lower() not in lowered]
-    if missing:
-        raise reject(
-            f"query must return columns id and {spec.output_column}; missing {', '.join(missing)}; "
-            f"it returns: {', '.join(returned) or 'nothing'}"
-        )
-    return returned
-
-
-def _columns(spec: ValidationSpec) -> str:
-    return ", ".join(["id", *spec.input_columns])
-
-
-# ------------------------------------------------------------------------------------------------- entry
-
-
-def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
-    """Run every check on an untrusted candidate; return the DuckDB SQL to execute or raise CandidateRejected.
-
-    The checks (`checked_query`), then the output contract (`check_output`), then the AI calls bound.
-    """
-    with recursion_guard():  # the parse is bounded (`sqlkit.bounds`); this catches what a deep stack adds
-        query, wrapped = checked_query(source, spec)
-        check_output(query, spec)
-        if spec.output_type is not None:
-            check_output_shape(query, spec.output_column, spec.output_type, spec.engine.sql.translated)
-        # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
-        # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
-        bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know
-        sql = query.sql(dialect="duckdb", copy=False)
-    return ValidatedProgram(source=source, sql=sql, wrapped=wrapped, expression=query)
-
-
 def checked_query(source: str, spec: ValidationSpec, *, wrap: bool = True) -> tuple[exp.Query, bool]:
     """Every check but the output contract: the DuckDB tree to execute (AI calls not bound yet) and whether a
     bare scalar expression was wrapped into a query. With `wrap=False` a bare expression is refused (a dbt
@@ -287,12 +204,13 @@ def _checked(
     tree = parse_statement(source, spec.dialect)
     check_read_only(tree)
     check_deterministic_constructs(tree)
-    snowflake = spec.engine.sql.translated
+    own = spec.dialect_checks
     # In Snowflake FLATTEN is a table function (parsed as Explode under Lateral/TableFromRows); it is allowed
     # only there, and it disappears in the rewrite to json_each.
-    check_functions(tree, spec, check_arity=True, snowflake_flatten=snowflake, snowflake_names=snowflake)
-    if snowflake:
-        check_snowflake_functions(tree, spec, source)
+    translated = own is not None
+    check_functions(tree, spec, check_arity=True, flatten_in_from=translated, dialect_names=translated)
+    if own is not None:
+        own.check_written(tree, spec, source)
     tree = rewrite_named_arguments(tree, spec.engine.ai)  # Snowflake refuses names only we accepted
     if wrap:
         query, wrapped = as_query(tree, spec)
@@ -304,16 +222,16 @@ def _checked(
         check_scalar_expression(query)
     table_functions: tuple[str, ...] = ()
     written: exp.Query | None = query
-    if snowflake:
+    if own is not None:
         # Tables are checked on the Snowflake tree too, so stages (@stage/file) and qualified names get a
         # precise message instead of a transpilation failure.
         check_tables(query, spec)
         written = query.copy() if keep_written else None
-        transpiled = snowflake_to_duckdb(query, spec.json_columns)
+        transpiled = own.to_duckdb(query, spec.json_columns)
         if not isinstance(transpiled, exp.Query):
             raise reject(f"expected {ALLOWED_ROOTS} after transpiling, got {type(transpiled).__name__}")
         query = transpiled
-        table_functions = (JSON_EACH,)
+        table_functions = own.table_functions
         check_read_only(query)
         check_functions(query, spec, check_arity=False, transpiled=True)
     check_tables(query, spec, table_functions)

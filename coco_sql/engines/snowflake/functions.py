@@ -342,7 +342,7 @@ def rejection(name: str) -> str:
         return f"function {name} does not exist in Snowflake; use {alternative}"
     return (
         f"function {name} is not a Snowflake function coco-sql supports "
-        "(coco_sql/languages/sql/check/snowflake_functions.py lists them)"
+        "(coco_sql/engines/snowflake/functions.py lists them)"
     )
 
 
