@@ -116,12 +116,6 @@ KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
     # `coco-sql demo-agent-server` serves the agent_spec kind's offline data agent: a kind's own commands next
     ("coco_sql.cli_demo", "coco_sql.languages.agent_spec.demo_model"): "a kind's CLI command: the kind's plug-in next",
     ("coco_sql.cli_init", "coco_sql.languages.dbt.init_task"): "a kind's CLI command (init dbt): the kind's plug-in next",
-    # the warehouse as candidate runner: one candidate runner API in engines/ next
-    ("coco_sql.languages.agent_spec.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
-    ("coco_sql.languages.dbt.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
-    ("coco_sql.languages.python.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
-    # Cortex billing: engines/snowflake/ next
-    ("coco_sql.languages.dbt.compiled", "coco_sql.languages.sql.meter"): "Cortex billing: engines/snowflake/ next",
     # AI_CLASSIFY label edits both kinds' offline mutators make: the shared draft -> test -> pick loop next
     ("coco_sql.languages.dbt.ai_labels", "coco_sql.languages.sql.mutate.ai_edits"): "AI label edits: mutate/ next",
 }  # fmt: skip

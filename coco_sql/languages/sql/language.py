@@ -16,7 +16,7 @@ from sqlglot import exp
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.sql.linear_head import embed_model, embedded_tables, head_columns, head_tables
-from coco_sql.languages.sql.warehouse import WarehouseSqlRunner, warehouse_embed
+from coco_sql.languages.sql.warehouse import WarehouseSqlRunner
 from coco_sql.sandbox.database import QueryResult, Sandbox
 from coco_sql.search.features import cell_of_counts
 from coco_sql.sqlkit.checks import ValidationSpec
@@ -78,7 +78,7 @@ class SqlLanguage:
     def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner | WarehouseSqlRunner:
         if self.engine is not None:  # the head fitted on the warehouse's own AI_EMBED vectors
             heads = embedded_tables(
-                self.task, warehouse_embed(self.engine, embed_model(self.task.dialect)), self._heads
+                self.task, self.engine.embedder(embed_model(self.task.dialect)), self._heads
             )
             return WarehouseSqlRunner(
                 self.engine,
