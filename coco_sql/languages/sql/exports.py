@@ -97,7 +97,7 @@ class SqlExports:
 
     def deploy_checked(self, form: str, dialect: str) -> bool:
         """A form that runs in Snowflake, or the program as written in Snowflake's dialect."""
-        return form in SNOWFLAKE_FORMS or (form == "sql" and dialect == "snowflake")
+        return form in SNOWFLAKE_FORMS or (form == "sql" and dialect == deploy_engine().dialect)
 
     def check_deploy(self, code: str, dialect: str, task: TaskPack | None, where: str) -> list[Finding]:
         target = deploy_engine()
