@@ -22,11 +22,12 @@ import numpy as np
 import pandas as pd
 
 from coco_sql.aifuncs.functions import AiFunctions
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 from coco_sql.llm import AiCache
 from coco_sql.llm.cache import CachedEmbedding, text_hash
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.sandbox.database import Sandbox, SandboxLimits
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 from coco_sql.tasks import load_task
 
 LABELS = [

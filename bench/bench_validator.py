@@ -16,7 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 
 KEYWORDS = [
     "refund",

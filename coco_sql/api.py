@@ -349,7 +349,7 @@ def check_deploy(
     run_id: int | None = None, *, db: Store, code: str | None = None, task: Task | None = None
 ) -> list[Any]:
     """Why a program would not run in Snowflake: every function, argument name and type it uses that Snowflake
-    does not have (the kind's `Exporter.check_deploy`, SQL: `languages.sql.export.deploy_check`); empty when it would. The program is `code`, written for `task` (its
+    does not have (the kind's `Exporter.check_deploy`, through the deploy engine's `EnginePlugin.check_deploy`); empty when it would. The program is `code`, written for `task` (its
     dialect, columns and AI functions), or else the champion of run `run_id` (default: the latest run)."""
     if code is not None:
         if task is None:

@@ -44,6 +44,9 @@ BUILTIN_ENGINES: dict[str, str] = {
     "snowflake": "coco_sql.engines.snowflake:PLUGIN",
 }
 FILE_ENGINE = "duckdb"  # the engine of a store given as a database file (`db=` a path)
+DEPLOY_ENGINE = (
+    "snowflake"  # the warehouse a champion deploys to (`coco-sql check-deploy`, the warehouse forms)
+)
 
 
 def _installed(group: str) -> dict[str, str]:
@@ -108,10 +111,17 @@ def open_store(path: str | Path, *, read_only: bool = False) -> Warehouse:
     return engine(FILE_ENGINE).open_store(path, read_only=read_only)
 
 
+def deploy_engine() -> EnginePlugin:
+    """The engine a champion deploys to (`DEPLOY_ENGINE`): its deploy check (`EnginePlugin.check_deploy`)."""
+    return engine(DEPLOY_ENGINE)
+
+
 __all__ = [
+    "DEPLOY_ENGINE",
     "ENGINE_GROUP",
     "FILE_ENGINE",
     "KIND_GROUP",
+    "deploy_engine",
     "engine",
     "engine_names",
     "export_forms",

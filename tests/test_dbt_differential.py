@@ -38,6 +38,7 @@ from dbt_cases import TEXTS
 from dbt_common.clients.jinja import get_environment
 from dbt_templates import SHOP, model, projects
 
+from coco_sql.engines.snowflake.queries import MeteredQueries
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt import run_form
 from coco_sql.languages.dbt.compiled import Deadline, run_models
@@ -256,8 +257,9 @@ def test_ephemeral_models_and_relations_read_through_columns_run_as_checked(sess
 # ----------------------------------------------------------------------------------- the warehouse path
 
 
-class RecordingDuckDB:
-    """A `store.base.CandidateEngine` on a real in-memory DuckDB that notes every statement it runs."""
+class RecordingDuckDB(MeteredQueries):
+    """A `store.base.CandidateEngine` on a real in-memory DuckDB that notes every statement it runs (the
+    warehouse's candidate runner API, `MeteredQueries`, over it)."""
 
     dialect = "duckdb"
 

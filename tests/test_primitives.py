@@ -14,8 +14,6 @@ from coco_sql.errors import CandidateRejected
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
-from coco_sql.languages.sql.check import validate_candidate
-from coco_sql.languages.sql.macros import expand_program, split_macros
 from coco_sql.primitives import (
     Contract,
     Posterior,
@@ -30,6 +28,8 @@ from coco_sql.primitives.adopt import adopt
 from coco_sql.primitives.calls import call_set, definitions
 from coco_sql.primitives.edits import prune_definitions, refactor_into_call, replace_calls, with_definitions
 from coco_sql.primitives.extraction import combine, extract, sql_guards
+from coco_sql.sqlkit.macros import expand_program, split_macros
+from coco_sql.sqlkit.validate import validate_candidate
 from coco_sql.tasks import TaskPack, load_task
 
 ENTRY = "select_next_node"

@@ -1,4 +1,4 @@
-"""The Snowflake function catalogue (`coco_sql.languages.sql.check.snowflake_functions`): one row per catalogued function.
+"""The Snowflake function catalogue (`coco_sql.engines.snowflake.functions`): one row per catalogued function.
 
 Each row is a Snowflake expression and the value Snowflake documents for it. The expression goes through the
 validator in Snowflake dialect (real sqlglot: parse, checks, transpilation with the fix-ups) and the DuckDB SQL it
@@ -16,9 +16,10 @@ from collections.abc import Iterator
 import duckdb
 import pytest
 
+from coco_sql.engines.snowflake.functions import ALTERNATIVES, SNOWFLAKE_FUNCTIONS
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
-from coco_sql.languages.sql.check.snowflake_functions import ALTERNATIVES, SNOWFLAKE_FUNCTIONS
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 
 COLUMNS = {"text": "VARCHAR", "n": "INTEGER", "doc": "VARIANT"}
 SNOW = ValidationSpec(input_columns=COLUMNS, output_column="out", dialect="snowflake")

@@ -26,9 +26,9 @@ from snowpark_helpers import plain, procedure_session, strict_session, usage_tot
 
 from coco_sql import api
 from coco_sql.engines.duckdb.store import DuckDBStore
+from coco_sql.engines.snowflake.candidates import WarehouseCandidates
 from coco_sql.engines.snowflake.store import SnowparkStore
 from coco_sql.engines.snowflake.strict import strict_procedures
-from coco_sql.languages.sql import warehouse as sql_warehouse
 
 COMPARED = {
     "programs": ["program_id", "parent_id", "code", "cell", "approach", "valid", "error"],
@@ -103,7 +103,7 @@ def test_an_ai_run_in_a_procedure_bills_what_the_run_on_duckdb_bills(tmp_path: P
 def test_yesterdays_probe_sandbox_fails_under_the_procedure_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before issue 27 a warehouse runner had no query engine, so the evaluator started a DuckDB worker process
     for the probes: refused (and counted) inside a procedure."""
-    monkeypatch.setattr(sql_warehouse, "WarehouseQueries", lambda engine, tables: None)
+    monkeypatch.setattr(WarehouseCandidates, "probes", lambda engine, tables: None)
     session = procedure_session()
     try:
         with (

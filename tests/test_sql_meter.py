@@ -1,4 +1,4 @@
-"""The warehouse meter (`languages.sql.meter`): a candidate's AI calls billed in its own query with
+"""The warehouse meter (`engines.snowflake.meter`): a candidate's AI calls billed in its own query with
 AI_COUNT_TOKENS. Checked on real DuckDB with coco-sql's AI UDFs over the embedded model, which is what Snowpark's
 local testing runs a warehouse query on: the metered query answers what the candidate answers, and its bill
 equals what the DuckDB path's runtime records for AI_CLASSIFY (`aifuncs.billing`), for guarded, cascaded and
@@ -14,12 +14,13 @@ import sqlglot
 
 from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
 from coco_sql.aifuncs.functions import AiFunctions
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
-from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
-from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
-from coco_sql.languages.sql.meter import Unmetered, meter
+from coco_sql.engines.snowflake.meter import Unmetered, meter
+from coco_sql.engines.snowflake.transpile import snowflake_to_duckdb
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
+from coco_sql.sqlkit.ai_binding import bind_ai_calls
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import validate_candidate
 
 ROWS = pd.DataFrame(
     {

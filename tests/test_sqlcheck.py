@@ -12,7 +12,8 @@ import duckdb
 import pytest
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check import ValidatedProgram, ValidationSpec, parse_program, validate_candidate
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import ValidatedProgram, parse_program, validate_candidate
 
 COLUMNS = {"text": "VARCHAR", "doc": "JSON", "tags": "JSON", "n": "INTEGER"}
 AI = frozenset({"AI_CLASSIFY", "AI_COMPLETE", "PROMPT", "SNOWFLAKE.CORTEX.COMPLETE"})
@@ -88,7 +89,7 @@ def test_bare_scalar_expression_is_wrapped(con: duckdb.DuckDBPyConnection) -> No
 def test_bare_ai_call_is_wrapped_when_the_task_enables_it() -> None:
     program = validate_candidate("AI_CLASSIFY(text, ['a', 'b'])", DUCK_AI)
     assert program.wrapped
-    # Bound to the sandbox's UDF: full arity, JSON arguments, JSON result (see languages/sql/check/ai_binding.py).
+    # Bound to the sandbox's UDF: full arity, JSON arguments, JSON result (see sqlkit/ai_binding.py).
     assert program.sql == (
         "SELECT id, CAST(AI_CLASSIFY(TO_JSON(text), TO_JSON(['a', 'b']), NULL) AS JSON) AS label FROM input"
     )

@@ -5,8 +5,8 @@ documented names (the names accepted as ``name => value``), which are optional, 
 values, the DuckDB UDF a call binds to with its return type, and the name of the
 :class:`~coco_sql.aifuncs.functions.AiFunctions` method that answers that UDF. Derived from it:
 
-- ``languages.sql.check.allowlist.AI_SIGNATURES``: parameter names and arities (validator, named-argument rewrite);
-- ``languages.sql.check.ai_binding.UDFS``: the UDF each SQL name binds to, padded to one JSON argument per parameter;
+- ``sqlkit.allowlist.AI_SIGNATURES``: parameter names and arities (validator, named-argument rewrite);
+- ``sqlkit.ai_binding.UDFS``: the UDF each SQL name binds to, padded to one JSON argument per parameter;
 - ``aifuncs.duckdb_udfs``: the UDFs registered in every sandbox, their return types and implementations;
 - ``aifuncs.functions``: the limits (:class:`Limits`) whose violation Cortex answers with an error.
 
@@ -20,8 +20,8 @@ Names this project accepted before it followed the documentation (``categories =
 may still use them; in Snowflake dialect they are refused with the documented name (:func:`check_named_argument`,
 which a deploy checker calls too).
 
-This module imports only the standard library (and never ``languages.sql.check``, ``functions`` or ``runtime``), so
-``languages.sql.check`` reads it without an import cycle, and without loading DuckDB, arrow, a model or a socket.
+This module imports only the standard library (and never ``sqlkit``, ``functions`` or ``runtime``), so
+``sqlkit`` reads it without an import cycle, and without loading DuckDB, arrow, a model or a socket.
 """
 
 from __future__ import annotations
@@ -365,11 +365,11 @@ def local_only_names(function: str) -> Mapping[str, str]:
     return {alias: p.name for p in entry.params for alias in p.local}
 
 
-def check_named_argument(function: str, name: str, ai: AiBinding) -> str | None:
+def check_named_argument(function: str, name: str, ai: AiBinding | None) -> str | None:
     """Why `function(name => ...)` is refused by an engine whose AI functions are called as `ai` says, as one
     line, or None.
 
-    Documented names are accepted by every engine; local names only where `ai.cortex_names_only` is false (DuckDB). The message names the
+    Documented names are accepted by every engine; local names only where `ai` is None or `ai.cortex_names_only` is false (DuckDB). The message names the
     documented alternative, so the search (and a user) can fix the call."""
     entry = BY_NAME.get(function.upper())
     if entry is None:
@@ -379,7 +379,7 @@ def check_named_argument(function: str, name: str, ai: AiBinding) -> str | None:
     if key in documented:
         return None
     local = {alias.lower(): documented for alias, documented in local_only_names(function).items()}
-    if key in local and not ai.cortex_names_only:
+    if key in local and (ai is None or not ai.cortex_names_only):
         return None
     if key in local:
         return (

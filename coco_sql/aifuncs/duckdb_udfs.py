@@ -1,6 +1,6 @@
 """Register the AI functions in a DuckDB connection as arrow-vectorized Python UDFs.
 
-The validator's binder (`languages.sql.check.ai_binding`) rewrites every AI call to one of these UDFs with a fixed
+The validator's binder (`sqlkit.ai_binding`) rewrites every AI call to one of these UDFs with a fixed
 arity and JSON arguments, so each UDF receives whole chunks (about 2,000 rows) of JSON text and answers them in
 one batch: identical inputs within the chunk are embedded or completed once, and cached ones not at all.
 Which UDFs exist, their arity, return types and the `AiFunctions` method answering each come from

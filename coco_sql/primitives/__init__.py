@@ -5,7 +5,7 @@ contracts of the primitive-aware operators P1-P4 (paper: "PACE: Primitive-Aware 
 - `thompson`: Beta posteriors from verified trials, `thompson_pick`;
 - `calls`: call sets C(A) and carried definitions, on the AST;
 - `contracts`: `Contract` (P1-P4, the k bound) and `verify`;
-- `languages.sql.macros`: SQL primitives as DuckDB scalar macros, expanded inline before validation;
+- `sqlkit.macros`: SQL primitives as DuckDB scalar macros, expanded inline before validation;
 - `extraction`: offline discovery (E2 extraction, E3 `combine`) and the edits that move primitives;
 - `adopt`: admit a definition written elsewhere (a model's E1-E3 answer) into the library.
 """

@@ -5,7 +5,7 @@ exactly one function, "self-contained, and restricted to inputs in the target si
 another EAP nor reimplement the target function", and, for E3, not "a superficial variant through symbol
 renaming". `adopt` checks what can be checked on the text, and gives it the library's name (`p_<short>`):
 
-- SQL: one scalar `CREATE MACRO` (the rules of `languages.sql.macros`), whose body calls no library primitive;
+- SQL: one scalar `CREATE MACRO` (the rules of `sqlkit.macros`), whose body calls no library primitive;
 - Python: one `def` (plus the imports it needs), reading only its parameters, builtins and its imports,
   calling no library primitive and not itself; with `inputs` (the target's parameters), its parameters must
   be among them (a SQL macro's parameters are bound to any argument expressions, so they are not checked);
@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.macros import render_macro, split_macros
 from coco_sql.plugins import kind
 from coco_sql.primitives.calls import parse_python, python_calls
 from coco_sql.primitives.extraction import (
@@ -33,6 +32,7 @@ from coco_sql.primitives.extraction import (
 )
 from coco_sql.primitives.library import HOWS, Primitive, PrimitiveLibrary
 from coco_sql.primitives.python_defs import free_names, module_imports, params_of, rename_def, render
+from coco_sql.sqlkit.macros import render_macro, split_macros
 
 
 def adopt(

@@ -3,7 +3,7 @@
 PACE, "Primitive-Aware Operators": C(A) is the set of primitives program A invokes; the operator contracts are
 relations between the parents' and the child's call sets. Here:
 
-- SQL: the library names the QUERY calls, after `languages.sql.macros.split_macros` (a macro defined but never called is
+- SQL: the library names the QUERY calls, after `sqlkit.macros.split_macros` (a macro defined but never called is
   not in the call set, and macros cannot call each other);
 - Python: the library names called (`ast.Call` of an `ast.Name`) anywhere inside a top-level function that is
   not itself one of the primitives.
@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.validator import parse_statement
-from coco_sql.languages.sql.macros import called_macros, normalised, split_macros
 from coco_sql.plugins import kind
 from coco_sql.primitives.library import Primitive
+from coco_sql.sqlkit.macros import called_macros, normalised, split_macros
+from coco_sql.sqlkit.parsing import parse_statement
 
 if TYPE_CHECKING:
     from coco_sql.languages.kind import PrimitiveAdapter

@@ -11,10 +11,10 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.validator import parse_statement
-from coco_sql.languages.sql.macros import split_macros
 from coco_sql.primitives.calls import adapter, call_set, definitions
 from coco_sql.primitives.library import Primitive, PrimitiveLibrary
+from coco_sql.sqlkit.macros import split_macros
+from coco_sql.sqlkit.parsing import parse_statement
 
 
 def _sql_parts(primitive: Primitive, dialect: str) -> tuple[tuple[str, ...], exp.Expression]:

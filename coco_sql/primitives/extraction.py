@@ -33,8 +33,6 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.languages.sql.check.validator import parse_statement
-from coco_sql.languages.sql.macros import render_macro, split_macros
 from coco_sql.primitives.calls import adapter, parse_python, top_functions
 from coco_sql.primitives.edits import _sql_parts
 from coco_sql.primitives.library import Primitive, PrimitiveLibrary
@@ -49,6 +47,8 @@ from coco_sql.primitives.python_defs import (
     render,
     split_code,
 )
+from coco_sql.sqlkit.macros import render_macro, split_macros
+from coco_sql.sqlkit.parsing import parse_statement
 
 if TYPE_CHECKING:
     pass

@@ -65,7 +65,7 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
     elapsed_ms: float
     types: tuple[str, ...] = ()  # each column's DuckDB type, as DuckDB spells it (inside the worker)
-    usage: Any = None  # a warehouse's bill for the query's AI calls (`languages.sql.meter`); None here
+    usage: Any = None  # a warehouse's bill for the query's AI calls (`engines.snowflake.meter`); None here
 
 
 class LockedDuckDB:

@@ -11,9 +11,9 @@ Engine differences stay inside them, so the loop never branches on the engine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
@@ -31,6 +31,9 @@ from coco_sql.store.records import (
     RunRecord,
 )
 from coco_sql.store.registered import RegisteredTask
+
+if TYPE_CHECKING:
+    from coco_sql.sandbox.lockdown import QueryResult
 
 PYTHON_HANDLER = "handle"  # the function a Python UDF's code defines: handle(instance JSON) -> answer JSON
 
@@ -75,6 +78,24 @@ class CandidateEngine(Protocol):
         ...
 
     def drop_staged(self, name: str) -> None: ...
+
+    # The candidate runner API the kinds target (Snowflake's: `engines.snowflake.queries.MeteredQueries`)
+
+    def probes(self, tables: Mapping[str, str]) -> Any:
+        """The mutator's `QueryEngine` over staged tables (relation name as probes write it -> staged table)."""
+        ...
+
+    def meter(self, tree: Any) -> Any:
+        """A query's tree (in the engine's dialect) rewritten to return its AI calls' bill too: a `Metered`."""
+        ...
+
+    def run_metered(self, sql: str, metered: Any, deadline_s: float) -> QueryResult:
+        """The rows of a metered query, its bill as `usage`."""
+        ...
+
+    def embedder(self, model: str) -> Callable[[Sequence[str]], Any]:
+        """Texts -> vectors by the engine's own AI_EMBED of `model` (a `linear_head.Embed`)."""
+        ...
 
 
 class RunWriter(Protocol):

@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from coco_sql.errors import TaskError
-from coco_sql.languages.sql.check.calls import ai_functions_called
 from coco_sql.options import AIFO_TASK_OPTIONS, TASK_OPTIONS, as_object, check_task_name
 from coco_sql.plugins import kind
+from coco_sql.sqlkit.calls import ai_functions_called
 from coco_sql.tasks.loader import TaskPack
 from coco_sql.tasks.lookup import load_task
 

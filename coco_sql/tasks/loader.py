@@ -187,7 +187,7 @@ class TaskPack:
     @property
     def uses_ai(self) -> bool:
         """True when the task enables any AI function (its sandboxes then get the AI UDFs)."""
-        from coco_sql.languages.sql.check.ai_binding import UDFS
+        from coco_sql.sqlkit.ai_binding import UDFS
 
         return any(name in UDFS or name == "PROMPT" for name in self.allowed_functions)
 

@@ -11,8 +11,12 @@ from coco_sql.engines import AiBinding, EnginePlugin, Part, SqlRules
 PLUGIN = EnginePlugin(
     name="snowflake",
     sql=SqlRules(dialect="snowflake", translated=True, materialized_ctes=False),
-    ai=AiBinding(cortex_names_only=True),
+    ai=AiBinding(
+        cortex_names_only=True, embed_model="snowflake-arctic-embed-m-v1.5"
+    ),  # llm.routing.CORTEX_EMBEDDING_MODEL
     store=Part("coco_sql.engines.snowflake.store:SnowparkStore"),
     runs_candidates=True,
     ddl=Part("coco_sql.engines.snowflake.ddl:snowflake_statements"),
+    checks=Part("coco_sql.engines.snowflake.checks:CHECKS"),
+    deploy_check=Part("coco_sql.engines.snowflake.deploy_check:check_program"),
 )

@@ -8,10 +8,10 @@ result.
 Two executors run the queries. On an account, `SessionQueries`: one statement on the session's connection,
 whose cursor reports the result's types with its rows (so a candidate costs its query and nothing else: no
 DESCRIBE). In Snowpark's local testing mode, which has no SQL, `LocalQueries`: the Snowflake SQL is turned into
-the DuckDB SQL the validator would make of it (`languages.sql.check.snowflake_to_duckdb`, AI calls bound to coco-sql's
+the DuckDB SQL the validator would make of it (`engines.snowflake.transpile.snowflake_to_duckdb`, AI calls bound to coco-sql's
 UDFs) and runs in a locked-down in-memory DuckDB holding the staged tables (`sandbox.lockdown.LockedDuckDB`),
 in this process, with Cortex's functions answered by a stand-in over the embedded model. That stand-in is
-Cortex: what it spends is not coco-sql's accounting (the query's meter is, `languages.sql.meter`).
+Cortex: what it spends is not coco-sql's accounting (the query's meter is, `engines.snowflake.meter`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
+from coco_sql.engines.snowflake.queries import MeteredQueries
 from coco_sql.engines.snowflake.sql import is_local
 from coco_sql.errors import EvaluationError, EvaluationTimeout
 from coco_sql.store.base import PYTHON_HANDLER, QueryRows
@@ -103,8 +104,8 @@ class LocalQueries:
         return self._ai
 
     def __call__(self, sql: str, *, timeout_s: float) -> QueryRows:
-        from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
-        from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
+        from coco_sql.engines.snowflake.transpile import snowflake_to_duckdb
+        from coco_sql.sqlkit.ai_binding import bind_ai_calls
 
         tree = sqlglot.parse_one(sql, read="snowflake")
         if not isinstance(tree, exp.Query):
@@ -162,8 +163,9 @@ class LocalQueries:
         return config.resolve(model or config.embedding_model)
 
 
-class WarehouseCandidates:
-    """A `store.base.CandidateEngine` over a Snowpark session (module docstring)."""
+class WarehouseCandidates(MeteredQueries):
+    """A `store.base.CandidateEngine` over a Snowpark session (module docstring); its candidate runner API is
+    `MeteredQueries`."""
 
     dialect = "snowflake"
 

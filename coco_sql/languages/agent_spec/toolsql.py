@@ -1,7 +1,7 @@
 """The SQL of an agent's tools, checked by the candidate validator's own rules and bound to a call's arguments.
 
 A tool's query (a parameterised tool's ``sql``, a verified query, or what the model writes for a free SQL tool)
-goes through the checks of `coco_sql.languages.sql.check.validator`, composed here without its output contract (a tool
+goes through the checks of `coco_sql.sqlkit.validate`, composed here without its output contract (a tool
 returns whatever columns it selects): one statement; read-only anywhere in the tree; no sampling; allow-listed
 functions with their arities (Snowflake's names in the Snowflake dialect); only the tables the tool may read and
 the query's own CTEs; every column resolved against those tables. A Snowflake query is then transpiled to the
@@ -25,17 +25,11 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.rejection import one_line
-from coco_sql.languages.sql.check.snowflake import JSON_EACH, rewrite_named_arguments, snowflake_to_duckdb
-from coco_sql.languages.sql.check.validator import (
-    ValidationSpec,
-    check_deterministic_constructs,
-    check_functions,
-    check_read_only,
-    check_snowflake_functions,
-    check_tables,
-    parse_statement,
-)
+from coco_sql.sqlkit.calls import check_functions
+from coco_sql.sqlkit.checks import ValidationSpec, check_tables
+from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
+from coco_sql.sqlkit.parsing import check_deterministic_constructs, check_read_only, parse_statement
+from coco_sql.sqlkit.rejection import one_line
 
 TableSchemas = Mapping[str, Mapping[str, str]]  # table name -> column name -> type
 MAX_ARGUMENT_CHARS = 1_000
@@ -170,17 +164,18 @@ def _checked(
         input_columns=tables[names[0]], output_column="", relation=names[0], dialect=dialect,
         references={name: tables[name] for name in names[1:]},
     )  # fmt: skip
-    snowflake = dialect == "snowflake"
-    check_functions(tree, spec, check_arity=True, snowflake_flatten=snowflake, snowflake_names=snowflake)
-    query: exp.Expression = rewrite_named_arguments(tree, dialect)
+    own = spec.dialect_checks  # the engine's own checks and translation (Snowflake's); None for DuckDB
+    translated = own is not None
+    check_functions(tree, spec, check_arity=True, flatten_in_from=translated, dialect_names=translated)
+    query: exp.Expression = rewrite_named_arguments(tree, spec.engine.ai)
     table_functions: tuple[str, ...] = ()
-    if snowflake:
-        check_snowflake_functions(query, spec, source)
+    if own is not None:
+        own.check_written(query, spec, source)
         check_tables(query, spec)  # type: ignore[arg-type]
-        query = snowflake_to_duckdb(query)
+        query = own.to_duckdb(query, frozenset())
         check_read_only(query)
         check_functions(query, spec, check_arity=False, transpiled=True)
-        table_functions = (JSON_EACH,)
+        table_functions = own.table_functions
     if not isinstance(query, exp.Query):
         raise CandidateRejected(f"expected a query after transpiling, got {type(query).__name__}")
     check_tables(query, spec, table_functions)

@@ -159,11 +159,9 @@ class SplitProbes:
             self._engine.drop_staged(staged)
 
     def _queries(self, *, stage: bool) -> Any:
-        from coco_sql.languages.sql.warehouse import WarehouseQueries
-
         if stage and self._staged is None:
             self._staged = self._engine.stage_rows(self._split, stageable(self._rows))
-        return WarehouseQueries(self._engine, {"input": self._staged} if self._staged else {})
+        return self._engine.probes({"input": self._staged} if self._staged else {})
 
 
 def stageable(frame: pd.DataFrame) -> pd.DataFrame:

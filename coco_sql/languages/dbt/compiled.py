@@ -5,9 +5,9 @@ dialect, every ``ref()`` / ``source()`` a placeholder relation), parsed with sql
 its placeholders replaced by the warehouse tables they stand for (a source: the split's staged rows; a ref: the
 table the upstream model was materialised as), aliased by the name dbt's relation would have had (so
 ``orders.id`` still resolves), and written in the engine's dialect. Quoted plain identifiers are unquoted, as
-for the SQL kind's probes (`languages.sql.warehouse.WarehouseQueries`): DuckDB reads ``"id"`` as ``id``,
+for the SQL kind's probes (`engines.snowflake.queries.WarehouseQueries`): DuckDB reads ``"id"`` as ``id``,
 Snowflake would not. The query's AI calls are Cortex's own and metered in the query itself
-(`languages.sql.meter`): a model that calls one is materialised with its bill's columns, which are read once and
+(the candidate engine's meter, `CandidateEngine.meter`): a model that calls one is materialised with its bill's columns, which are read once and
 then kept out of every reader's sight (downstream models, tests and the targets read the model's own columns
 only).
 
@@ -34,9 +34,8 @@ from sqlglot.errors import SqlglotError
 from coco_sql.errors import CandidateRejected, EvaluationError, EvaluationTimeout
 from coco_sql.languages.dbt.runner import DbtRunResult
 from coco_sql.languages.dbt.validate import ValidatedModel, ValidatedProject
-from coco_sql.languages.sql.check.rejection import one_line
-from coco_sql.languages.sql.meter import meter
 from coco_sql.llm.usage import Usage
+from coco_sql.sqlkit.rejection import one_line
 from coco_sql.store.base import CandidateEngine
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -190,7 +189,7 @@ def _materialise(
     engine: CandidateEngine, tree: exp.Expression, deadline: Deadline
 ) -> tuple[Relation, Usage | None]:
     """The model's table; with AI calls, the table holds their bill's columns too, read here once."""
-    metered = meter(tree)
+    metered = engine.meter(tree)
     table = engine.create_table(metered.query.sql(dialect=engine.dialect), deadline.left())
     if not metered.sites:
         return Relation(table), None

@@ -29,7 +29,7 @@ from coco_sql.languages.dbt.compiled import Deadline, ProjectRun, Relation
 from coco_sql.languages.dbt.runner import TestOutcome
 from coco_sql.languages.dbt.task import TEST_KINDS
 from coco_sql.languages.dbt.validate import ValidatedProject
-from coco_sql.languages.sql.check.rejection import one_line
+from coco_sql.sqlkit.rejection import one_line
 from coco_sql.store.base import CandidateEngine
 
 _RELATION = re.compile(

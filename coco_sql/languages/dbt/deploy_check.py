@@ -2,8 +2,8 @@
 (the dbt plug-in's `Exporter.check_deploy`).
 
 Each model is rendered by the validator's own Jinja (`render.render_models`: ref, source, config, var and the
-project's macros; nothing else runs) and its SQL goes through the SQL kind's deploy check
-(`languages.sql.export.deploy_check.check_program`): every function Snowflake lacks, argument count, AI argument name and type,
+project's macros; nothing else runs) and its SQL goes through Snowflake's deploy check
+(the deploy engine's `EnginePlugin.check_deploy`): every function Snowflake lacks, argument count, AI argument name and type,
 each a finding labelled with the model's file. A DuckDB-dialect project is checked as sqlglot writes it for
 Snowflake, which is what dbt-snowflake would run. A project that does not render is one finding, not an error:
 check-deploy lists, it does not refuse.
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from coco_sql.engines import Finding
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.render import render_models
 from coco_sql.languages.dbt.yaml_check import check_yaml
-from coco_sql.languages.sql.export.deploy_check import Finding, check_program
+from coco_sql.plugins import deploy_engine
 
 if TYPE_CHECKING:
     from coco_sql.tasks import TaskPack
@@ -42,6 +43,7 @@ def deploy_findings(
     except CandidateRejected as error:
         return [Finding(where, f"is not a project dbt can run: {error}")]
     findings: list[Finding] = []
+    target = deploy_engine()
     for model in sorted(rendered.values(), key=lambda m: m.path):
-        findings += check_program(model.sql, dialect, where=f"{where} {model.path}")
+        findings += target.check_deploy(model.sql, dialect, where=f"{where} {model.path}")
     return findings

@@ -101,7 +101,11 @@ class DbtExports:
         return Exported(export_text(request.code, request.form, request.task()))
 
     def deploy_checked(self, form: str, dialect: str) -> bool:
-        return form == "sql" and dialect == "snowflake"  # a Snowflake-dialect project as written
+        from coco_sql.plugins import deploy_engine
+
+        return (
+            form == "sql" and dialect == deploy_engine().dialect
+        )  # a project in the deploy engine's dialect
 
     def check_deploy(self, code: str, dialect: str, task: TaskPack | None, where: str) -> list[Any]:
         from coco_sql.languages.dbt.deploy_check import deploy_findings

@@ -37,7 +37,7 @@ from coco_sql.languages.dbt import run_form
 from coco_sql.languages.dbt.inputs import RegisterUdfs, RunInputs, new_token, opened
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
-from coco_sql.languages.sql.check.rejection import one_line
+from coco_sql.sqlkit.rejection import one_line
 
 PROFILE = "coco"
 SCHEMA = "main"

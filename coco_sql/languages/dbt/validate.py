@@ -7,7 +7,7 @@ The checks, in order, each failing with one line that names the file and the pro
 3. the Jinja (`render`): ref / source / config / var and the project's macros, rendered by us in a sandbox;
    a ref to a missing model or an undeclared source fails here;
 4. the graph: model names are identifiers, refs form no cycle, targets exist and are not ephemeral;
-5. each rendered model, with the SQL candidates' own checks from `languages.sql.check.validator` (one read-only query,
+5. each rendered model, with the SQL candidates' own checks from `sqlkit.validate` (one read-only query,
    allow-listed functions with their arity, no sampling or parameters, no file or table functions) where the
    relations a model may read are its declared refs and sources (rendered as placeholders) and its own CTEs;
    with the sources' columns known, every column must resolve (the models' columns are inferred in
@@ -43,10 +43,10 @@ from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.render import REF_PREFIX, SEEDS, SOURCE_PREFIX, RenderedModel, render_models
 from coco_sql.languages.dbt.run_form import Relation
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
-from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
-from coco_sql.languages.sql.check.rejection import one_line
-from coco_sql.languages.sql.check.validator import ValidationSpec, checked_trees
+from coco_sql.sqlkit.ai_binding import bind_ai_calls
 from coco_sql.sqlkit.bounds import recursion_guard
+from coco_sql.sqlkit.checks import ValidationSpec, checked_trees
+from coco_sql.sqlkit.rejection import one_line
 
 _PLACEHOLDER = re.compile(rf"""(['"]?)\b((?:{REF_PREFIX}|{SOURCE_PREFIX})\d+)\b\1""")
 # a placeholder as sqlglot writes it in a relation's place: bare, or as a quoted identifier

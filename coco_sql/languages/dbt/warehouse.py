@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -49,7 +49,6 @@ from coco_sql.store.base import CandidateEngine
 
 if TYPE_CHECKING:
     from coco_sql.aifuncs.functions import AiFunctions
-    from coco_sql.languages.sql.warehouse import WarehouseQueries
     from coco_sql.tasks import Split, TaskPack
 
 
@@ -116,18 +115,16 @@ class WarehouseDbtRunner:
         self.ids = frozenset(split.ids)
         self.owner = owner
         self.sources = language.staged(split.name)
-        self._probes: WarehouseQueries | None = None
+        self._probes: Any = None  # the engine's probe runner (`CandidateEngine.probes`), on first use
         self._probe_table: str | None = None
 
     @property
-    def probe_sandbox(self) -> WarehouseQueries:
+    def probe_sandbox(self) -> Any:
         """Probes over the split's instance ids as `input`, on the warehouse (no DuckDB worker process)."""
         if self._probes is None:
-            from coco_sql.languages.sql.warehouse import WarehouseQueries
-
             ids = pd.DataFrame({"id": sorted(self.ids)})
             self._probe_table = self.language.engine.stage_rows(f"{self.split_name}_ids", ids)
-            self._probes = WarehouseQueries(self.language.engine, {"input": self._probe_table})
+            self._probes = self.language.engine.probes({"input": self._probe_table})
         return self._probes
 
     def run(

@@ -26,7 +26,6 @@ import pandas as pd
 from coco_sql.bounded import json_value
 from coco_sql.languages.base import Program, RunResult
 from coco_sql.languages.python.answers import Measure, finished, instance_rows
-from coco_sql.languages.sql.warehouse import WarehouseQueries
 from coco_sql.store.base import PYTHON_HANDLER, CandidateEngine
 
 if TYPE_CHECKING:
@@ -55,15 +54,15 @@ class WarehousePythonRunner:
         instances = instance_rows(split.inputs, list(columns))
         self.instances: dict[str, Mapping[str, Any]] = dict(instances)
         self._staged = engine.stage_rows(f"{split.name}_py", instances_frame(instances))
-        self._probes: WarehouseQueries | None = None
+        self._probes: Any = None  # the engine's probe runner (`CandidateEngine.probes`), on first use
         self._probe_table: str | None = None
 
     @property
-    def probe_sandbox(self) -> WarehouseQueries:
+    def probe_sandbox(self) -> Any:
         """The split's rows as the mutator's probes read them (`input`), staged on first use."""
         if self._probes is None:
             self._probe_table = self._engine.stage_rows(self._split.name, self._split.inputs)
-            self._probes = WarehouseQueries(self._engine, {"input": self._probe_table})
+            self._probes = self._engine.probes({"input": self._probe_table})
         return self._probes
 
     def run(

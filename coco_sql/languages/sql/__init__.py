@@ -1,9 +1,8 @@
-"""SQL programs: one read-only query (with its primitives as DuckDB macros, `macros`), checked by `check`, run
-in the DuckDB sandbox or on a warehouse engine (`warehouse`). `PLUGIN` is the kind as `coco_sql.plugins` finds
+"""SQL programs: one read-only query (with its primitives as DuckDB macros, `sqlkit.macros`), checked by
+`sqlkit.validate`, run in the DuckDB sandbox or on a warehouse engine (`warehouse`). `PLUGIN` is the kind as `coco_sql.plugins` finds
 it.
 
-Exports load on first use (`coco_sql.lazy`): the layers below the loop read the SQL checker
-(`languages.sql.check`) without loading the kind."""
+Exports load on first use (`coco_sql.lazy`), so importing the package loads nothing of the kind."""
 
 from coco_sql.lazy import lazy_exports
 

@@ -20,11 +20,12 @@ from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
 from coco_sql.evaluate import Outcome
-from coco_sql.languages.sql.check import ValidationSpec, parse_program
 from coco_sql.languages.sql.mutate.ai_edits import classify_calls, read_spec
 from coco_sql.languages.sql.mutate.ai_pipeline import cross_fitted, training_views
 from coco_sql.languages.sql.mutate.proxy_edits import written_proxy
 from coco_sql.reflect.environment import DraftEnvironment
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import parse_program
 
 TRAIN = "train"
 

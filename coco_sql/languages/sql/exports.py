@@ -5,7 +5,8 @@ The forms are `languages.sql.export.forms`'s; a DuckDB form of a program that ca
 run evaluated (`export.ai`); a program that reads the training rows as `examples` ships them
 (`export.references`), from the run's task pack, which must be the pack the run evolved on; a form that runs
 in Snowflake says so at its top when the program's learned proxy was fitted on another embedding model than
-Cortex's (`export.forms.proxy_note`). The deploy check is `export.deploy_check`: why a program would not run in
+Cortex's (`export.forms.proxy_note`). The deploy check is the deploy engine's (`plugins.deploy_engine`,
+`engines/snowflake/deploy_check.py`): why a program would not run in
 Snowflake.
 """
 
@@ -25,7 +26,6 @@ from coco_sql.languages.sql.export.ai_function import (
     is_statement,
 )
 from coco_sql.languages.sql.export.ai_function import FORM as AI_FUNCTION
-from coco_sql.languages.sql.export.deploy_check import Finding, check_program
 from coco_sql.languages.sql.export.forms import FORMS, OTHER_FORMS, export_bundle, proxy_note
 from coco_sql.languages.sql.export.references import reads_table
 from coco_sql.languages.sql.linear_head import (
@@ -35,11 +35,13 @@ from coco_sql.languages.sql.linear_head import (
     reference_rows,
     runtime_embed,
 )
+from coco_sql.plugins import deploy_engine
 from coco_sql.tasks.references import EXAMPLES, reference_columns, reference_tables
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from coco_sql.engines import Finding
     from coco_sql.tasks import TaskPack
 
 SNOWFLAKE_FORMS = frozenset({"snowflake_view", "snowflake_function", "dbt", AI_FUNCTION, EXPERIMENT_FORM})
@@ -95,21 +97,22 @@ class SqlExports:
 
     def deploy_checked(self, form: str, dialect: str) -> bool:
         """A form that runs in Snowflake, or the program as written in Snowflake's dialect."""
-        return form in SNOWFLAKE_FORMS or (form == "sql" and dialect == "snowflake")
+        return form in SNOWFLAKE_FORMS or (form == "sql" and dialect == deploy_engine().dialect)
 
     def check_deploy(self, code: str, dialect: str, task: TaskPack | None, where: str) -> list[Finding]:
+        target = deploy_engine()
         if is_statement(code):  # an exported AI function (`export.ai_function`): its body over its arguments
             return check_statement(
                 code,
                 where,
-                lambda query, columns: check_program(
-                    query, "snowflake", where=where, input_columns=columns, output_column="answer",
+                lambda query, columns: target.check_deploy(
+                    query, target.dialect, where=where, input_columns=columns, output_column="answer",
                     allowed_functions=frozenset(task.allowed_functions) if task is not None else frozenset(),
                 ),
             )  # fmt: skip
         if task is None:  # the task is gone: functions, names and types are still checked
-            return check_program(code, dialect, where=where)
-        return check_program(
+            return target.check_deploy(code, dialect, where=where)
+        return target.check_deploy(
             code,
             dialect,
             where=where,

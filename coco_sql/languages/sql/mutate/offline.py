@@ -35,7 +35,6 @@ from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.evaluate import Outcome
-from coco_sql.languages.sql.check import ValidationSpec, parse_program
 from coco_sql.languages.sql.mutate.ai_edits import classify_calls
 from coco_sql.languages.sql.mutate.ai_pipeline import AI_COST_WEIGHT, AiPipelineSearch
 from coco_sql.languages.sql.mutate.edits import (
@@ -72,6 +71,8 @@ from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sandbox import QueryResult
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.validate import parse_program
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,8 @@ from sqlglot import exp
 
 from coco_sql.aifuncs.catalogue import BY_NAME, AiFunction, unfilled_placeholder
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.snowflake import (
-    function_name,
-    positional_arguments,
-    rewrite_named_arguments,
-)
+from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
+from coco_sql.sqlkit.nodes import function_name, positional_arguments
 
 UDFS: Mapping[str, AiFunction] = MappingProxyType(
     {name: function for name, function in BY_NAME.items() if function.udf is not None}

@@ -46,9 +46,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from coco_sql.languages.sql.check.snowflake import function_name, positional_arguments
-from coco_sql.languages.sql.meter_rules import INPUT_ONLY, RULES, Rule, Unmetered, literal, tokens
+from coco_sql.engines.snowflake.meter_rules import INPUT_ONLY, RULES, Rule, Unmetered, literal, tokens
 from coco_sql.llm.usage import ProviderCall, Usage
+from coco_sql.sqlkit.nodes import function_name, positional_arguments
 
 PREFIX = "__coco_m"
 _LIFTED = "__coco_l"

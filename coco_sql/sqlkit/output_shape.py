@@ -15,7 +15,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
-from coco_sql.languages.sql.check.rejection import reject
+from coco_sql.sqlkit.rejection import reject
 
 _TEXT_TYPES = frozenset(
     {exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR, exp.DataType.Type.NVARCHAR}
@@ -31,9 +31,12 @@ _FIELDS: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
-def check_output_shape(query: exp.Expression, output_column: str, output_type: str, dialect: str) -> None:
+def check_output_shape(
+    query: exp.Expression, output_column: str, output_type: str, variant_paths: bool
+) -> None:
     """CandidateRejected when the outermost SELECT's `output_column` is an AI call's whole object (module
-    docstring) while the task's label is `output_type` (a contract type); `dialect` spells the fix."""
+    docstring) while the task's label is `output_type` (a contract type); the fix is spelled with a VARIANT path
+    (`:label::string`, `variant_paths`: the engine's programs are translated) or DuckDB's JSON operator."""
     if not isinstance(query, exp.Select):
         return
     for projection in query.expressions:
@@ -44,7 +47,7 @@ def check_output_shape(query: exp.Expression, output_column: str, output_type: s
             node = node.this
         name = _object_answer(node)
         if name is not None:
-            raise reject(_message(name, output_column, output_type, dialect))
+            raise reject(_message(name, output_column, output_type, variant_paths))
 
 
 def _object_answer(node: exp.Expression) -> str | None:
@@ -64,10 +67,10 @@ def _object_answer(node: exp.Expression) -> str | None:
     return name
 
 
-def _message(name: str, output_column: str, output_type: str, dialect: str) -> str:
+def _message(name: str, output_column: str, output_type: str, variant_paths: bool) -> str:
     fields = _FIELDS.get(name, {})
-    snowflake, duckdb = fields.get(output_type.upper(), fields.get("", ("", "")))
-    written = snowflake if dialect == "snowflake" else duckdb
+    path, json_operator = fields.get(output_type.upper(), fields.get("", ("", "")))
+    written = path if variant_paths else json_operator
     fix = (
         f"write {name}(...){written} AS {output_column}"
         if written

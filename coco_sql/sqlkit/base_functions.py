@@ -1,5 +1,5 @@
 """The deterministic scalar, aggregate and window functions every candidate may call, with their arities: the
-reviewed tables behind :data:`coco_sql.languages.sql.check.allowlist.BASE_FUNCTIONS` (see that module for why an allow-list and
+reviewed tables behind :data:`coco_sql.sqlkit.allowlist.BASE_FUNCTIONS` (see that module for why an allow-list and
 how arities are read)."""
 
 from __future__ import annotations

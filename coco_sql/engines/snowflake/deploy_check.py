@@ -14,7 +14,6 @@ snowflake_view` deploys). Primitives (macros) are expanded first: Snowflake has 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 
 import sqlglot
 from sqlglot import exp
@@ -22,17 +21,20 @@ from sqlglot.errors import SqlglotError
 
 from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
 from coco_sql.aifuncs.catalogue import check_named_argument
-from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.calls import iter_calls, unserved_embed_model
-from coco_sql.languages.sql.check.snowflake import positional_arguments
-from coco_sql.languages.sql.check.snowflake_functions import (
+from coco_sql.engines import Finding
+from coco_sql.engines.snowflake import PLUGIN
+from coco_sql.engines.snowflake.checks import unserved_embed_model
+from coco_sql.engines.snowflake.functions import (
     ALTERNATIVES,
     SNOWFLAKE_FUNCTIONS,
     WrittenCalls,
 )
-from coco_sql.languages.sql.check.validator import ValidationSpec, validate_candidate
-from coco_sql.languages.sql.macros import expand_program
-from coco_sql.plugins import engine
+from coco_sql.errors import CandidateRejected
+from coco_sql.sqlkit.calls import iter_calls
+from coco_sql.sqlkit.checks import ValidationSpec
+from coco_sql.sqlkit.macros import expand_program
+from coco_sql.sqlkit.nodes import positional_arguments
+from coco_sql.sqlkit.validate import validate_candidate
 
 T = exp.DataType.Type
 SNOWFLAKE_TYPES: frozenset[exp.DataType.Type] = frozenset(
@@ -54,22 +56,6 @@ _TYPE_ALTERNATIVES = {
     "MAP": "OBJECT",
     "UUID": "VARCHAR",
 }
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One reason a program would not run in Snowflake: where it is, what is wrong, and what to write instead."""
-
-    where: str  # the program (id or file), and the call or type in it
-    what: str
-    suggestion: str = ""
-
-    def line(self) -> str:
-        """The finding as one line, as `coco-sql check-deploy` prints it."""
-        return f"{self.where}: {self.what}" + (f" ({self.suggestion})" if self.suggestion else "")
-
-    def as_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 def check_program(
@@ -173,7 +159,7 @@ def _ai_call(name: str, call: exp.Expression, label: str, where: str) -> list[Fi
     args = positional_arguments(call) if isinstance(call, exp.Func) else []
     for arg in args:
         if isinstance(arg, exp.Kwarg):
-            refused = check_named_argument(name, arg.this.name, engine("snowflake").ai)
+            refused = check_named_argument(name, arg.this.name, PLUGIN.ai)
             if refused is not None:
                 findings.append(Finding(f"{where}: {label}", refused))
     model = unserved_embed_model(call) if name == "AI_EMBED" and isinstance(call, exp.Func) else None

@@ -7,16 +7,15 @@ constructs come out wrong or unrunnable, so we rewrite them on the Snowflake AST
     where Snowflake returns ``abc``. We use ``->>`` (text extraction) instead, and cast that for other types.
 (b) ``LATERAL FLATTEN(input => expr) f`` becomes invalid DuckDB (upstream tobymao/sqlglot#5295). We generate
     ``json_each(expr) AS f(...)``; ``f.value`` is then the element as JSON; ``f.value::string`` is unquoted.
-(c) named arguments (``AI_COMPLETE(model => 'x', prompt => p)``) do not bind to DuckDB Python UDFs. We turn
-    them into positional arguments using :data:`~coco_sql.languages.sql.check.allowlist.AI_SIGNATURES`, padding skipped
-    optional parameters with NULL. This one applies to both dialects.
+(c) named arguments (``AI_COMPLETE(model => 'x', prompt => p)``) do not bind to DuckDB Python UDFs: they are
+    made positional by :mod:`coco_sql.sqlkit.named_arguments` (it applies to both dialects).
 (d) bracket indexing on a VARIANT (``x['labels'][0]``) becomes ``x['labels'][1]``: sqlglot shifts the index to
     DuckDB's 1-based lists, but the VARIANT is JSON in DuckDB, whose indexes stay 0-based. A bracket chain with an
     object key, or over a value that is JSON (a VARIANT path, PARSE_JSON, an AI function's JSON result, a cast to
     VARIANT, or a CTE column holding one), becomes a VARIANT path ``x -> '$.labels[0]'`` instead.
 (e) ``VECTOR(FLOAT, n)`` has no DuckDB type: it becomes ``FLOAT[]``, the type AI_EMBED returns locally.
 (f) the calls sqlglot translates wrongly get the translation their entry of
-    :mod:`~coco_sql.languages.sql.check.snowflake_functions` gives (ARRAY_SIZE, ARRAY_CONTAINS, ARRAY_TO_STRING, GET, the
+    :mod:`~coco_sql.engines.snowflake.functions` gives (ARRAY_SIZE, ARRAY_CONTAINS, ARRAY_TO_STRING, GET, the
     VECTOR_* functions).
 
 Each rewrite depends only on the tree it is given (it mutates and returns that tree, which the caller owns).
@@ -24,22 +23,15 @@ Each rewrite depends only on the tree it is given (it mutates and returns that t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
-from coco_sql.aifuncs.catalogue import check_named_argument
+from coco_sql.engines.snowflake.functions import REWRITES, json_path
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.allowlist import AI_SIGNATURES
-from coco_sql.languages.sql.check.snowflake_functions import REWRITES, json_path
-from coco_sql.plugins import engine
-
-if TYPE_CHECKING:
-    from coco_sql.engines import AiBinding
+from coco_sql.sqlkit.nodes import function_name
 
 JSON_EACH = "JSON_EACH"
 """The one table function a program may contain: generated from Snowflake FLATTEN, never written by users."""
@@ -52,76 +44,6 @@ _TEXT_TYPES = frozenset({exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.
 _JSON_TYPES = frozenset(
     {exp.DataType.Type.JSON, exp.DataType.Type.VARIANT, exp.DataType.Type.OBJECT, exp.DataType.Type.ARRAY}
 )
-
-
-def function_name(node: exp.Func) -> str:
-    """The upper-case name a call was written with (Anonymous) or sqlglot's canonical name (typed node)."""
-    if isinstance(node, exp.Anonymous):
-        return node.name.upper()
-    return node.sql_name().upper()
-
-
-def positional_arguments(node: exp.Func) -> list[exp.Expression]:
-    """A call's arguments in written order, dropping non-argument flags (booleans/strings in ``.args``)."""
-    if isinstance(node, exp.Anonymous):
-        return list(node.expressions)
-    values: list[exp.Expression] = []
-    for key in node.arg_types:
-        value = node.args.get(key)
-        if isinstance(value, exp.Expression):
-            values.append(value)
-        elif isinstance(value, list):
-            values.extend(v for v in value if isinstance(v, exp.Expression))
-    return values
-
-
-def rewrite_named_arguments(tree: exp.Expression, dialect: str = "duckdb") -> exp.Expression:
-    """Rewrite ``AI_X(name => value, ...)`` into positional calls (fix-up c); other calls are left alone.
-
-    Names are Snowflake's documented ones (:mod:`coco_sql.aifuncs.catalogue`), in any case. In Snowflake
-    dialect a name only this project used to accept (``categories =>``) is refused with the documented one,
-    because Snowflake would refuse the deployed program; in DuckDB dialect it still binds."""
-    for node in list(tree.find_all(exp.Func)):
-        name = function_name(node)
-        signature = AI_SIGNATURES.get(name)
-        if signature is None:
-            continue
-        args = positional_arguments(node)
-        if not any(isinstance(a, exp.Kwarg) for a in args):
-            continue
-        slots = _named_slots(name, args, engine(dialect).ai)
-        missing = [p for i, p in enumerate(signature.params[: signature.required]) if i not in slots]
-        if missing:
-            raise CandidateRejected(f"{name} is missing required parameter(s): {', '.join(missing)}")
-        positional = [slots.get(i, exp.null()) for i in range(max(slots) + 1)]
-        replacement = exp.Anonymous(this=name, expressions=positional)
-        if node is tree:
-            tree = replacement  # the whole program is this call (a bare expression)
-        else:
-            node.replace(replacement)
-    return tree
-
-
-def _named_slots(name: str, args: list[exp.Expression], ai: AiBinding) -> dict[int, exp.Expression]:
-    """Position -> argument of one AI call whose arguments are positional, then named. Raises
-    CandidateRejected for an unknown name, a name given twice, or a local-only name in Snowflake dialect."""
-    function = AI_FUNCTIONS[name]
-    slots: dict[int, exp.Expression] = {}
-    for position, arg in enumerate(args):
-        if not isinstance(arg, exp.Kwarg):
-            if slots and max(slots) >= position:
-                raise CandidateRejected(f"{name}: a positional argument follows a named argument")
-            slots[position] = arg
-            continue
-        key = arg.this.name
-        refused = check_named_argument(name, key, ai)
-        index = function.position(key)
-        if refused is not None or index is None:
-            raise CandidateRejected(refused or f"{name} has no parameter named {key!r}")
-        if index in slots:
-            raise CandidateRejected(f"{name}: parameter {function.params[index].name!r} is given twice")
-        slots[index] = arg.expression
-    return slots
 
 
 def _flatten_replacement(node: exp.Lateral | exp.TableFromRows, explode: exp.Explode) -> exp.Table:

@@ -42,9 +42,9 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.languages.sql.check.allowlist import AI_SIGNATURES, BASE_FUNCTIONS
-from coco_sql.languages.sql.check.rejection import one_line
-from coco_sql.languages.sql.check.validator import parse_statement
+from coco_sql.sqlkit.allowlist import AI_SIGNATURES, BASE_FUNCTIONS
+from coco_sql.sqlkit.parsing import parse_statement
+from coco_sql.sqlkit.rejection import one_line
 
 MAX_MACROS = 8
 """At most this many macros in one program (the library's k bounds how many of them are primitives)."""

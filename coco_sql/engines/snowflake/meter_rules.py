@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from coco_sql.aifuncs.arguments import category_prototypes
 from coco_sql.errors import EvaluationError
-from coco_sql.languages.sql.check.literals import to_python
+from coco_sql.sqlkit.literals import to_python
 
 
 class Unmetered(EvaluationError):

@@ -1,43 +1,38 @@
-"""The function-call checks of the validator: every call a candidate makes is on the allow-list with a valid arity,
-Snowflake's own functions and Cortex calls are checked against what the engine serves, and a scalar expression
-calls nothing else."""
+"""The function-call checks: every call a program makes is on the allow-list with a valid arity, and a scalar
+expression calls nothing else (an engine adds its own call checks: `sqlkit.checks.DialectChecks`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from coco_sql.languages.sql.check.allowlist import (
+from coco_sql.sqlkit.allowlist import (
     AI_SIGNATURES,
     BASE_FUNCTIONS,
-    EXTERNAL_ACCESS,
-    NON_DETERMINISTIC,
     TRANSPILED_FUNCTIONS,
     TYPED_ARITY_CHECKED,
     Arity,
     rejection_reason,
 )
-from coco_sql.languages.sql.check.rejection import one_line, reject
-from coco_sql.languages.sql.check.snowflake import (
-    function_name,
-    positional_arguments,
-)
-from coco_sql.languages.sql.check.snowflake_functions import (
-    EMBED_MODELS,
-    SNOWFLAKE_FUNCTIONS,
-    WrittenCalls,
-    rejection,
-)
-
-if TYPE_CHECKING:
-    from coco_sql.languages.sql.check.validator import ValidationSpec
+from coco_sql.sqlkit.nodes import function_name, positional_arguments
+from coco_sql.sqlkit.rejection import one_line, reject
 
 
-def _dotted_name(node: exp.Dot) -> str | None:
+class CallRules(Protocol):
+    """What the call checks read of a `sqlkit.checks.ValidationSpec`: the task's extra functions, its dialect."""
+
+    @property
+    def allowed_functions(self) -> frozenset[str]: ...
+
+    @property
+    def dialect(self) -> str: ...
+
+
+def dotted_name(node: exp.Dot) -> str | None:
     """``SNOWFLAKE.CORTEX.COMPLETE`` for a schema-qualified call, or None when the Dot is not a call."""
     if not isinstance(node.expression, exp.Func):
         return None
@@ -59,12 +54,12 @@ def _arity_for(name: str, extras: frozenset[str]) -> Arity | None:
     return BASE_FUNCTIONS.get(name)
 
 
-def _is_case_branch(node: exp.Expression) -> bool:
+def is_case_branch(node: exp.Expression) -> bool:
     """``If`` nodes inside CASE are WHEN/THEN branches, not IF() calls: they carry two arguments by design."""
     return isinstance(node, exp.If) and isinstance(node.parent, exp.Case)
 
 
-def _check_arity(display: str, call: exp.Expression, count: int, arity: Arity, dialect: str) -> None:
+def check_call_arity(display: str, call: exp.Expression, count: int, arity: Arity, dialect: str) -> None:
     """Reject a call with the wrong argument count, quoting the call (typed nodes may carry another name)."""
     low, high = arity
     if count < low or (high is not None and count > high):
@@ -81,7 +76,7 @@ def iter_calls(tree: exp.Expression) -> Iterator[tuple[exp.Expression, str | Non
     """Every function call in the tree with its dotted name (for ``schema.fn(...)``) or None."""
     for node in tree.walk():
         if isinstance(node, exp.Dot):
-            dotted = _dotted_name(node)
+            dotted = dotted_name(node)
             if dotted is not None:
                 yield node, dotted
         elif isinstance(node, exp.Func) and not isinstance(node, _OPERATOR_NODES):
@@ -110,19 +105,20 @@ def ai_functions_called(source: str, dialect: str) -> list[str]:
 
 def check_functions(
     tree: exp.Expression,
-    spec: ValidationSpec,
+    spec: CallRules,
     *,
     check_arity: bool,
-    snowflake_flatten: bool = False,
-    snowflake_names: bool = False,
+    flatten_in_from: bool = False,
+    dialect_names: bool = False,
     transpiled: bool = False,
 ) -> None:
     """Every call must be on the allow-list (base + ``spec.allowed_functions``), with a valid arity (check 4).
 
-    Calls in table position (``FROM f(...)``) are left to :func:`check_tables`. ``snowflake_flatten`` allows
+    Calls in table position (``FROM f(...)``) are left to :func:`check_tables`. ``flatten_in_from`` allows
     Snowflake's FLATTEN (an ``Explode`` node) directly under LATERAL / TABLE(), the only place it is valid;
-    its arguments are still checked as they are walked like any other expression. With ``snowflake_names`` plain
-    calls are left to :func:`check_snowflake_functions` (a Snowflake tree is checked against Snowflake's names);
+    its arguments are still checked as they are walked like any other expression. With ``dialect_names`` plain
+    calls are left to the engine's own check (`DialectChecks.check_written`: a Snowflake tree is checked against
+    Snowflake's names);
     ``transpiled`` (the DuckDB tree of a Snowflake program) also allows ``TRANSPILED_FUNCTIONS``.
     """
     extras = spec.allowed_functions
@@ -136,17 +132,17 @@ def check_functions(
             call = node.expression
             arity = _arity_for(dotted, extras)
             if check_arity and arity is not None:
-                _check_arity(dotted, node, len(positional_arguments(call)), arity, spec.dialect)
+                check_call_arity(dotted, node, len(positional_arguments(call)), arity, spec.dialect)
             continue
-        if not isinstance(node, exp.Func) or _is_case_branch(node):
+        if not isinstance(node, exp.Func) or is_case_branch(node):
             continue
-        if isinstance(node, exp.Explode) and snowflake_flatten:
+        if isinstance(node, exp.Explode) and flatten_in_from:
             if isinstance(node.parent, (exp.Lateral, exp.TableFromRows)):
                 continue
             raise reject("FLATTEN is allowed only as a FROM source: LATERAL FLATTEN(INPUT => expr) AS f")
         if isinstance(node.parent, exp.Table) and node.arg_key == "this":
             continue  # a table function in FROM: check_tables rejects it (or accepts our json_each)
-        if snowflake_names:
+        if dialect_names:
             continue
         names = _candidate_names(node)
         known = BASE_FUNCTIONS.keys() | TRANSPILED_FUNCTIONS if transpiled else BASE_FUNCTIONS.keys()
@@ -160,59 +156,7 @@ def check_functions(
         if isinstance(node, exp.Anonymous) or allowed in TYPED_ARITY_CHECKED or allowed in AI_SIGNATURES:
             arity = _arity_for(allowed, extras)
             if arity is not None:
-                _check_arity(display, node, len(positional_arguments(node)), arity, spec.dialect)
-
-
-def check_snowflake_functions(tree: exp.Expression, spec: ValidationSpec, source: str) -> None:
-    """Snowflake dialect: every call is a Snowflake function (:mod:`~coco_sql.languages.sql.check.snowflake_functions`) or an
-    AI function the task enables, under the name written, with an argument count Snowflake accepts. A local name
-    is refused with its Snowflake alternative, so the program runs unchanged when deployed."""
-    extras = spec.allowed_functions
-    written = WrittenCalls(source)
-    for name in written.local_names():
-        raise reject(rejection(name))
-    for node, dotted in iter_calls(tree):
-        if dotted is not None:
-            continue  # schema-qualified Cortex calls: check_functions rules on them
-        if not isinstance(node, exp.Func) or _is_case_branch(node):
-            continue
-        if isinstance(node, exp.Explode) or (isinstance(node.parent, exp.Table) and node.arg_key == "this"):
-            continue  # FLATTEN and table functions: check_functions and check_tables rule on them
-        name = written.name(node)
-        count = written.arity(node)
-        if name in NON_DETERMINISTIC or name in EXTERNAL_ACCESS:
-            raise reject(f"function {name} is not allowed: {rejection_reason([name])}")
-        if name in AI_SIGNATURES:
-            if name not in extras:
-                raise reject(f"function {name} is not allowed: {rejection_reason([name])}")
-            _check_arity(name, node, count, AI_SIGNATURES[name].arity, spec.dialect)
-            _check_embed_model(name, node)
-            continue
-        function = SNOWFLAKE_FUNCTIONS.get(name)
-        if function is None:
-            raise reject(rejection(name))
-        _check_arity(name, node, count, function.arity, spec.dialect)
-
-
-def _check_embed_model(name: str, call: exp.Func) -> None:
-    """AI_EMBED names one of Snowflake's embedding models."""
-    model = unserved_embed_model(call) if name == "AI_EMBED" else None
-    if model is not None:
-        raise reject(
-            f"AI_EMBED model {model!r} is not a Snowflake embedding model; use one of "
-            f"{', '.join(sorted(EMBED_MODELS))} (a run maps it to a local model)"
-        )
-
-
-def unserved_embed_model(call: exp.Func) -> str | None:
-    """The model an AI_EMBED call names as a literal when Snowflake does not serve it; None otherwise (a computed
-    name is left to the run)."""
-    args = positional_arguments(call)
-    named = [a.expression for a in args if isinstance(a, exp.Kwarg) and a.this.name.lower() == "model"]
-    model = named[0] if named else (args[0] if args and not isinstance(args[0], exp.Kwarg) else None)
-    if isinstance(model, exp.Literal) and model.is_string and model.this not in EMBED_MODELS:
-        return model.this
-    return None
+                check_call_arity(display, node, len(positional_arguments(node)), arity, spec.dialect)
 
 
 def check_scalar_expression(query: exp.Query) -> None:

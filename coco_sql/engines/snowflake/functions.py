@@ -3,7 +3,7 @@
 Why a table of its own: in Snowflake dialect a program is meant to run unchanged in Snowflake, so a function is
 allowed only if Snowflake has it, under the name written (``LIST_COSINE_SIMILARITY`` is DuckDB's, Snowflake's is
 ``VECTOR_COSINE_SIMILARITY``), with an argument count Snowflake accepts. The DuckDB allow-list
-(:mod:`~coco_sql.languages.sql.check.allowlist`) still guards the transpiled tree that runs locally; this table guards what
+(:mod:`~coco_sql.sqlkit.allowlist`) still guards the transpiled tree that runs locally; this table guards what
 the author wrote. AI functions are not here: :mod:`coco_sql.aifuncs.catalogue` holds them.
 
 Each entry also says how the call runs in DuckDB when sqlglot's Snowflake -> DuckDB transpilation gets it wrong
@@ -342,7 +342,7 @@ def rejection(name: str) -> str:
         return f"function {name} does not exist in Snowflake; use {alternative}"
     return (
         f"function {name} is not a Snowflake function coco-sql supports "
-        "(coco_sql/languages/sql/check/snowflake_functions.py lists them)"
+        "(coco_sql/engines/snowflake/functions.py lists them)"
     )
 
 

@@ -21,8 +21,8 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from coco_sql.aifuncs import catalogue
-from coco_sql.languages.sql.check.base_functions import BASE_FUNCTIONS as BASE_FUNCTIONS
-from coco_sql.languages.sql.check.base_functions import Arity
+from coco_sql.sqlkit.base_functions import BASE_FUNCTIONS as BASE_FUNCTIONS
+from coco_sql.sqlkit.base_functions import Arity
 
 TRANSPILED_FUNCTIONS: frozenset[str] = frozenset(
     {"LIST_COUNT", "LIST_SUM", "LIST_ZIP", "EUCLIDEAN_DISTANCE", "GENERATE_SERIES", "REGEXP_SPLIT"}
