@@ -1,8 +1,9 @@
 """Every option a user gives coco-sql, in one place: its type, its range, its default and one line of doc.
 
-One table per call: `TASK_OPTIONS` (`coco_task`'s options; `DBT_TASK_OPTIONS` those of a dbt task, option `kind`), `RUN_OPTIONS` (`coco_evolve`'s, which are
-`engine.RunConfig`'s fields, and the CLI flags of `coco-sql evolve`), `AI_OPTIONS` (`coco_evolve`'s model choices),
-`OFFLINE_SETTINGS` and `AGENT_SETTINGS` (the `mutator_settings` of the offline mutator and of the coding agent) and
+One table per call: `TASK_OPTIONS` (`coco_task`'s options; a kind's own are its plug-in's `task_options`, option `kind`), `RUN_OPTIONS` (`coco_evolve`'s, the fields of
+`RunOptions`, which `engine.RunConfig` checks, and the CLI flags of `coco-sql evolve`), `AI_OPTIONS` (`coco_evolve`'s model choices),
+`offline_settings()` and `AGENT_SETTINGS` (the `mutator_settings` of the offline mutator, composed from the kinds' typed
+settings, and of the coding agent) and
 `TOOL_ARGUMENTS` (the integer arguments of the history tools, `coco-sql history -n`). `TASK_NAME` is the pattern a
 registered task's name matches.
 
@@ -12,7 +13,8 @@ parameter (BIGINT), and a value past what those hold failed late, with a traceba
 one-line error naming the option, what it takes and what it got, before anything is written.
 
 `OptionTable.rows()` gives a table as plain rows (name, type, range, default, example, doc) for printing
-(`CALL coco_help('coco_task')`, the README's tables, which a test compares with these rows). This module imports nothing of coco-sql but its errors, so that every layer may read it; the choices of
+(`CALL coco_help('coco_task')`, the README's tables, which a test compares with these rows). This module imports nothing of coco-sql but its errors (and, in the functions that compose the kinds' tables,
+the plug-in registry), so that every layer may read it; the choices of
 registries (parent policies, mutators) are checked by their owners (`engine.RunConfig`).
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from coco_sql.errors import CocoError, ConfigError
@@ -172,6 +174,29 @@ class OptionTable:
         ]  # fmt: skip
 
 
+def setting(default: Any, doc: str, *, kind: str | None = None, **bounds: Any) -> Any:
+    """A field of a settings dataclass (a kind's offline settings, `languages.kind.OfflineSettings`) that carries
+    its option: the field's type, default, range and doc are declared once, here (`settings_table` reads them).
+    `kind` defaults to the default's type (bool: boolean, int: integer, float: number, str: string, list:
+    strings)."""
+    kind = kind or _KIND_OF.get(type(default), "object")
+    option = Option("", kind, default, doc, **bounds)
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: type(default)(default), metadata={"option": option})
+    return field(default=default, metadata={"option": option})
+
+
+def settings_table(cls: type, title: str) -> OptionTable:
+    """The option table of a settings dataclass whose fields are `setting`s, in field order."""
+    return OptionTable(
+        title,
+        tuple(replace(f.metadata["option"], name=f.name) for f in fields(cls) if "option" in f.metadata),
+    )
+
+
+_KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", list: "strings", dict: "object"}
+
+
 def as_object(value: Any, what: str, *, error: type[CocoError] = ConfigError) -> Mapping[str, Any]:
     """`value` when it is an object (a mapping), {} for None; else one line saying `what` must be one."""
     if value is None:
@@ -249,8 +274,9 @@ SPLIT_SEED = Option(
 TASK_OPTIONS = OptionTable(
     "coco_task(name, source, options)",
     (
-        Option("kind", "choice", "sql", "the program kind: sql, or dbt (a dbt project over several tables, with "
-               "options of its own: CALL coco_help('coco_task dbt'))", choices=("sql", "dbt"), example="'sql'"),
+        Option("kind", "string", "sql", "the program kind, task.toml's language (default: a SQL program over "
+               "the source's rows); a kind's own options: CALL coco_help('coco_task <kind>'), e.g. 'coco_task dbt'",
+               example="'dbt'"),
         Option("label", "string", None, "required: the label column", nullable=True, example="'label'"),
         Option("seed_program", "string", None, "required: the SQL program to start from, over `input`; the AI "
                "functions it calls are enabled", nullable=True,
@@ -286,44 +312,6 @@ TASK_OPTIONS = OptionTable(
     ),
 )  # fmt: skip
 
-DBT_TASK_OPTIONS = OptionTable(
-    "coco_task(name, NULL, {'kind': 'dbt', ...}): a dbt project over several tables",
-    (
-        Option("kind", "choice", None, "required: 'dbt'", choices=("dbt",), nullable=True, example="'dbt'"),
-        Option("sources", "object", None, "required: each source table, 'source.table' as the models' "
-               "source('source', 'table') reads it -> a table name or one SELECT query", nullable=True,
-               example="{'shop.customers': 'customers', 'shop.orders': 'SELECT * FROM orders'}"),
-        Option("targets", "object", None, "required: each scored model -> {'expected': a table or query, "
-               "'key': its primary key, 'columns': the compared columns (default: all but the key), "
-               "'tolerance': {column: abs_tol}, 'key_of': 'source.table.column' (default: entity)}",
-               nullable=True, example="{'customer_totals': {'expected': 'expected_totals', 'key': 'customer_id'}}"),
-        Option("seed_program", "string", None, "required: the dbt project to start from, its files under "
-               "'-- file: PATH' lines (dbt_project.yml, models/**/*.sql and *.yml, macros/*.sql)",
-               nullable=True, example="'-- file: dbt_project.yml (a newline) name: shop ...'"),
-        Option("entity", "string", None, "required: the 'source.table.column' whose values are split into "
-               "train, val and test", nullable=True, example="'shop.customers.id'"),
-        Option("follow", "strings", [], "rows that go with the split of the rows they reference: "
-               "'source.table.column -> source.table.column', parents listed first",
-               example="['shop.orders.customer_id -> shop.customers.id']"),
-        Option("allowed_functions", "strings", [], "functions the models may use on top of the base list "
-               "(AI functions)", example="['AI_CLASSIFY']"),
-        Option("dialect", "choice", "snowflake", "the dialect the models are written in",
-               choices=("snowflake", "duckdb"), example="'duckdb'"),
-        Option("train_fraction", "number", 0.5, "the share of entities in train", low=0, high=1, open_low=True,
-               open_high=True, example="0.6"),
-        Option("test_fraction", "number", 0.2, "the share of entities in test", low=0, high=1, open_low=True,
-               open_high=True, example="0.25"),
-        SPLIT_SEED,
-        Option("timeout_seconds", "number", 60.0, "one evaluation's deadline (every model, its data tests and "
-               "the targets' rows), seconds", low=0, high=MAX_TIMEOUT_S, open_low=True, example="120"),
-        Option("data_tests", "choice", "score", "the seed's data tests (unique, not_null, accepted_values, "
-               "relationships on model columns) as scored instances, or not", choices=("score", "off"),
-               example="'off'"),
-        Option("description", "string", None, "one line (default: 'a dbt project over <sources>')",
-               nullable=True, example="'Customer totals from orders'"),
-    ),
-)  # fmt: skip
-
 AIFO_TASK_OPTIONS = OptionTable(
     "coco_task(name, source, {'spec': ...}): a Snowflake AI_FUNCTION_OPTIMIZATION specification as the task; "
     "it sets label, seed_program, input_columns, scorer, dialect and output_type, and the other coco_task "
@@ -338,45 +326,96 @@ AIFO_TASK_OPTIONS = OptionTable(
     ),
 )  # fmt: skip
 
-RUN_OPTIONS = OptionTable(
-    "coco_evolve(task, budget, options) and coco-sql evolve",
-    (
-        Option("seed", "integer", 0, "the run's seed: same seed, same run", low=0, high=MAX_SEED, example="1"),
-        Option("budget", "integer", 60, "mutation iterations", low=0, high=100_000, example="30"),
-        Option("islands", "integer", 2, "MAP-Elites islands, each its own archive", low=1, high=64, example="4"),
-        Option("migration_interval", "integer", 10, "iterations between ring migrations of the islands",
-               low=1, high=100_000),
-        Option("policy", "string", "lp_roster", "the parent policy: lp_roster | map_elites | "
-               "rare_capability | pareto | best"),
-        Option("mutator", "string", "offline", "the mutator: offline | agent | gepa_like | openevolve_like | prompt_only"),
-        Option("mutator_settings", "object", {}, "the mutator's own settings (the offline and agent tables)",
-               example="{'max_drafts': 8}"),
-        Option("targeting", "choice", "infogain", "how the curator picks target rows",
-               choices=("infogain", "uniform")),
-        Option("admission", "choice", "map_elites", "archive admission: beat the cell's occupant, or raise "
-               "the population's J_p", choices=("map_elites", "jp")),
-        Option("history", "boolean", True, "the mutator may read the search history (false: parent-local)", example="false"),
-        Option("target", "number", None, "stop once the best validation score reaches this", low=0,
-               high=1, nullable=True, example="1.0"),
-        Option("max_spend", "amount", None, "pause the run once its models spent this: '200000 tokens' or '$5'",
-               nullable=True, example="'50000 tokens'"),
-        Option("prices", "object", {}, "model -> [USD per 1M input tokens, per 1M output tokens]"),
-        Option("max_cost", "amount", None, "a child over this deploy cost per 1,000 rows is never admitted: "
-               "'500 calls', '20000 tokens' or '$0.05'", nullable=True),
-        Option("champion", "choice", "cheapest_within_se", "the champion: the cheapest program to deploy "
-               "within one standard error of the best validation score, or the best whatever it costs",
-               choices=("cheapest_within_se", "best")),
-        Option("minibatch", "integer", 0, "rows the mutator works on, and a child must gain on first (0: all)",
-               low=0, high=1_000_000),
-        Option("primitives", "boolean", False, "PACE: a library of primitives credited by Thompson sampling"),
-        Option("primitive_k", "integer", 3, "with primitives: at most this many per program", low=1, high=32),
-        Option("primitive_generation", "integer", 5, "with primitives: generate one every this many "
-               "iterations without extraction (0: never)", low=0, high=100_000),
-        Option("model_aliases", "object", {}, "model name the SQL writes -> the model that answers it here"),
-        Option("task_path", "string", None, "where the task pack was read from, when it was given as a path "
-               "(resume, export and check-deploy find it there)", nullable=True),
-    ),
-)  # fmt: skip
+
+@dataclass(frozen=True)
+class RunOptions:
+    """`coco_evolve`'s options, the fields of `engine.RunConfig` (which adds their checks and what a run reads of
+    them): each field's type, default, range and doc are declared once, here; `RUN_OPTIONS` is their table."""
+
+    seed: int = setting(0, "the run's seed: same seed, same run", low=0, high=MAX_SEED, example="1")
+    budget: int = setting(60, "mutation iterations", low=0, high=100_000, example="30")
+    islands: int = setting(2, "MAP-Elites islands, each its own archive", low=1, high=64, example="4")
+    migration_interval: int = setting(
+        10, "iterations between ring migrations of the islands", low=1, high=100_000
+    )
+    policy: str = setting(
+        "lp_roster", "the parent policy: lp_roster | map_elites | rare_capability | pareto | best"
+    )
+    mutator: str = setting(
+        "offline", "the mutator: offline | agent | gepa_like | openevolve_like | prompt_only"
+    )
+    mutator_settings: Mapping[str, Any] = setting(
+        {}, "the mutator's own settings (the offline and agent tables)", example="{'max_drafts': 8}"
+    )
+    targeting: str = setting(
+        "infogain", "how the curator picks target rows", kind="choice", choices=("infogain", "uniform")
+    )
+    admission: str = setting(
+        "map_elites",
+        "archive admission: beat the cell's occupant, or raise the population's J_p",
+        kind="choice",
+        choices=("map_elites", "jp"),
+    )
+    history: bool = setting(
+        True, "the mutator may read the search history (false: parent-local)", example="false"
+    )
+    target: float | None = setting(
+        None,
+        "stop once the best validation score reaches this",
+        kind="number",
+        low=0,
+        high=1,
+        nullable=True,
+        example="1.0",
+    )
+    max_spend: int | str | None = setting(
+        None,
+        "pause the run once its models spent this: '200000 tokens' or '$5'",
+        kind="amount",
+        nullable=True,
+        example="'50000 tokens'",
+    )
+    prices: Mapping[str, tuple[float, float]] = setting(
+        {}, "model -> [USD per 1M input tokens, per 1M output tokens]"
+    )
+    max_cost: int | float | str | None = setting(
+        None,
+        "a child over this deploy cost per 1,000 rows is never "
+        "admitted: '500 calls', '20000 tokens' or '$0.05'",
+        kind="amount",
+        nullable=True,
+    )
+    champion: str = setting(
+        "cheapest_within_se",
+        "the champion: the cheapest program to deploy within one "
+        "standard error of the best validation score, or the best whatever it costs",
+        kind="choice",
+        choices=("cheapest_within_se", "best"),
+    )
+    minibatch: int = setting(
+        0, "rows the mutator works on, and a child must gain on first (0: all)", low=0, high=1_000_000
+    )
+    primitives: bool = setting(False, "PACE: a library of primitives credited by Thompson sampling")
+    primitive_k: int = setting(3, "with primitives: at most this many per program", low=1, high=32)
+    primitive_generation: int = setting(
+        5,
+        "with primitives: generate one every this many iterations without extraction (0: never)",
+        low=0,
+        high=100_000,
+    )
+    model_aliases: Mapping[str, str] = setting(
+        {}, "model name the SQL writes -> the model that answers it here"
+    )
+    task_path: str | None = setting(
+        None,
+        "where the task pack was read from, when it was given as a path "
+        "(resume, export and check-deploy find it there)",
+        kind="string",
+        nullable=True,
+    )
+
+
+RUN_OPTIONS = settings_table(RunOptions, "coco_evolve(task, budget, options) and coco-sql evolve")
 
 PACK_RUN_OPTIONS = ("islands", "policy", "targeting", "admission", "minibatch", "primitives", "primitive_k")
 """The run options a task pack may recommend in its `[run]` table (`tasks.loader`): how a run searches, never
@@ -389,16 +428,6 @@ AI_OPTIONS = OptionTable(
                example="'openai/gpt-4o-mini'"),
         Option("completion_model", "string", None, "the model of AI_COMPLETE / AI_EXTRACT / AI_AGG",
                nullable=True),
-    ),
-)  # fmt: skip
-
-OFFLINE_SETTINGS = OptionTable(
-    "mutator_settings of the offline mutator",
-    (
-        Option("max_drafts", "integer", 32, "drafts tested on training rows per iteration", low=1, high=1024),
-        Option("probe", "boolean", True, "test drafts on training rows (false: one untested edit)"),
-        Option("max_examples", "integer", 0, "few-shot examples per AI_CLASSIFY call (0: no cap)", low=0,
-               high=10_000),
     ),
 )  # fmt: skip
 
@@ -455,14 +484,42 @@ TOOL_ARGUMENTS = OptionTable(
 )  # fmt: skip
 
 TABLES: Mapping[str, OptionTable] = {
-    "coco_task": TASK_OPTIONS,
-    "coco_task dbt": DBT_TASK_OPTIONS,
     "coco_task spec": AIFO_TASK_OPTIONS,
     "coco_evolve": RUN_OPTIONS,
     "coco_evolve models": AI_OPTIONS,
-    "offline mutator": OFFLINE_SETTINGS,
     "agent mutator": AGENT_SETTINGS,
     "prompt_only mutator": PROMPT_ONLY_SETTINGS,
     "history tools": TOOL_ARGUMENTS,
 }
-"""Every table, by the name a help command shows it under."""
+"""The tables of coco-sql's own, by the name a help command shows them under; `tables()` adds the kinds'."""
+
+
+def kind_task_options() -> dict[str, OptionTable]:
+    """kind -> coco_task's options of a task of that kind beyond `TASK_OPTIONS` (`KindPlugin.task_options`),
+    for every kind that has some: the built-ins, then the installed ones."""
+    from coco_sql.plugins import kind, kind_names
+
+    return {name: table for name in kind_names() if (table := kind(name).task_options) is not None}
+
+
+def offline_settings() -> OptionTable:
+    """The offline mutator's settings, composed from the kinds (`KindPlugin.offline_settings`, typed
+    dataclasses of `setting` fields): those every kind takes first, then each kind's own, its doc saying whose.
+    A run's `mutator_settings` are checked against this table (a kind refuses another kind's setting)."""
+    from coco_sql.plugins import kind, kind_names
+
+    per_kind = {name: settings_table(kind(name).offline_settings, name) for name in kind_names()}
+    shared = [o for o in next(iter(per_kind.values())) if all(o.name in t.names for t in per_kind.values())]
+    composed = {o.name: o for o in shared}
+    for name, table in per_kind.items():
+        for option in table:
+            if option.name not in composed:
+                composed[option.name] = replace(option, doc=f"{option.doc} ({name} tasks only)")
+    return OptionTable("mutator_settings of the offline mutator", tuple(composed.values()))
+
+
+def tables() -> dict[str, OptionTable]:
+    """Every table, by the name a help command shows it under: coco-sql's own (`TABLES`), each kind's own
+    coco_task options ('coco_task <kind>') and the offline mutator's settings, composed from the kinds."""
+    kinds = {f"coco_task {name}": table for name, table in kind_task_options().items()}
+    return {"coco_task": TASK_OPTIONS, **kinds, **TABLES, "offline mutator": offline_settings()}

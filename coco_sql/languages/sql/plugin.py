@@ -7,13 +7,15 @@ task does not load scipy's MILP.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.languages.base import Language
-from coco_sql.languages.kind import KindPlugin
+from coco_sql.languages.kind import KindPlugin, OfflineSettings
 from coco_sql.languages.sql.exports import SqlExports
 from coco_sql.languages.sql.highlight import SqlHighlighter
 from coco_sql.languages.sql.primitives import SqlPrimitives
+from coco_sql.options import setting
 
 if TYPE_CHECKING:
     from coco_sql.evaluate import Outcome
@@ -29,10 +31,18 @@ def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
     return SqlLanguage(task, engine)
 
 
-def _offline(**settings: Any) -> Mutator:
+@dataclass(frozen=True)
+class SqlOfflineSettings(OfflineSettings):
+    """The offline mutator's settings of a SQL task: those every kind takes, and the few-shot cap."""
+
+    max_examples: int = setting(0, "few-shot examples per AI_CLASSIFY call (0: no cap)", low=0, high=10_000)
+
+
+def _offline(settings: SqlOfflineSettings | None = None) -> Mutator:
     from coco_sql.languages.sql.mutate.offline import OfflineMutator
 
-    return OfflineMutator(**settings)
+    s = settings or SqlOfflineSettings()
+    return OfflineMutator(max_drafts=s.max_drafts, probe=s.probe, max_examples=s.max_examples)
 
 
 def _prompt_only(language: Language, settings: Mapping[str, Any]) -> Mutator:
@@ -97,6 +107,7 @@ PLUGIN = KindPlugin(
     bind=_bind,
     program_prompt=_prompt,
     offline_mutator=_offline,
+    offline_settings=SqlOfflineSettings,
     primitives=SqlPrimitives(),
     cross_fit=_cross_fit,
     exports=SqlExports(),
