@@ -144,9 +144,9 @@ KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
     ("coco_sql.languages.dbt.ai_labels", "coco_sql.languages.sql.mutate.ai_edits"): "AI label edits: mutate/ next",
 }  # fmt: skip
 NEUTRAL_EXEMPTIONS: dict[tuple[str, str], str] = {
-    # the tasks' AI binding reads the SQL checker: sqlkit/ next (PACE's kind halves are the kinds' own now)
-    **{(f"coco_sql.{m}", f"coco_sql.languages.sql.{t}"): "the SQL checker: sqlkit/ next"
-       for m, t in [("tasks.from_rows", "check.calls"), ("tasks.loader", "check.ai_binding")]},
+    # a task over a table's rows enables the AI functions its seed calls: sqlkit/ next (PACE's kind halves are
+    # the kinds' own now, and a task's kind says whether it calls AI)
+    ("coco_sql.tasks.from_rows", "coco_sql.languages.sql.check.calls"): "the SQL checker: sqlkit/ next",
     # local testing's stand-in for the warehouse checks and binds the candidates' SQL as the sandbox does
     ("coco_sql.engines.snowflake.candidates", "coco_sql.languages.sql.check.ai_binding"): "sqlkit/ next",
     ("coco_sql.engines.snowflake.candidates", "coco_sql.languages.sql.check.snowflake"): "engines/snowflake/ next",

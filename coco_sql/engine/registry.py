@@ -17,7 +17,7 @@ from typing import Any
 from coco_sql.errors import ConfigError
 from coco_sql.languages.base import Language
 from coco_sql.mutate.base import Mutator
-from coco_sql.options import PROMPT_ONLY_SETTINGS, OptionTable, as_object, offline_settings
+from coco_sql.options import OptionTable, as_object, kind_mutator_settings, offline_settings
 from coco_sql.plugins import kind
 
 
@@ -175,9 +175,9 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
             "prompt_only",
             "baseline: the search Snowflake's AI-function optimizer makes, the one AI call's prompt and model "
             "(few-shot examples, label descriptions, answers, output_mode, models), tested on training rows",
-            {option.name: option.default for option in PROMPT_ONLY_SETTINGS},
+            {},
             _kind_mutator("prompt_only"),
-            options=PROMPT_ONLY_SETTINGS,
+            table=lambda: kind_mutator_settings().get("prompt_only", OptionTable("", ())),
         ),
         "openevolve_like": MutatorSpec(
             "openevolve_like",

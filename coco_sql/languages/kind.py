@@ -189,6 +189,9 @@ class KindPlugin:
     highlight: Highlighter | None = None
     task_keys: TaskKeys | None = None
     references: Callable[[TaskPack], bool] | None = None  # whether a task gets reference tables (`examples`)
+    # whether a task calls AI (its runs get the AI runtime and its sandboxes the AI UDFs: `TaskPack.uses_ai`);
+    # None: never
+    uses_ai: Callable[[TaskPack], bool] | None = None
     in_engine_drafts: InEngineDrafts | None = None
     pack_loader: PackLoader | None = None
     registrar: TaskRegistrar | None = None  # coco_task of this kind over the user's tables
@@ -196,6 +199,8 @@ class KindPlugin:
     # named mutators of the kind's own beyond `offline_mutator` (SQL: the `prompt_only` baseline), each built from
     # the bound language and the mutator's checked settings (`engine.registry`)
     mutators: Mapping[str, Callable[[Language, Mapping[str, Any]], Mutator]] = field(default_factory=dict)
+    # the settings of each of those mutators (`CALL coco_help('<name> mutator')`), checked by the registry
+    mutator_settings: Mapping[str, OptionTable] = field(default_factory=dict)
     folder_export: FolderExport | None = None
     parts: Callable[[str], ProgramParts | None] | None = None  # a program of several files, for the report
     # a champion larger than this gets a warning after a run (SQL, issue 15: inline few-shot examples make a

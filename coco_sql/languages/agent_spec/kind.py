@@ -77,6 +77,7 @@ PLUGIN = KindPlugin(
     bind=_bind,
     program_prompt=_prompt,
     offline_mutator=_offline,
+    uses_ai=lambda task: True,  # every run of a spec calls its model (`language.runner` needs the runtime)
     exports=AgentSpecExports(),
     folder_export=AgentSpecFolder(),
     row_traces=True,

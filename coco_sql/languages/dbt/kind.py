@@ -56,6 +56,12 @@ def _draft_view(task: TaskPack, rows: Any, limit: int, chosen: Any) -> dict[str,
     return draft_view(task, rows, limit, chosen)
 
 
+def _uses_ai(task: TaskPack) -> bool:
+    from coco_sql.languages.dbt.validate import enables_ai
+
+    return enables_ai(task.allowed_functions)
+
+
 def _load(root: Path, reader: Any, doc: Any, fingerprint: Any) -> TaskPack:
     from coco_sql.languages.dbt.pack import load_dbt_pack
 
@@ -132,6 +138,7 @@ PLUGIN = KindPlugin(
     offline_mutator=_offline,
     exports=DbtExports(),
     pack_loader=_load,
+    uses_ai=_uses_ai,
     task_options=TASK_OPTIONS,
     registrar=DbtRegistrar(),
     folder_export=DbtFolder(),
