@@ -71,10 +71,11 @@ def test_the_toy_kind_is_unknown_without_its_distribution() -> None:
             assert "toy_kind" not in path.read_text(), path
 
 
-def test_a_kinds_own_task_option_and_offline_setting_reach_coco_help_and_a_run(toy_installed: Path) -> None:
+def test_a_kinds_own_task_option_and_offline_setting_reach_coco_help(toy_installed: Path) -> None:
     """A fifth kind is one folder plus one entry point (issue 41): the toy's own coco_task option (`start`) and
-    its own offline setting (`step`) are printed by `CALL coco_help(...)` in a real DuckDB, and both work in a
-    run, with no file under coco_sql/ naming them."""
+    its own offline setting (`step`) are printed by `CALL coco_help(...)` in a real DuckDB, with no file under
+    coco_sql/ naming them (`test_the_toy_kind_is_unknown_without_its_distribution`); another kind refuses the
+    toy's setting in one line."""
     import coco_sql
     from tests.toy_kind import TASK_OPTIONS, ToySettings
 
@@ -96,6 +97,18 @@ def test_a_kinds_own_task_option_and_offline_setting_reach_coco_help_and_a_run(t
     assert offline["step"]["doc"] == "how far the toy mutator moves a threshold (toy tasks only)"
     assert offline["step"]["range"] == "[1, 9]" and ToySettings().step == 1
 
+    settings = mutator_spec("offline").settings({"step": 2})  # checked against every kind's: a python task's
+    with pytest.raises(ConfigError, match="setting 'step' is not one of a python task's"):
+        kind_settings("python", OfflineSettings, settings)
+
+
+@pytest.mark.slow
+def test_a_kinds_own_task_option_and_offline_setting_work_in_a_run(toy_installed: Path) -> None:
+    """The toy's option `start` and setting `step` through a real DuckDB: `CALL coco_task` registers a toy task
+    over a table with the kind's registrar, and `CALL coco_evolve` moves every child by the toy's `step`."""
+    import coco_sql
+
+    con = coco_sql.connect(toy_installed / "toy_run.duckdb")
     con.execute("CREATE TABLE pool AS SELECT 'r' || i AS id, i % 30 AS x, (i % 30 >= 12)::INTEGER AS label "
                 "FROM range(120) t(i)")  # fmt: skip
     assert con.execute("CALL coco_task('toy_rows', 'pool', {'kind': 'toy', 'start': 4})").fetchone()[:2] == (
@@ -108,6 +121,3 @@ def test_a_kinds_own_task_option_and_offline_setting_reach_coco_help_and_a_run(t
     assert all(abs(int(c.split()[-1]) - 4) % 3 == 0 for c in codes)  # every child moved by the toy's step
     with pytest.raises(Exception, match=r"setting 'step' must be an integer in \[1, 9\]"):
         con.execute("CALL coco_evolve('toy_rows', 3, {'mutator_settings': {'step': 10}})").fetchall()
-    settings = mutator_spec("offline").settings({"step": 2})  # checked against every kind's: a python task's
-    with pytest.raises(ConfigError, match="setting 'step' is not one of a python task's"):
-        kind_settings("python", OfflineSettings, settings)
