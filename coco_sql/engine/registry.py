@@ -4,7 +4,8 @@ the parent policies' registry (`search.POLICIES`).
 Settings belong to a mutator, not to the run: `RunConfig.mutator_settings` is checked against the chosen
 mutator's declared settings (names and types), and the mutator is built for the task's language. A new mutator
 (the coding agent, the one-shot baselines) is one more entry here; a kind brings its offline operators as its
-plug-in's `offline_mutator` (`languages.base.KindPlugin`).
+plug-in's `offline_mutator`, with their typed settings (`offline_settings`), and its own mutators' settings
+(`mutator_settings`), all composed by `coco_sql.options` (`languages.kind.KindPlugin`).
 """
 
 from __future__ import annotations
