@@ -24,11 +24,11 @@ from coco_sql.engine import EvolutionLoop, IterationReport, RunConfig, RunSummar
 from coco_sql.errors import CandidateRejected, ConfigError, StoreError, TaskError
 from coco_sql.evaluate import Evaluator, Outcome
 from coco_sql.languages import language_for
-from coco_sql.languages.base import ExportRequest, Language, TaskRegistrar
+from coco_sql.languages.base import ExportRequest, Language
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
-from coco_sql.options import RUN_OPTIONS, TASK_OPTIONS, as_object
+from coco_sql.options import RUN_OPTIONS, as_object
 from coco_sql.plugins import kind, open_store
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
@@ -39,7 +39,7 @@ from coco_sql.store.inputs import checked_source
 from coco_sql.store.shared_cache import load_cache, save_cache
 from coco_sql.tasks import TaskPack, load_task
 from coco_sql.tasks.catalog import default_search_paths, discover
-from coco_sql.tasks.from_rows import check_options, task_from_rows
+from coco_sql.tasks.from_rows import check_options, kind_registrar, task_from_rows
 
 Store = str | Path | Warehouse
 Task = str | Path | TaskPack
@@ -95,7 +95,7 @@ def evolve(
     task: Task,
     *,
     db: Store,
-    budget: int = 60,
+    budget: int = RUN_OPTIONS.default("budget"),
     options: Mapping[str, Any] | None = None,
     ai: AiConfig | None = None,
     progress: Progress | None = None,
@@ -201,7 +201,7 @@ def register_task(name: str, source: str | None, options: Mapping[str, Any], *, 
     checked first (`tasks.from_rows.check_options`), and the source must be one read-only query
     (`store.inputs.checked_source`) before it runs. Option `kind` names a kind with a registrar of its own
     (dbt: several tables, named in its options; `source` is None): that kind checks, reads and stores."""
-    registrar = _registrar(name, options)
+    registrar = kind_registrar(name, options)
     if registrar is not None:
         checked = registrar.check(name, source, options)
         if isinstance(db, str | Path):  # a Warehouse checks each query itself, in its own dialect
@@ -228,15 +228,6 @@ def register_task(name: str, source: str | None, options: Mapping[str, Any], *, 
             raise TaskError(f"task {name!r}: option 'seed_program' is rejected: {rejection}") from None
         store.register_task(name, source, options, types, rows, test_rows)
     return {"task": name, "rows": len(rows), **{s: len(pack.split(s)) for s in ("train", "val", "test")}}
-
-
-def _registrar(name: object, options: object) -> TaskRegistrar | None:
-    """The registrar of the kind option `kind` names (None: a SQL task, `tasks.from_rows`)."""
-    given = options.get("kind") if isinstance(options, Mapping) else None
-    if given is None:
-        return None
-    chosen = TASK_OPTIONS["kind"].check(given, error=TaskError, prefix=f"task {name!r}: ")
-    return kind(chosen).registrar
 
 
 def _not_a_pack(name: str) -> None:
@@ -428,7 +419,7 @@ def _task(task: Task | None, store: Warehouse | None = None, run: Any = None) ->
         registered = store.registered_task(task) if store is not None and isinstance(task, str) else None
         if registered is None:
             raise
-    registrar = _registrar(task, registered.options)
+    registrar = kind_registrar(task, registered.options)
     if registrar is not None:
         return registrar.load(str(task), registered)
     return task_from_rows(

@@ -39,7 +39,13 @@ def add_evolve_parser(commands: argparse._SubParsersAction) -> None:
     evolve.add_argument(
         "task", help="task pack name (coco-sql tasks) or directory, or a task registered in --db"
     )
-    evolve.add_argument("--budget", type=int, default=None, metavar="N", help="iterations (default: 60)")
+    evolve.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"iterations (default: {RUN_OPTIONS.default('budget')})",
+    )
     evolve.add_argument(
         "--seed", type=int, default=0, metavar="N", help="the run's seed: same seed, same run"
     )
@@ -186,7 +192,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         summary = api.evolve(
             args.task,
             db=args.db,
-            budget=60 if args.budget is None else args.budget,
+            budget=RUN_OPTIONS.default("budget") if args.budget is None else args.budget,
             options=options,
             ai=ai_config(args),
             progress=progress,

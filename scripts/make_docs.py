@@ -70,7 +70,7 @@ def cli_page() -> str:
 
 TABLES = (
     ("coco_task", "TASK_OPTIONS", "`CALL coco_task(name, source, options)`: a task from your own table."),
-    ("coco_task dbt", "DBT_TASK_OPTIONS", "`CALL coco_task(name, NULL, {'kind': 'dbt', ...})`: a dbt task."),
+    ("coco_task dbt", None, "`CALL coco_task(name, NULL, {'kind': 'dbt', ...})`: a dbt task."),
     (
         "coco_evolve",
         "RUN_OPTIONS",
@@ -79,7 +79,7 @@ TABLES = (
     ("model choices", "AI_OPTIONS", "In `coco_evolve`'s options; not stored with the run."),
     (
         "offline mutator",
-        "OFFLINE_SETTINGS",
+        None,
         "`mutator_settings` of the offline mutator (`--mutator-setting`).",
     ),
     ("agent mutator", "AGENT_SETTINGS", "`mutator_settings` of the coding agent (`--mutator agent`)."),
@@ -93,7 +93,7 @@ def options_page() -> str:
              "SQL. A value of the wrong type or out of range is a one-line error naming the option, before "
              "anything is written. `CALL coco_help('<topic>')` prints each table in SQL.\n"]  # fmt: skip
     for topic, name, what in TABLES:
-        table: options.OptionTable = getattr(options, name)
+        table: options.OptionTable = getattr(options, name) if name else options.tables()[topic]
         lines += [f"## {topic}\n", f"{what} `CALL coco_help('{topic}')` prints these rows.\n",
                   "| option | type | range | default | example | doc |", "|---|---|---|---|---|---|"]  # fmt: skip
         for row in table.rows():

@@ -195,7 +195,7 @@ def test_the_example_cap_is_a_setting_of_the_offline_mutator_for_sql_only() -> N
     assert build_mutator("offline", language_for(load_task("hotpotqa_type")), {}).max_examples == 0
     python = language_for(load_task("tsp_construct"))
     assert build_mutator("offline", python, {}) is not None
-    with pytest.raises(ConfigError, match="a Python task has none"):
+    with pytest.raises(ConfigError, match="setting 'max_examples' is not one of a python task's"):
         build_mutator("offline", python, {"max_examples": 16})
     with pytest.raises(ConfigError, match=r"setting 'max_examples' must be an integer in \[0, 10000\]"):
         build_mutator("offline", language_for(load_task("hotpotqa_type")), {"max_examples": -1})

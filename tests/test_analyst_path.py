@@ -20,6 +20,7 @@ from coco_sql.engines.duckdb.procedures import _SIGNATURES
 from coco_sql.engines.snowflake.procs.signatures import PROCEDURES
 from coco_sql.errors import TaskError
 from coco_sql.evaluate import Evaluator
+from coco_sql.languages.dbt.options import TASK_OPTIONS as DBT_TASK_OPTIONS
 from coco_sql.llm import AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import ProviderLimits
 from coco_sql.llm.runtime import AiRuntime
@@ -74,10 +75,19 @@ def test_coco_help_lists_the_procedures_and_prints_each_ones_arguments_and_optio
     assert [row[0] for row in listed] == list(_SIGNATURES) == list(PROCEDURES)
     assert listed[0][:3] == ("coco_task", "procedure", "(name, source, options)")
     task = con.execute("FROM coco_help('coco_task')").df()
-    expected = ARGUMENTS["coco_task"].rows() + [
-        {**row, "name": f"options.{row['name']}"} for row in TASK_OPTIONS.rows()
+    shared = TASK_OPTIONS.rows()
+    dbt = [
+        {**r, "doc": f"kind dbt: {r['doc']}"}
+        for r in DBT_TASK_OPTIONS.rows()
+        if r["name"] not in TASK_OPTIONS.names
     ]
-    assert task.fillna("").to_dict("records") == expected
+    expected = ARGUMENTS["coco_task"].rows() + [
+        {**row, "name": f"options.{row['name']}"} for row in shared + dbt
+    ]
+    assert (
+        task.fillna("").to_dict("records") == expected
+    )  # the shared options, then those of a kind with its own
+    assert [r["name"] for r in dbt] == ["sources", "targets", "entity", "follow", "data_tests"]
     timeout = task[task.name == "options.timeout_seconds"].iloc[0]
     assert (timeout.type, timeout.range, timeout["default"]) == ("number", "(0, 3600]", "10.0")
     assert "once its AI calls are cached" in timeout.doc

@@ -110,7 +110,7 @@ def test_no_module_is_a_monolith() -> None:
 # module reaches, not only for what it names. What still crosses a line is listed here, edge by edge, with why;
 # issue 41's later step (the SQL toolkit in sqlkit/, the Snowflake parts in engines/) empties these lists.
 GRAPH = module_graph(PACKAGE)
-KIND_NEUTRAL = ("engine", "api.py", "reflect", "search", "primitives")
+KIND_NEUTRAL = ("engine", "api.py", "reflect", "search", "primitives", "mutate")
 KIND_COMPARISON = re.compile(r"""(language|dialect) ?[!=]= ?["']""")
 KIND_EXEMPTIONS: dict[tuple[str, str], str] = {
     # `coco-sql demo-agent-server` serves the agent_spec kind's offline data agent: a kind's own commands next
@@ -240,8 +240,9 @@ def test_the_store_protocol_has_at_most_twelve_methods_per_role() -> None:
 
 
 def test_kind_neutral_packages_import_no_concrete_kind() -> None:
-    """engine, api, reflect, search and primitives reach a kind only through `coco_sql.plugins` (they may read
-    the SQL kind's checker and macros: `NEUTRAL_EXEMPTIONS`)."""
+    """engine, api, reflect, search, primitives and mutate reach a kind only through `coco_sql.plugins`: PACE
+    (`mutate/pace.py`, `primitives/`) and the shared draft -> test -> pick loop (`mutate/drafts.py`) reach none,
+    not even the SQL checker (issue 41 step 3: each kind's half of PACE is in its own package)."""
     neutral = [
         m for m in GRAPH if m.count(".") and m.split(".")[1] in {p.removesuffix(".py") for p in KIND_NEUTRAL}
     ]
@@ -280,7 +281,10 @@ def test_the_rules_find_what_they_forbid(tmp_path: Path) -> None:
 
 
 # -- a kind is one package (issue 28): what is kind-specific lives in languages/<kind>/ ----------------------
-GENERIC = ("mutate",)  # the Mutator interface, the near-best pick and PACE's operators: no kind's AST in them
+GENERIC = (
+    "mutate",
+    "primitives",
+)  # the Mutator interface, the draft loop, PACE's operators and library: no AST
 KIND_SPECIFIC_LIBRARIES = ("sqlglot", "coco_sql.languages.sql", "coco_sql.languages.python")
 
 
@@ -324,10 +328,10 @@ def _misplaced_modules(root: Path = PACKAGE) -> list[str]:
 
 
 def test_kind_specific_modules_live_in_their_kind() -> None:
-    """The generic packages hold no kind's operators: no module under mutate/ reads a SQL AST (sqlglot) or
-    imports a concrete kind, and no module outside a kind's package is named for one."""
+    """The generic packages hold no kind's operators: no module under mutate/ or primitives/ reads a SQL AST
+    (sqlglot) or imports a concrete kind, and no module outside a kind's package is named for one."""
     scanned = [p for part in GENERIC for p in (PACKAGE / part).rglob("*.py")]
-    assert {p.stem for p in scanned} >= {"base", "choice", "pace"}  # the rule really reads mutate/
+    assert {p.stem for p in scanned} >= {"base", "choice", "pace", "drafts", "edits", "extraction"}
     found = {str(p.relative_to(PACKAGE)): sorted(i) for p in scanned if (i := _kind_specific_imports(p))}
     assert found == {}
     assert _misplaced_modules() == []

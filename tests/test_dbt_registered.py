@@ -6,7 +6,7 @@ real DuckDB store through the SQL procedures:
 - each bad input is one line and writes nothing: an expected table without its key, a source that writes or
   reads a file or is not named 'source.table', a seed whose model refs a missing model, reads a file or does not
   compile, YAML that does not parse, bad options;
-- `coco_help('coco_task dbt')` and the docs' options page print `options.DBT_TASK_OPTIONS`.
+- `coco_help('coco_task dbt')` and the docs' options page print the dbt kind's `task_options` (`languages/dbt/options.py`).
 
 `coco_evolve` and `coco_resume` on such a task, on DuckDB with dbt and in stored procedures: tests/test_dbt_warehouse.py.
 """
@@ -25,9 +25,9 @@ from dbt_cases import SHOP_OPTIONS, SHOP_SEED, SHOP_SETUP
 import coco_sql
 from coco_sql import api
 from coco_sql.engines.duckdb.store import DuckDBStore
+from coco_sql.languages.dbt.options import TASK_OPTIONS as DBT_TASK_OPTIONS
 from coco_sql.languages.dbt.registered import key_text
 from coco_sql.languages.dbt.task import row_json
-from coco_sql.options import DBT_TASK_OPTIONS
 
 OPTIONS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "options.md"
 
@@ -152,7 +152,7 @@ BAD = {
     "an unknown option": (_options(label="x"), "unknown option 'label'"),
     "a kind that is not one": (
         _options(kind="python"),
-        "option 'kind' must be one of sql, dbt (got 'python')",
+        "coco_task does not register python tasks (kinds: sql, dbt)",
     ),
     "a missing option": (
         {k: v for k, v in SHOP_OPTIONS.items() if k != "entity"},

@@ -14,7 +14,8 @@ import pytest
 
 import coco_sql
 from coco_sql.cli import _parser
-from coco_sql.options import DBT_TASK_OPTIONS, TASK_OPTIONS
+from coco_sql.languages.dbt.options import TASK_OPTIONS as DBT_TASK_OPTIONS
+from coco_sql.options import TASK_OPTIONS
 from tests.docs_blocks import DOCS, USER_PAGES, Shell, blocks, commands_named
 
 REPO = DOCS.parent

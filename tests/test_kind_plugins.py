@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from coco_sql import api
+from coco_sql.engine.registry import kind_settings, mutator_spec
 from coco_sql.errors import ConfigError, TaskError
+from coco_sql.languages.kind import OfflineSettings
 from coco_sql.plugins import BUILTIN_KINDS, KIND_GROUP, kind, kind_names
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coco_sql"
@@ -67,3 +69,55 @@ def test_the_toy_kind_is_unknown_without_its_distribution() -> None:
     for path in PACKAGE.rglob("*"):
         if path.suffix in {".py", ".j2", ".toml"}:
             assert "toy_kind" not in path.read_text(), path
+
+
+def test_a_kinds_own_task_option_and_offline_setting_reach_coco_help(toy_installed: Path) -> None:
+    """A fifth kind is one folder plus one entry point (issue 41): the toy's own coco_task option (`start`) and
+    its own offline setting (`step`) are printed by `CALL coco_help(...)` in a real DuckDB, with no file under
+    coco_sql/ naming them (`test_the_toy_kind_is_unknown_without_its_distribution`); another kind refuses the
+    toy's setting in one line."""
+    import coco_sql
+    from tests.toy_kind import TASK_OPTIONS, ToySettings
+
+    con = coco_sql.connect(toy_installed / "toy_help.duckdb")
+    task = con.execute("FROM coco_help('coco_task')").df().fillna("").to_dict("records")
+    start = {
+        **TASK_OPTIONS.rows()[1],
+        "name": "options.start",
+        "doc": "kind toy: the seed program's threshold",
+    }
+    assert start in task and [r["name"] for r in task].count("options.kind") == 1
+    assert any(r["name"] == "options.entity" and r["doc"].startswith("kind dbt: ") for r in task)
+    assert (
+        con.execute("FROM coco_help('coco_task toy')").df().fillna("").to_dict("records")
+        == TASK_OPTIONS.rows()
+    )
+    offline = {r["name"]: r for r in con.execute("FROM coco_help('offline mutator')").df().to_dict("records")}
+    assert list(offline) == ["max_drafts", "probe", "max_examples", "step"]
+    assert offline["step"]["doc"] == "how far the toy mutator moves a threshold (toy tasks only)"
+    assert offline["step"]["range"] == "[1, 9]" and ToySettings().step == 1
+
+    settings = mutator_spec("offline").settings({"step": 2})  # checked against every kind's: a python task's
+    with pytest.raises(ConfigError, match="setting 'step' is not one of a python task's"):
+        kind_settings("python", OfflineSettings, settings)
+
+
+@pytest.mark.slow
+def test_a_kinds_own_task_option_and_offline_setting_work_in_a_run(toy_installed: Path) -> None:
+    """The toy's option `start` and setting `step` through a real DuckDB: `CALL coco_task` registers a toy task
+    over a table with the kind's registrar, and `CALL coco_evolve` moves every child by the toy's `step`."""
+    import coco_sql
+
+    con = coco_sql.connect(toy_installed / "toy_run.duckdb")
+    con.execute("CREATE TABLE pool AS SELECT 'r' || i AS id, i % 30 AS x, (i % 30 >= 12)::INTEGER AS label "
+                "FROM range(120) t(i)")  # fmt: skip
+    assert con.execute("CALL coco_task('toy_rows', 'pool', {'kind': 'toy', 'start': 4})").fetchone()[:2] == (
+        "toy_rows",
+        120,
+    )
+    con.execute("CALL coco_evolve('toy_rows', 3, {'seed': 3, 'mutator_settings': {'step': 3}})").fetchall()
+    codes = {r[0] for r in con.execute("SELECT code FROM programs").fetchall()}
+    assert "threshold x 4" in {c.strip() for c in codes} and len(codes) > 1
+    assert all(abs(int(c.split()[-1]) - 4) % 3 == 0 for c in codes)  # every child moved by the toy's step
+    with pytest.raises(Exception, match=r"setting 'step' must be an integer in \[1, 9\]"):
+        con.execute("CALL coco_evolve('toy_rows', 3, {'mutator_settings': {'step': 10}})").fetchall()

@@ -13,20 +13,20 @@ from coco_sql.errors import ConfigError, TaskError
 from coco_sql.languages.sql.mutate.offline import OfflineMutator
 from coco_sql.options import (
     AGENT_SETTINGS,
-    OFFLINE_SETTINGS,
     RUN_OPTIONS,
-    TABLES,
     TASK_NAME,
     TASK_OPTIONS,
     as_object,
     check_task_name,
+    offline_settings,
+    tables,
 )
 from coco_sql.search import POLICIES
 from coco_sql.tasks import CONTRACT_TYPES, DIALECTS, SCORER_KINDS
 
 
 def test_every_table_prints_as_rows_of_text() -> None:
-    for title, table in TABLES.items():
+    for title, table in tables().items():
         rows = table.rows()
         columns = ["name", "type", "range", "default", "example", "doc"]
         assert rows and all(list(row) == columns for row in rows), title
@@ -47,8 +47,8 @@ def test_the_tables_agree_with_the_code_that_takes_the_options() -> None:
     agent = {f.name: f.default for f in dataclasses.fields(AgentSettings)}
     assert agent == {o.name: o.default for o in AGENT_SETTINGS}
     offline = OfflineMutator()
-    assert {o.name: getattr(offline, o.name) for o in OFFLINE_SETTINGS} == {
-        o.name: o.default for o in OFFLINE_SETTINGS
+    assert {o.name: getattr(offline, o.name) for o in offline_settings()} == {
+        o.name: o.default for o in offline_settings()
     }
     assert set(TASK_OPTIONS["output_type"].choices) == set(CONTRACT_TYPES)
     assert set(TASK_OPTIONS["dialect"].choices) == set(DIALECTS)

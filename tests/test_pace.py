@@ -16,12 +16,12 @@ from coco_sql.engine.registry import build_mutator
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages import language_for
 from coco_sql.languages.sql.export.forms import export_form
+from coco_sql.languages.sql.pace_edits import refactor_into_call
 from coco_sql.mutate import MutationRequest, Proposal
 from coco_sql.mutate.pace import PrimitiveAwareMutator, plan_operator, swap_calls
 from coco_sql.primitives import Posterior, PrimitiveLibrary, PrimitiveTrial
 from coco_sql.primitives.calls import call_set
 from coco_sql.primitives.context import PrimitiveContext
-from coco_sql.primitives.edits import refactor_into_call
 from coco_sql.primitives.extraction import extract
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.reflect.context import ContextBundle, ProgramView

@@ -14,6 +14,8 @@ from coco_sql.errors import CandidateRejected
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages.python.language import PythonLanguage
 from coco_sql.languages.sql import SqlLanguage
+from coco_sql.languages.sql.pace_edits import refactor_into_call
+from coco_sql.languages.sql.pace_extract import sql_guards
 from coco_sql.primitives import (
     Contract,
     Posterior,
@@ -26,8 +28,8 @@ from coco_sql.primitives import (
 )
 from coco_sql.primitives.adopt import adopt
 from coco_sql.primitives.calls import call_set, definitions
-from coco_sql.primitives.edits import prune_definitions, refactor_into_call, replace_calls, with_definitions
-from coco_sql.primitives.extraction import combine, extract, sql_guards
+from coco_sql.primitives.edits import prune_definitions, replace_calls, with_definitions
+from coco_sql.primitives.extraction import combine, extract
 from coco_sql.sqlkit.macros import expand_program, split_macros
 from coco_sql.sqlkit.validate import validate_candidate
 from coco_sql.tasks import TaskPack, load_task

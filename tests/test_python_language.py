@@ -30,6 +30,7 @@ from coco_sql.errors import (
 )
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages import Program, language_for
+from coco_sql.languages.kind import OfflineSettings
 from coco_sql.languages.python import ALLOWED_MODULES, PythonLanguage
 from coco_sql.languages.python import ops as python_ops
 from coco_sql.languages.python.mutator import PythonOfflineMutator
@@ -554,7 +555,7 @@ def test_mutator_proposes_its_best_tested_draft_and_never_repeats(
     tsp: TaskPack, tsp_env: DraftEnvironment
 ) -> None:
     parent = ProgramView("1-0", tsp.seed_program, 0.69)
-    mutator = PythonOfflineMutator(max_drafts=6)
+    mutator = PythonOfflineMutator(OfflineSettings(max_drafts=6))
     first = mutator.propose(MutationRequest(1, parent, tsp_env), np.random.default_rng(5))
     again = mutator.propose(MutationRequest(1, parent, tsp_env), np.random.default_rng(5))
     assert first == again  # a pure function of the request, the data and the RNG
@@ -570,22 +571,25 @@ def test_mutator_proposes_its_best_tested_draft_and_never_repeats(
 def test_mutator_without_probes_tests_nothing(tsp: TaskPack, tsp_env: DraftEnvironment) -> None:
     parent = ProgramView("1-0", tsp.seed_program, 0.69)
     before = tsp_env.drafts_tested
-    proposal = PythonOfflineMutator(probe=False).propose(
+    proposal = PythonOfflineMutator(OfflineSettings(probe=False)).propose(
         MutationRequest(1, parent, tsp_env), np.random.default_rng(1)
     )
     assert tsp_env.drafts_tested == before
     assert proposal.code != tsp.seed_program and tsp_env.check(proposal.code) is None
 
 
-def test_mutator_settings() -> None:
-    built = PythonOfflineMutator.from_settings({"max_drafts": 4, "probe": False})
+def test_mutator_settings(language: PythonLanguage) -> None:
+    """The settings are checked once, by the registry, against the composed table; the mutator gets them typed."""
+    from coco_sql.engine.registry import build_mutator
+
+    built = build_mutator("offline", language, {"max_drafts": 4, "probe": False})
     assert (built.max_drafts, built.probe) == (4, False)
     with pytest.raises(ConfigError, match="no setting 'temperature'"):
-        PythonOfflineMutator.from_settings({"temperature": 0.7})
-    with pytest.raises(ConfigError, match="max_drafts must be an integer >= 1"):
-        PythonOfflineMutator.from_settings({"max_drafts": 0})
-    with pytest.raises(ConfigError, match="probe must be true or false"):
-        PythonOfflineMutator.from_settings({"probe": "yes"})
+        build_mutator("offline", language, {"temperature": 0.7})
+    with pytest.raises(ConfigError, match=r"setting 'max_drafts' must be an integer in \[1, 1024\]"):
+        build_mutator("offline", language, {"max_drafts": 0})
+    with pytest.raises(ConfigError, match="setting 'probe' must be bool"):
+        build_mutator("offline", language, {"probe": "yes"})
 
 
 def test_the_offline_mutator_is_registered_for_python(language: PythonLanguage) -> None:

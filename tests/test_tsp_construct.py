@@ -20,6 +20,7 @@ from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.errors import TaskError
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages import language_for
+from coco_sql.languages.kind import OfflineSettings
 from coco_sql.languages.python import PythonLanguage
 from coco_sql.languages.python.mutator import PythonOfflineMutator
 from coco_sql.tasks import TaskPack, load_task
@@ -244,7 +245,9 @@ def test_evolution_run_improves_on_nearest_neighbour(small_test_split: TaskPack,
     """The real loop, the DuckDB store and the Python offline mutator, for three iterations."""
     store = DuckDBStore(tmp_path / "x.duckdb")
     try:
-        loop = EvolutionLoop(store, small_test_split, mutator=PythonOfflineMutator(max_drafts=6))
+        loop = EvolutionLoop(
+            store, small_test_split, mutator=PythonOfflineMutator(OfflineSettings(max_drafts=6))
+        )
         summary = loop.start(RunConfig(seed=1, budget=3))
         programs = store.programs(summary.run_id)
         report = store.query((PACK / "report.sql").read_text())

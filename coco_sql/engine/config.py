@@ -13,12 +13,10 @@ from coco_sql.engine.registry import mutator_spec
 from coco_sql.engine.spend import SpendLimit, normalise_prices
 from coco_sql.errors import ConfigError
 from coco_sql.llm.routing import DEFAULT_ALIASES, merge_aliases, normalise_aliases
-from coco_sql.options import RUN_OPTIONS, as_object
+from coco_sql.options import RUN_OPTIONS, RunOptions, as_object
 from coco_sql.progress import fit
 from coco_sql.search import POLICIES
 from coco_sql.store import RunRecord
-
-_D = RUN_OPTIONS.default  # each field's default is the options table's
 
 POLICY_STREAM, MUTATOR_STREAM, CURATOR_STREAM, MINIBATCH_STREAM, PRIMITIVE_STREAM = 0, 1, 2, 3, 4
 _RETIRED_KEYS = (
@@ -28,8 +26,9 @@ _RETIRED_KEYS = (
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Everything that fixes a run besides the task. Stored as JSON in `runs.config`, except the budget, whose one
+class RunConfig(RunOptions):
+    """Everything that fixes a run besides the task: the fields of `options.RunOptions` (their types, defaults
+    and ranges are declared there, once), checked. Stored as JSON in `runs.config`, except the budget, whose one
     source of truth is `runs.budget` (a resume with `--budget` changes only that column).
 
     `mutator_settings` are the chosen mutator's own (`engine.registry`); `target` ends the run early once the
@@ -46,36 +45,6 @@ class RunConfig:
     dollars, ...) is a one-line ConfigError naming the key and what it takes, raised when the config is built:
     before anything is written.
     """
-
-    seed: int = _D("seed")
-    budget: int = _D("budget")
-    islands: int = _D("islands")
-    migration_interval: int = _D("migration_interval")
-    policy: str = _D("policy")
-    mutator: str = _D("mutator")
-    mutator_settings: Mapping[str, Any] = field(default_factory=dict)
-    targeting: str = _D("targeting")  # infogain | uniform
-    admission: str = _D("admission")  # map_elites: beat the cell's occupant | jp: raise the population's J_p
-    history: bool = _D("history")  # off: parent-local mutation (no ledger, elites, donors)
-    target: float | None = _D("target")  # stop once the best validation score reaches this
-    max_spend: int | str | None = _D(
-        "max_spend"
-    )  # '200000 tokens' | 200000 | '$5' | '5 usd' (`engine.spend`)
-    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> USD per 1M in, out
-    max_cost: int | float | str | None = _D(
-        "max_cost"
-    )  # per 1,000 rows: '500 calls' | '20000 tokens' | '$0.05'
-    champion: str = _D("champion")  # cheapest_within_se | best (`engine.champion`)
-    # Algorithm 1's T_t: the mutator works on this many sampled training rows, and the child is evaluated in full
-    # only when it gains on them and loses nothing on as many sampled validation rows (0: always in full).
-    minibatch: int = _D("minibatch")
-    # PACE: a primitive library with Thompson sampling and the P1-P4 operators (`mutate.pace`); k bounds the
-    # primitives per program; generation (E3) runs every `primitive_generation` iterations without extraction.
-    primitives: bool = _D("primitives")
-    primitive_k: int = _D("primitive_k")
-    primitive_generation: int = _D("primitive_generation")
-    model_aliases: Mapping[str, str] = field(default_factory=dict)  # Cortex model name -> the local stand-in
-    task_path: str | None = _D("task_path")  # the pack's folder when the run was started from a path
 
     def __post_init__(self) -> None:
         for option in RUN_OPTIONS:  # type and range of every field (`coco_sql.options`), normalised in place

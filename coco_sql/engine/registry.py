@@ -4,20 +4,21 @@ the parent policies' registry (`search.POLICIES`).
 Settings belong to a mutator, not to the run: `RunConfig.mutator_settings` is checked against the chosen
 mutator's declared settings (names and types), and the mutator is built for the task's language. A new mutator
 (the coding agent, the one-shot baselines) is one more entry here; a kind brings its offline operators as its
-plug-in's `offline_mutator` (`languages.base.KindPlugin`).
+plug-in's `offline_mutator`, with their typed settings (`offline_settings`), and its own mutators' settings
+(`mutator_settings`), all composed by `coco_sql.options` (`languages.kind.KindPlugin`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
 from coco_sql.errors import ConfigError
 from coco_sql.languages.base import Language
 from coco_sql.mutate.base import Mutator
-from coco_sql.options import OFFLINE_SETTINGS, PROMPT_ONLY_SETTINGS, OptionTable, as_object
+from coco_sql.options import OptionTable, as_object, kind_mutator_settings, offline_settings
 from coco_sql.plugins import kind
 
 
@@ -32,10 +33,16 @@ class MutatorSpec:
     build: Callable[[Language, Mapping[str, Any]], Mutator] = field(repr=False)
     check: Callable[[Mapping[str, Any]], None] | None = field(default=None, repr=False)  # ConfigError if bad
     options: OptionTable | None = field(default=None, repr=False)  # each setting's range (`coco_sql.options`)
+    # settings composed when asked (the offline mutator's, from the installed kinds): defaults and options
+    table: Callable[[], OptionTable] | None = field(default=None, repr=False)
 
     def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """`given` on top of the defaults; ConfigError for an unknown name, or a value of the wrong type or out of
         its range."""
+        if self.table is not None:
+            options = self.table()
+            defaults = {option.name: option.default for option in options}
+            return replace(self, defaults=defaults, options=options, table=None).settings(given)
         given = as_object(given, "option 'mutator_settings'")
         unknown = sorted(set(given) - set(self.defaults))
         if unknown:
@@ -62,12 +69,27 @@ class MutatorSpec:
 
 
 def _offline(language: Language, settings: Mapping[str, Any]) -> Mutator:
-    """The kind's offline operators, built from the offline settings (a kind refuses a setting it has no use
-    for: `max_examples` belongs to SQL AI pipelines)."""
-    factory = kind(language.name).offline_mutator
-    if factory is None:
+    """The kind's offline operators, built from its typed offline settings (`KindPlugin.offline_settings`).
+    `settings` are checked against every kind's (`options.offline_settings`); a setting of another kind's, set
+    to anything but its default, is refused here (`max_examples` belongs to SQL AI pipelines)."""
+    plugin = kind(language.name)
+    if plugin.offline_mutator is None:
         raise ConfigError(f"the offline mutator has no operators for {language.name} programs")
-    return factory(**settings)
+    return plugin.offline_mutator(kind_settings(plugin.name, plugin.offline_settings, settings))
+
+
+def kind_settings(name: str, cls: type[Any], settings: Mapping[str, Any]) -> Any:
+    """The kind `name`'s offline settings (`cls`, a dataclass) from checked, composed `settings`: a setting
+    that is not among its fields and differs from its default is a one-line ConfigError naming both."""
+    own = {f.name for f in fields(cls)}
+    defaults = {option.name: option.default for option in offline_settings()}
+    for key, value in settings.items():
+        if key not in own and value != defaults.get(key):
+            raise ConfigError(
+                f"mutator 'offline': setting {key!r} is not one of a {name} task's (its settings: "
+                f"{', '.join(sorted(own))})"
+            )
+    return cls(**{key: value for key, value in settings.items() if key in own})
 
 
 def _kind_mutator(name: str) -> Callable[[Language, Mapping[str, Any]], Mutator]:
@@ -89,8 +111,9 @@ def _agent(**presets: Any) -> Callable[[Language, Mapping[str, Any]], Mutator]:
         from coco_sql.agent.mutator import AgentMutator, AgentSettings
 
         values = {**settings, **presets}
-        offline = kind(language.name).offline_mutator
-        return AgentMutator(AgentSettings(**values), offline() if offline is not None else None)
+        plugin = kind(language.name)
+        offline = plugin.offline_mutator
+        return AgentMutator(AgentSettings(**values), offline(plugin.offline_settings()) if offline else None)
 
     return build
 
@@ -130,9 +153,9 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
         "offline": MutatorSpec(
             "offline",
             "data-driven AST edits tested on training rows before commit (no model)",
-            {option.name: option.default for option in OFFLINE_SETTINGS},
+            {},
             _offline,
-            options=OFFLINE_SETTINGS,
+            table=offline_settings,
         ),
         "agent": MutatorSpec(
             "agent",
@@ -153,9 +176,9 @@ MUTATORS: Mapping[str, MutatorSpec] = MappingProxyType(
             "prompt_only",
             "baseline: the search Snowflake's AI-function optimizer makes, the one AI call's prompt and model "
             "(few-shot examples, label descriptions, answers, output_mode, models), tested on training rows",
-            {option.name: option.default for option in PROMPT_ONLY_SETTINGS},
+            {},
             _kind_mutator("prompt_only"),
-            options=PROMPT_ONLY_SETTINGS,
+            table=lambda: kind_mutator_settings().get("prompt_only", OptionTable("", ())),
         ),
         "openevolve_like": MutatorSpec(
             "openevolve_like",

@@ -25,6 +25,7 @@ from coco_sql.languages.base import (
     TaskRegistrar,
     TaskSpec,
 )
+from coco_sql.options import OptionTable, setting
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,12 +38,24 @@ if TYPE_CHECKING:
     from coco_sql.tasks import TaskPack
 
 
-class OfflineMutatorFactory(Protocol):
-    """The kind's offline (no model) operators, built from the offline mutator's settings
-    (`options.OFFLINE_SETTINGS`; none given: their defaults). A setting the kind has no use for, set to anything
-    but its default, is a one-line ConfigError."""
+@dataclass(frozen=True)
+class OfflineSettings:
+    """The offline mutator's settings every kind takes (`mutator_settings` of `--mutator offline`), each field an
+    `options.setting`: its type, default, range and doc are declared once, here. A kind with settings of its own
+    subclasses it and names the subclass as its plug-in's `offline_settings`; `options.offline_settings()`
+    composes every kind's table for the CLI, `CALL coco_help('offline mutator')` and the docs, and the registry
+    checks a run's settings against it once (`engine.registry`), before the kind's factory gets them typed."""
 
-    def __call__(self, **settings: Any) -> Mutator: ...
+    max_drafts: int = setting(32, "drafts tested on training rows per iteration", low=1, high=1024)
+    probe: bool = setting(True, "test drafts on training rows (false: one untested edit)")
+
+
+class OfflineMutatorFactory(Protocol):
+    """The kind's offline (no model) operators, built from its offline settings (an instance of the plug-in's
+    `offline_settings`, checked; none given: their defaults). A setting of another kind's, set to anything but
+    its default, is refused before the factory is called (`engine.registry`)."""
+
+    def __call__(self, settings: Any = None) -> Mutator: ...
 
 
 class PrimitiveAdapter(Protocol):
@@ -165,12 +178,20 @@ class KindPlugin:
     bind: Bind
     program_prompt: Callable[[TaskPack], str]
     offline_mutator: OfflineMutatorFactory | None = None
+    # the offline mutator's settings this kind takes: `OfflineSettings` or a subclass with the kind's own fields
+    offline_settings: type[OfflineSettings] = OfflineSettings
+    # coco_task's options of a task of this kind beyond the shared ones (`options.TASK_OPTIONS`), printed by
+    # `CALL coco_help('coco_task')` and `coco_help('coco_task <kind>')`; its registrar checks them
+    task_options: OptionTable | None = None
     primitives: PrimitiveAdapter | None = None
     cross_fit: CrossFit | None = None
     exports: Exporter | None = None
     highlight: Highlighter | None = None
     task_keys: TaskKeys | None = None
     references: Callable[[TaskPack], bool] | None = None  # whether a task gets reference tables (`examples`)
+    # whether a task calls AI (its runs get the AI runtime and its sandboxes the AI UDFs: `TaskPack.uses_ai`);
+    # None: never
+    uses_ai: Callable[[TaskPack], bool] | None = None
     in_engine_drafts: InEngineDrafts | None = None
     pack_loader: PackLoader | None = None
     registrar: TaskRegistrar | None = None  # coco_task of this kind over the user's tables
@@ -178,6 +199,8 @@ class KindPlugin:
     # named mutators of the kind's own beyond `offline_mutator` (SQL: the `prompt_only` baseline), each built from
     # the bound language and the mutator's checked settings (`engine.registry`)
     mutators: Mapping[str, Callable[[Language, Mapping[str, Any]], Mutator]] = field(default_factory=dict)
+    # the settings of each of those mutators (`CALL coco_help('<name> mutator')`), checked by the registry
+    mutator_settings: Mapping[str, OptionTable] = field(default_factory=dict)
     folder_export: FolderExport | None = None
     parts: Callable[[str], ProgramParts | None] | None = None  # a program of several files, for the report
     # a champion larger than this gets a warning after a run (SQL, issue 15: inline few-shot examples make a

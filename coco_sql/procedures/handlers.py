@@ -26,7 +26,7 @@ from typing import Any
 
 from coco_sql import api
 from coco_sql.llm import AiConfig
-from coco_sql.options import AI_OPTIONS, as_object
+from coco_sql.options import AI_OPTIONS, RUN_OPTIONS, as_object
 from coco_sql.procedures.help import COLUMNS as HELP_COLUMNS
 from coco_sql.procedures.progress import ProgressBoard
 from coco_sql.store import Warehouse
@@ -110,7 +110,7 @@ def coco_evolve(
     """`ai` is the engine's base model configuration (Snowflake: Cortex through the procedure's session). The
     run reports its progress in `coco_progress` and on stderr (`procedures.progress`)."""
     run_options, ai = split_options(options, ai)
-    budget = 60 if budget is None else budget
+    budget = RUN_OPTIONS.default("budget") if budget is None else budget
     board = ProgressBoard(store, store.next_run_id(), str(task), budget)
     return _reported(board, partial(api.evolve, task, db=store, budget=budget, options=run_options), ai)
 

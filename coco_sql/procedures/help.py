@@ -11,10 +11,19 @@ DuckDB and in Snowflake). Every row has the columns of `COLUMNS`; a procedure's 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from coco_sql.errors import ConfigError
-from coco_sql.options import AI_OPTIONS, RUN_OPTIONS, TABLES, TASK_OPTIONS, Option, OptionTable
+from coco_sql.options import (
+    AI_OPTIONS,
+    RUN_OPTIONS,
+    TASK_OPTIONS,
+    Option,
+    OptionTable,
+    kind_task_options,
+    tables,
+)
 
 COLUMNS = (
     ("name", "VARCHAR"),
@@ -45,7 +54,7 @@ ARGUMENTS: Mapping[str, OptionTable] = {
     "coco_evolve": _arguments(
         "coco_evolve(task, budget, options)",
         Option("task", "string", None, "a registered task or a task pack", example="'questions'"),
-        Option("budget", "integer", 60, "mutation iterations", low=0, high=100_000, example="10"),
+        replace(RUN_OPTIONS["budget"], example="10"),
         Option("options", "object", {}, "the run's options: the rows options.* below",
                example="{'seed': 1}"),
     ),
@@ -104,7 +113,6 @@ _OPTIONS: Mapping[str, tuple[OptionTable, ...]] = {
     "coco_evolve": (RUN_OPTIONS, AI_OPTIONS),
 }
 _SETTINGS = (
-    "coco_task dbt",
     "coco_task spec",
     "offline mutator",
     "agent mutator",
@@ -114,8 +122,21 @@ _SETTINGS = (
 
 
 def topics() -> list[str]:
-    """Every topic `coco_help` takes."""
-    return [*ARGUMENTS, *_SETTINGS]
+    """Every topic `coco_help` takes: the procedures, each kind's own coco_task options ('coco_task dbt'), the
+    settings tables."""
+    return [*ARGUMENTS, *(f"coco_task {name}" for name in kind_task_options()), *_SETTINGS]
+
+
+def _kind_rows(shown: set[str]) -> list[dict[str, str]]:
+    """coco_task's options that only some kinds take (`KindPlugin.task_options`), each once, its doc saying
+    which kind: 'kind dbt: ...'. The options `shown` already (the shared ones) are left out."""
+    rows = []
+    for name, table in kind_task_options().items():
+        for row in table.rows():
+            if row["name"] not in shown:
+                shown.add(row["name"])
+                rows.append({**row, "doc": f"kind {name}: {row['doc']}"})
+    return rows
 
 
 def coco_help(store: Any, topic: str | None) -> list[dict[str, str]]:
@@ -125,9 +146,11 @@ def coco_help(store: Any, topic: str | None) -> list[dict[str, str]]:
     key = topic.strip()
     if key in ARGUMENTS:
         options = [row for table in _OPTIONS.get(key, ()) for row in table.rows()]
+        if key == "coco_task":
+            options += _kind_rows({row["name"] for row in options})
         return ARGUMENTS[key].rows() + [{**row, "name": f"options.{row['name']}"} for row in options]
-    if key in _SETTINGS:
-        return TABLES[key].rows()
+    if key in topics():
+        return tables()[key].rows()
     raise ConfigError(f"coco_help has no topic {topic!r} (topics: {', '.join(topics())})")
 
 

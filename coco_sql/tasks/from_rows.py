@@ -51,13 +51,13 @@ import pandas as pd
 
 from coco_sql.errors import TaskError
 from coco_sql.options import AIFO_TASK_OPTIONS, TASK_OPTIONS, as_object, check_task_name
-from coco_sql.plugins import kind
+from coco_sql.plugins import kind, kind_names
 from coco_sql.sqlkit.calls import ai_functions_called
 from coco_sql.tasks.loader import TaskPack
 from coco_sql.tasks.lookup import load_task
 
 if TYPE_CHECKING:
-    from coco_sql.languages.base import TaskSpec
+    from coco_sql.languages.base import TaskRegistrar, TaskSpec
 
 _CONTRACT_OF = {"BOOLEAN": "BOOLEAN", "VARCHAR": "VARCHAR", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE"}
 _INTEGERS = (
@@ -115,6 +115,24 @@ def check_options(name: object, options: object, *, stored: bool = False) -> dic
             "held-out rows as option 'test_source', or keep test_fraction above 0"
         )
     return checked
+
+
+def kind_registrar(name: object, options: object) -> TaskRegistrar | None:
+    """The registrar of the kind option `kind` names (`KindPlugin.registrar`); None for the default kind, whose
+    task is built here from one source's rows (`task_from_rows`). A kind without a registrar is one line."""
+    given = options.get("kind") if isinstance(options, Mapping) else None
+    if given is None:
+        return None
+    chosen = TASK_OPTIONS["kind"].check(given, error=TaskError, prefix=f"task {name!r}: ")
+    registrar = kind(chosen, task=str(name)).registrar
+    if registrar is None and chosen != TASK_OPTIONS.default("kind"):
+        takers = [
+            k for k in kind_names() if k == TASK_OPTIONS.default("kind") or kind(k).registrar is not None
+        ]
+        raise TaskError(
+            f"task {name!r}: coco_task does not register {chosen} tasks (kinds: {', '.join(takers)})"
+        )
+    return registrar
 
 
 def spec_reader(name: str, options: Mapping[str, Any]) -> TaskSpec:

@@ -186,10 +186,10 @@ class TaskPack:
 
     @property
     def uses_ai(self) -> bool:
-        """True when the task enables any AI function (its sandboxes then get the AI UDFs)."""
-        from coco_sql.sqlkit.ai_binding import UDFS
-
-        return any(name in UDFS or name == "PROMPT" for name in self.allowed_functions)
+        """True when the task calls AI (its runs then get the AI runtime, its sandboxes the AI UDFs): its kind
+        says (`KindPlugin.uses_ai`; SQL and dbt: it enables an AI function)."""
+        asks = kind(self.language, task=self.name).uses_ai
+        return asks is not None and bool(asks(self))
 
     def fingerprint(self) -> str:
         """sha256 (hex) over task.toml, the seed program, the harness (python) and the data files, as read at

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.languages.base import Exported, ExportRequest, Language
-from coco_sql.languages.kind import KindPlugin
+from coco_sql.languages.kind import KindPlugin, OfflineSettings
 
 if TYPE_CHECKING:
     from coco_sql.mutate.base import Mutator
@@ -31,16 +31,10 @@ def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
     return AgentSpecLanguage(task, engine)
 
 
-def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
-    from coco_sql.errors import ConfigError
+def _offline(settings: OfflineSettings | None = None) -> Mutator:
     from coco_sql.languages.agent_spec.mutator import AgentSpecOfflineMutator
-    from coco_sql.mutate.base import Proposal
 
-    if max_examples:
-        raise ConfigError(
-            "max_examples caps the few-shot examples of SQL AI pipelines; an agent spec has none"
-        )
-    return AgentSpecOfflineMutator(Proposal, **settings)
+    return AgentSpecOfflineMutator(settings or OfflineSettings())
 
 
 def _prompt(task: TaskPack) -> str:
@@ -83,6 +77,7 @@ PLUGIN = KindPlugin(
     bind=_bind,
     program_prompt=_prompt,
     offline_mutator=_offline,
+    uses_ai=lambda task: True,  # every run of a spec calls its model (`language.runner` needs the runtime)
     exports=AgentSpecExports(),
     folder_export=AgentSpecFolder(),
     row_traces=True,

@@ -16,24 +16,23 @@ One proposal:
 
 The mutator sees training rows only: `env` is bound to the training split, whose traces never hold an expected
 answer (the runs are never given one); the task's documents it reads are the agent's own tables.
-
-`languages` may not import `mutate` (tests/test_architecture.py: `mutate` imports `evaluate`, which imports
-`languages`), so the registry hands this mutator the `Proposal` type it returns (`engine.registry`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from coco_sql.errors import ConfigError
+from coco_sql.core.proposal import Proposal
 from coco_sql.languages.agent_spec import ops
 from coco_sql.languages.agent_spec.pack import Section, document_sections
 from coco_sql.languages.agent_spec.spec import dump, parse
+from coco_sql.mutate.drafts import try_drafts
 
 if TYPE_CHECKING:
+    from coco_sql.languages.kind import OfflineSettings
     from coco_sql.tasks import TaskPack
 
 #: How the drafts' order is drawn: an operator's share of the next pick while it has drafts left.
@@ -50,16 +49,11 @@ SHARES: Mapping[str, float] = {
 class AgentSpecOfflineMutator:
     name = "offline"
 
-    def __init__(
-        self, make_proposal: Callable[..., Any], *, max_drafts: int = 32, probe: bool = True
-    ) -> None:
-        if isinstance(max_drafts, bool) or not isinstance(max_drafts, int) or max_drafts < 1:
-            raise ConfigError(f"max_drafts must be an integer >= 1 (got {max_drafts!r})")
-        if not isinstance(probe, bool):
-            raise ConfigError(f"probe must be true or false (got {probe!r})")
-        self.make_proposal = make_proposal
-        self.max_drafts = max_drafts
-        self.probe = probe
+    def __init__(self, settings: OfflineSettings) -> None:
+        """`settings` are checked (`engine.registry`): the kind's typed offline settings."""
+        self.make_proposal = Proposal
+        self.max_drafts = settings.max_drafts
+        self.probe = settings.probe
 
     def propose(self, request: Any, rng: np.random.Generator) -> Any:
         parent, env = request.parent, request.env
@@ -89,22 +83,15 @@ class AgentSpecOfflineMutator:
         if not self.probe:
             draft, text = ordered[0]
             return self.make_proposal(text, draft.description, notes=notes | {"operator": draft.operator})
-        budget = min(self.max_drafts, _task_drafts(env.task))
-        best: tuple[float, Any, str] | None = None
-        tested = 0
-        for draft, text in ordered[:budget]:
-            if env.check(text) is not None:
-                continue
-            result = env.test_draft(text)
-            tested += 1
-            if result.ok and (best is None or result.score > best[0]):
-                best = (result.score, draft, text)
-        if best is None:
+        budget = min(self.max_drafts, _task_drafts(env.task))  # the first `budget` drafts, rejected ones too
+        found = try_drafts(env, ordered[:budget], lambda item: item[1], max_drafts=budget, rng=rng)
+        tested = len(found.tested)
+        if found.best is None:
             draft, text = ordered[0]
             return self.make_proposal(text, draft.description, notes=notes | {"drafts_tested": tested})
-        score, draft, text = best
+        draft, text = found.best
         return self.make_proposal(text, draft.description, notes=notes | {
-            "operator": draft.operator, "drafts_tested": tested, "train_score": score,
+            "operator": draft.operator, "drafts_tested": tested, "train_score": found.score,
             "parent_train_score": outcome.score})  # fmt: skip
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.languages.base import Exported, ExportRequest, Language, ProgramParts
-from coco_sql.languages.kind import KindPlugin
+from coco_sql.languages.dbt.options import TASK_OPTIONS
+from coco_sql.languages.kind import KindPlugin, OfflineSettings
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -37,13 +38,10 @@ def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
     return DbtLanguage(task)
 
 
-def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
-    from coco_sql.errors import ConfigError
+def _offline(settings: OfflineSettings | None = None) -> Mutator:
     from coco_sql.languages.dbt.mutator import DbtOfflineMutator
 
-    if max_examples:
-        raise ConfigError("max_examples caps the few-shot examples of SQL AI pipelines; a dbt task has none")
-    return DbtOfflineMutator(**settings)
+    return DbtOfflineMutator(settings or OfflineSettings())
 
 
 def _prompt(task: TaskPack) -> str:
@@ -56,6 +54,12 @@ def _draft_view(task: TaskPack, rows: Any, limit: int, chosen: Any) -> dict[str,
     from coco_sql.languages.dbt.draft_view import draft_view
 
     return draft_view(task, rows, limit, chosen)
+
+
+def _uses_ai(task: TaskPack) -> bool:
+    from coco_sql.languages.dbt.validate import enables_ai
+
+    return enables_ai(task.allowed_functions)
 
 
 def _load(root: Path, reader: Any, doc: Any, fingerprint: Any) -> TaskPack:
@@ -138,6 +142,8 @@ PLUGIN = KindPlugin(
     offline_mutator=_offline,
     exports=DbtExports(),
     pack_loader=_load,
+    uses_ai=_uses_ai,
+    task_options=TASK_OPTIONS,
     registrar=DbtRegistrar(),
     folder_export=DbtFolder(),
     parts=_parts,

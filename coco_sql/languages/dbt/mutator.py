@@ -13,22 +13,24 @@ that gains on the parent (`GAIN`), else the best of them.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from coco_sql.core.proposal import TESTED_NOTE
-from coco_sql.errors import CandidateRejected, ConfigError
+from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.crossover import merges, pairs
 from coco_sql.languages.dbt.edits import Edit, Evidence, hypotheses
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
 from coco_sql.mutate.base import MutationRequest, Proposal
+from coco_sql.mutate.drafts import try_drafts
+
+if TYPE_CHECKING:
+    from coco_sql.languages.kind import OfflineSettings
 
 GAIN = 0.005  # a draft that gains this much on the training keys is proposed without testing the rest
-MIN_DRAFTS = (
-    3  # drafts tested before the first gain stops the batch: near-ties (a unit fixed where it enters or
-)
+MIN_DRAFTS = 3  # drafts tested before a gain stops the batch: near-ties (a unit fixed where it enters, or
 # downstream) are compared, not drawn
 DRAFT_CAP = 12  # a dbt draft costs a run (1-2 s warm): the evidence ranks well enough to stop early
 SPREAD = 0.3  # the RNG's share in the order: Gumbel noise of this scale on log-weights (near-ties only)
@@ -37,11 +39,10 @@ SPREAD = 0.3  # the RNG's share in the order: Gumbel noise of this scale on log-
 class DbtOfflineMutator:
     name = "offline"
 
-    def __init__(self, *, max_drafts: int = DRAFT_CAP, probe: bool = True, **_: Any) -> None:
-        if isinstance(max_drafts, bool) or not isinstance(max_drafts, int) or max_drafts < 1:
-            raise ConfigError(f"max_drafts must be an integer >= 1 (got {max_drafts!r})")
-        self.max_drafts = min(max_drafts, DRAFT_CAP)
-        self.probe = probe
+    def __init__(self, settings: OfflineSettings) -> None:
+        """`settings` are checked (`engine.registry`): the kind's typed offline settings."""
+        self.max_drafts = min(settings.max_drafts, DRAFT_CAP)
+        self.probe = settings.probe
 
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
         env = request.env
@@ -69,30 +70,17 @@ class DbtOfflineMutator:
         order = _order(edits, rng)
         if not self.probe:
             return Proposal(order[0].code, order[0].approach, notes=notes | {"tested": False})
-        best: tuple[float, Edit] | None = None
-        tested = 0
-        scored: list[str] = []
-        for edit in order:
-            if tested == self.max_drafts:
-                break
-            if env.check(edit.code) is not None:
-                continue
-            outcome = env.test_draft(edit.code)
-            tested += 1
-            scored.append(edit.approach)
-            if outcome.ok and (best is None or outcome.score > best[0]):
-                best = (outcome.score, edit)
-            if best is not None and (
-                best[0] >= 1.0 or (best[0] > parent.score + GAIN and tested >= MIN_DRAFTS)
-            ):
-                break  # the best of the first drafts, once one gains: a dbt draft costs a run
-        if best is None:
+        # the best of the first MIN_DRAFTS drafts once one gains (a dbt draft costs a run), or one that is whole
+        found = try_drafts(env, order, lambda e: e.code, max_drafts=self.max_drafts, rng=rng,
+                           enough=lambda score: score > parent.score + GAIN, min_tested=MIN_DRAFTS)  # fmt: skip
+        tested = len(found.tested)
+        if found.best is None:
             chosen = order[0]
             notes |= {"drafts_tested": tested}
         else:
-            chosen = best[1]
-            notes |= {"drafts_tested": tested, "train_score": best[0]}
-        others = [a for a in scored if a != chosen.approach]  # scored on this parent: never offered again
+            chosen = found.best
+            notes |= {"drafts_tested": tested, "train_score": found.score}
+        others = [e.approach for e in found.tested if e.approach != chosen.approach]  # never offered again
         return Proposal(chosen.code, chosen.approach, notes=notes | {TESTED_NOTE: others})
 
 

@@ -1,6 +1,6 @@
 """A dbt task registered from the user's own tables: `CALL coco_task('shop', NULL, {'kind': 'dbt', ...})`.
 
-What a pack's task.toml says in its tables, the options say (`options.DBT_TASK_OPTIONS`, printed by
+What a pack's task.toml says in its tables, the options say (`dbt.options.TASK_OPTIONS`, printed by
 `CALL coco_help('coco_task dbt')`)::
 
     CALL coco_task('shop', NULL, {
@@ -44,9 +44,10 @@ import pandas as pd
 
 from coco_sql.errors import CandidateRejected, StoreError, TaskError
 from coco_sql.languages.dbt.compare import _value
+from coco_sql.languages.dbt.options import TASK_OPTIONS as DBT_TASK_OPTIONS
 from coco_sql.languages.dbt.project import DbtProject, without_dbt_files
 from coco_sql.languages.dbt.task import DbtTables, assemble_dbt_task, check_source_name
-from coco_sql.options import DBT_TASK_OPTIONS, as_object, check_task_name
+from coco_sql.options import as_object, check_task_name
 from coco_sql.tasks.pack_files import Reader
 
 ROOT = Path("coco-task-registered")  # a registered task's `root` (`engine.start` reads `coco-task-*` as one)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -43,7 +43,7 @@ from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.render import REF_PREFIX, SEEDS, SOURCE_PREFIX, RenderedModel, render_models
 from coco_sql.languages.dbt.run_form import Relation
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
-from coco_sql.sqlkit.ai_binding import bind_ai_calls
+from coco_sql.sqlkit.ai_binding import UDFS, bind_ai_calls
 from coco_sql.sqlkit.bounds import recursion_guard
 from coco_sql.sqlkit.checks import ValidationSpec, checked_trees
 from coco_sql.sqlkit.rejection import one_line
@@ -55,6 +55,11 @@ _RELATION_NAME = re.compile(
 )
 _NO_RELATION = "__coco_no_relation"
 UNKNOWN_TYPE = "UNKNOWN"
+
+
+def enables_ai(functions: Iterable[str]) -> bool:
+    """Whether a dbt task's models may call AI: it enables an AI function (`KindPlugin.uses_ai`)."""
+    return any(name in UDFS or name == "PROMPT" for name in functions)
 
 
 @dataclass(frozen=True)

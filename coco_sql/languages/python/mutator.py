@@ -20,13 +20,11 @@ is proposed as is. Everything random comes from the injected RNG.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from coco_sql.errors import ConfigError
 from coco_sql.languages.python.ops import (
     Donor,
     Edit,
@@ -39,10 +37,13 @@ from coco_sql.languages.python.ops import (
     term_pool,
     tune_constants,
 )
+from coco_sql.languages.python.pace_defs import definition_dumps
 from coco_sql.mutate.base import MutationRequest, Proposal
-from coco_sql.primitives.python_defs import definition_dumps
+from coco_sql.mutate.drafts import try_drafts
 
-SETTINGS: Mapping[str, Any] = {"max_drafts": 32, "probe": True}
+if TYPE_CHECKING:
+    from coco_sql.languages.kind import OfflineSettings
+
 STAGNATION_WINDOW = 5
 
 
@@ -64,26 +65,11 @@ RESTRUCTURE = OperatorShares(tune=0.15, insert=0.35, recombine=0.2, guard=0.15, 
 class PythonOfflineMutator:
     name = "offline"
 
-    def __init__(
-        self, *, max_drafts: int = 32, probe: bool = True, shares: OperatorShares | None = None
-    ) -> None:
-        if isinstance(max_drafts, bool) or not isinstance(max_drafts, int) or max_drafts < 1:
-            raise ConfigError(f"max_drafts must be an integer >= 1 (got {max_drafts!r})")
-        if not isinstance(probe, bool):
-            raise ConfigError(f"probe must be true or false (got {probe!r})")
-        self.max_drafts = max_drafts
-        self.probe = probe
+    def __init__(self, settings: OfflineSettings, shares: OperatorShares | None = None) -> None:
+        """`settings` are checked (`engine.registry`): the kind's typed offline settings."""
+        self.max_drafts = settings.max_drafts
+        self.probe = settings.probe
         self.shares = shares or OperatorShares()
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> PythonOfflineMutator:
-        """Built from the run's mutator settings; ConfigError for a key it does not know."""
-        unknown = sorted(set(settings) - set(SETTINGS))
-        if unknown:
-            raise ConfigError(
-                f"the Python offline mutator has no setting {unknown[0]!r} (settings: {', '.join(SETTINGS)})"
-            )
-        return cls(**{**SETTINGS, **settings})
 
     def propose(self, request: MutationRequest, rng: np.random.Generator) -> Proposal:
         parent = request.parent
@@ -103,27 +89,18 @@ class PythonOfflineMutator:
             edit = next((e for e in ordered if request.env.check(e.code) is None), ordered[0])
             return _proposal(edit, notes | {"operator": edit.operator, "tested": False})
         parent_score = request.env.test_draft(parent.code).score
-        best: tuple[float, Edit] | None = None
-        tested = 0
-        for edit in ordered:
-            if tested == self.max_drafts:
-                break
-            if request.env.check(edit.code) is not None:
-                continue
-            outcome = request.env.test_draft(edit.code)
-            tested += 1
-            if outcome.ok and (best is None or outcome.score > best[0]):
-                best = (outcome.score, edit)
-        if best is None:  # every draft failed: propose the first, whose failure the evaluation records
+        found = try_drafts(request.env, ordered, lambda e: e.code, max_drafts=self.max_drafts, rng=rng)
+        tested = len(found.tested)
+        if found.best is None:  # every draft failed: propose the first, whose failure the evaluation records
             return _proposal(ordered[0], notes | {"operator": ordered[0].operator, "drafts_tested": tested})
-        score, edit = best
+        edit = found.best
         return _proposal(
             edit,
             notes
             | {
                 "operator": edit.operator,
                 "drafts_tested": tested,
-                "train_score": score,
+                "train_score": found.score,
                 "parent_train_score": parent_score,
             },
         )

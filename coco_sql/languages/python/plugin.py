@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coco_sql.errors import ConfigError
 from coco_sql.languages.base import Language
-from coco_sql.languages.kind import KindPlugin
+from coco_sql.languages.kind import KindPlugin, OfflineSettings
 from coco_sql.languages.python.highlight import PythonHighlighter
 from coco_sql.languages.python.primitives import PythonPrimitives
 
@@ -29,16 +28,11 @@ def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
     return PythonLanguage(task, engine=engine)
 
 
-def _offline(max_examples: int = 0, **settings: Any) -> Mutator:
-    """The Python operators (`languages.python.mutator`). `max_examples` caps the few-shot examples of SQL AI
-    pipelines: a Python task takes only 0."""
+def _offline(settings: OfflineSettings | None = None) -> Mutator:
+    """The Python operators (`languages.python.mutator`), with the settings every kind takes."""
     from coco_sql.languages.python.mutator import PythonOfflineMutator
 
-    if max_examples:
-        raise ConfigError(
-            "max_examples caps the few-shot examples of SQL AI pipelines; a Python task has none"
-        )
-    return PythonOfflineMutator(**settings)
+    return PythonOfflineMutator(settings or OfflineSettings())
 
 
 def _prompt(task: TaskPack) -> str:

@@ -1,5 +1,5 @@
 """What a primitive is in Python, for PACE (`languages.base.PrimitiveAdapter`): a self-contained top-level
-function the program carries (`primitives.python_defs`), found among the entry function's helpers and
+function the program carries (`pace_defs`), found among the entry function's helpers and
 sub-expressions (E2), mixed by a weighted sum (E3), inserted as a weighted term of an argmin/argmax objective
 (P1, P4); P3 is the Python operators' edit as it stands."""
 
@@ -9,16 +9,16 @@ import ast
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from coco_sql.languages.python import pace_defs as calls
+from coco_sql.languages.python import pace_extract as extraction
 from coco_sql.languages.python.ops import insert_terms
-from coco_sql.mutate.pace import signature_params
-from coco_sql.primitives import adopt as adopting
-from coco_sql.primitives import calls, extraction
-from coco_sql.primitives.python_defs import (
+from coco_sql.languages.python.pace_defs import (
     definition_dumps,
     insert_definitions,
     remove_definitions,
     rename_calls,
 )
+from coco_sql.mutate.pace import signature_params
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,7 +80,7 @@ class PythonPrimitives:
         inputs: Sequence[str] | None,
         dialect: str,
     ) -> Primitive:
-        return adopting.adopt_python(code, library, how, iteration, origin_program, inputs)
+        return extraction.adopt_python(code, library, how, iteration, origin_program, inputs)
 
     def with_definitions(self, code: str, primitives: Sequence[Primitive], *, dialect: str) -> str:
         return insert_definitions(code, [p.code for p in primitives])

@@ -7,13 +7,15 @@ task does not load scipy's MILP.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.languages.base import Language
-from coco_sql.languages.kind import KindPlugin
+from coco_sql.languages.kind import KindPlugin, OfflineSettings
 from coco_sql.languages.sql.exports import SqlExports
 from coco_sql.languages.sql.highlight import SqlHighlighter
 from coco_sql.languages.sql.primitives import SqlPrimitives
+from coco_sql.options import Option, OptionTable, setting
 
 if TYPE_CHECKING:
     from coco_sql.evaluate import Outcome
@@ -29,10 +31,30 @@ def _bind(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
     return SqlLanguage(task, engine)
 
 
-def _offline(**settings: Any) -> Mutator:
+@dataclass(frozen=True)
+class SqlOfflineSettings(OfflineSettings):
+    """The offline mutator's settings of a SQL task: those every kind takes, and the few-shot cap."""
+
+    max_examples: int = setting(0, "few-shot examples per AI_CLASSIFY call (0: no cap)", low=0, high=10_000)
+
+
+PROMPT_ONLY_SETTINGS = OptionTable(
+    "mutator_settings of the prompt_only baseline (Snowflake's optimizer's search space: the AI call's prompt "
+    "and model)",
+    (
+        Option("max_drafts", "integer", 32, "drafts tested on training rows per iteration", low=1, high=1024),
+        Option("max_examples", "integer", 0, "few-shot examples per call (0: no cap)", low=0, high=10_000),
+        Option("models", "strings", [], "candidate models of an AI_COMPLETE call, besides a spec's "
+               "optimization.models", example="['claude-haiku-4-5', 'openai-gpt-5-nano']"),
+    ),
+)  # fmt: skip
+
+
+def _offline(settings: SqlOfflineSettings | None = None) -> Mutator:
     from coco_sql.languages.sql.mutate.offline import OfflineMutator
 
-    return OfflineMutator(**settings)
+    s = settings or SqlOfflineSettings()
+    return OfflineMutator(max_drafts=s.max_drafts, probe=s.probe, max_examples=s.max_examples)
 
 
 def _prompt_only(language: Language, settings: Mapping[str, Any]) -> Mutator:
@@ -87,6 +109,13 @@ def _prompt(task: TaskPack) -> str:
     return text + (f"Functions enabled on top of plain SQL: {functions}." if functions else "")
 
 
+def _uses_ai(task: TaskPack) -> bool:
+    """A SQL task calls AI when it enables an AI function (or PROMPT)."""
+    from coco_sql.sqlkit.ai_binding import UDFS
+
+    return any(name in UDFS or name == "PROMPT" for name in task.allowed_functions)
+
+
 def _references(task: TaskPack) -> bool:
     """SQL tasks that enable AI functions read the training rows as `examples` (`tasks.references`)."""
     return task.uses_ai
@@ -97,14 +126,17 @@ PLUGIN = KindPlugin(
     bind=_bind,
     program_prompt=_prompt,
     offline_mutator=_offline,
+    offline_settings=SqlOfflineSettings,
     primitives=SqlPrimitives(),
     cross_fit=_cross_fit,
     exports=SqlExports(),
     highlight=SqlHighlighter(),
     references=_references,
+    uses_ai=_uses_ai,
     in_engine_drafts=_InEngineDrafts(),
     task_spec=_SpecTasks(),
     mutators={"prompt_only": _prompt_only},
+    mutator_settings={"prompt_only": PROMPT_ONLY_SETTINGS},
     dialects=True,
     warn_bytes=8 * 1024,
 )

@@ -12,10 +12,10 @@ import sqlglot
 from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.languages.sql import pace_edits as edits
+from coco_sql.languages.sql import pace_extract as extraction
+from coco_sql.languages.sql.pace_edits import refactor_into_call, sql_with_definitions
 from coco_sql.mutate.pace import signature_params
-from coco_sql.primitives import adopt as adopting
-from coco_sql.primitives import calls, edits, extraction
-from coco_sql.primitives.edits import refactor_into_call, sql_with_definitions
 from coco_sql.sqlkit.macros import expand_program, split_macros
 
 if TYPE_CHECKING:
@@ -29,13 +29,13 @@ class SqlPrimitives:
     where_definitions = "as `CREATE MACRO` statements before the query, exactly as given"
 
     def call_set(self, code: str, names: frozenset[str], *, dialect: str) -> frozenset[str]:
-        return calls.sql_call_set(code, names, dialect)
+        return edits.sql_call_set(code, names, dialect)
 
     def definitions(self, code: str, *, dialect: str) -> dict[str, str]:
-        return calls.sql_definitions(code, dialect)
+        return edits.sql_definitions(code, dialect)
 
     def library_definition(self, primitive: Primitive, *, dialect: str) -> str:
-        return calls.sql_library_definition(primitive, dialect)
+        return edits.sql_library_definition(primitive, dialect)
 
     def extract(
         self,
@@ -78,7 +78,7 @@ class SqlPrimitives:
         inputs: Sequence[str] | None,
         dialect: str,
     ) -> Primitive:
-        return adopting.adopt_sql(code, library, how, iteration, origin_program, dialect)
+        return extraction.adopt_sql(code, library, how, iteration, origin_program, dialect)
 
     def with_definitions(self, code: str, primitives: Sequence[Primitive], *, dialect: str) -> str:
         return edits.sql_with_definitions(code, primitives, dialect)

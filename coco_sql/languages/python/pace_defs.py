@@ -13,7 +13,7 @@ import builtins
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from coco_sql.primitives.calls import parse_python, top_functions
+from coco_sql.errors import CandidateRejected
 
 BUILTIN_NAMES: frozenset[str] = frozenset(dir(builtins))
 
@@ -195,3 +195,42 @@ def definition_dumps(tree: ast.Module, names: frozenset[str] | set[str]) -> dict
     """name -> `ast.dump` of each top-level function of `tree` named in `names`: equal dicts mean an edit left
     those functions (primitives) as they were."""
     return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names}
+
+
+# -- read: call sets and definitions (`primitives.calls` asks the kind's adapter) --------------------------
+def parse_python(code: str) -> ast.Module:
+    """The module, or CandidateRejected with the line and the parser's message."""
+    try:
+        return ast.parse(code)
+    except SyntaxError as error:
+        raise CandidateRejected(f"line {error.lineno}: the program does not parse: {error.msg}") from None
+    except ValueError as error:
+        raise CandidateRejected(f"the program does not parse: {error}") from None
+
+
+def top_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """name -> the (last) top-level `def` of that name."""
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def python_calls(node: ast.AST, names: Iterable[str]) -> set[str]:
+    """The names among `names` that `node` calls by plain name."""
+    wanted = set(names)
+    return {
+        n.func.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in wanted
+    }
+
+
+def python_call_set(code: str, names: frozenset[str]) -> frozenset[str]:
+    tree = parse_python(code)
+    called: set[str] = set()
+    for name, function in top_functions(tree).items():
+        if name not in names:
+            called |= python_calls(function, names)
+    return frozenset(called)
+
+
+def python_definitions(code: str) -> dict[str, str]:
+    return {name: ast.unparse(node) for name, node in top_functions(parse_python(code)).items()}
