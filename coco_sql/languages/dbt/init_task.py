@@ -87,6 +87,11 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str, parameters: list[object] | 
     return con.execute(sql, parameters or []).df()
 
 
+# an expected CSV's cells as written: no BOOLEAN guess, so a model's 't'/'f' text is not compared with true/false
+# (a boolean output still agrees with a 'true'/'false' cell: compare reads both as the same text)
+_EXPECTED_CSV = "read_csv(?, header = true, auto_type_candidates = ['BIGINT', 'DOUBLE', 'TIME', 'DATE', 'TIMESTAMP', 'VARCHAR'])"
+
+
 def _sources(
     project: ProjectScan, options: InitOptions, report: InitReport
 ) -> dict[str, tuple[pd.DataFrame, dict]]:
@@ -153,7 +158,7 @@ def _expected(project: ProjectScan, options: InitOptions, report: InitReport) ->
             files = sorted(given.glob("*")) if given.is_dir() else [given]
             for path in files:
                 if path.stem in models and path.suffix in (".csv", ".parquet"):
-                    reader = "read_parquet(?)" if path.suffix == ".parquet" else "read_csv(?, header = true)"
+                    reader = "read_parquet(?)" if path.suffix == ".parquet" else _EXPECTED_CSV
                     found[path.stem] = _frame(con, f"SELECT * FROM {reader}", [str(path)])
     if not found:
         raise TaskError(

@@ -288,11 +288,14 @@ def _targets(reader: Reader, doc: Mapping[str, Any], frames: Sequence[tuple[pd.D
                     f"{key}.tolerance.{column}", "must be { abs_tol = x, rel_tol = y } of a compared column"
                 )
             tolerances[column] = Tolerance(float(tol.get("abs_tol", 1e-9)), float(tol.get("rel_tol", 0.0)))
+        how = reader.get(entry, f"{key}.split", str, "entity")
+        if how not in ("entity", "keys"):
+            raise reader.error(f"{key}.split", f'must be "entity" or "keys" (got {how!r})')
         table, column = _column_ref(
             reader, f"{key}.key_of", entry.get("key_of", entity), splits.sources["train"]
         )
         records = frame.to_dict(orient="records")
-        if table in splits.cut:
+        if how == "entity" and table in splits.cut:
             owner = {
                 split: {key_text(v) for v in sources[table][column]}
                 for split, sources in splits.sources.items()
