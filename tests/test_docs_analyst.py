@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 PAGE = DOCS / "analyst.md"
 
 
+@pytest.mark.slow  # the page's runs, word for word: ~55-70 s, the CI tier's longest test
 def test_the_analyst_page_runs_word_for_word(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
