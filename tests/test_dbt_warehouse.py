@@ -328,8 +328,9 @@ def test_coco_task_and_coco_evolve_in_a_stored_procedure_equal_the_run_on_duckdb
     champion = con.execute("SELECT code FROM programs WHERE program_id = ?", [local.champion_id]).fetchone()
     con.close()
     flat = " ".join(champion[0].lower().split())
-    # the two planted defects, repaired (the unit where the amount is read, or on the total it feeds)
-    assert ("/ 100.0 as amount" in flat or ") / 100 as total" in flat) and "left join" in flat
+    # the two planted defects, repaired: the unit where the amount is read (the scale repair weighs a model by
+    # what reads it downstream, so the staging model wins over the total it feeds), and the join
+    assert ("(amount_cents) / 100 as amount" in flat or "/ 100.0 as amount" in flat) and "left join" in flat
     with strict_session(shop_frames()) as (session, limits):
         (row,) = session.call("coco_task", "shop", None, SHOP_OPTIONS).collect()
         assert (row["TASK"], row["ROWS"], row["TRAIN"], row["VAL"], row["TEST"]) == ("shop", 44, 25, 17, 13)

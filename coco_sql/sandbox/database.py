@@ -43,7 +43,14 @@ from coco_sql.messages import SQL_WORKER, result_rows
 from coco_sql.sandbox.ai_pipe import AiServer, receive_answer
 from coco_sql.sandbox.fork_server import template
 from coco_sql.sandbox.lockdown import WALL_FACTOR, QueryResult
-from coco_sql.sandbox.supervisor import START_TIMEOUT_S, SupervisedSandbox, Supervisor, handshake, over_time
+from coco_sql.sandbox.supervisor import (
+    START_TIMEOUT_S,
+    SupervisedSandbox,
+    Supervisor,
+    handshake,
+    over_time,
+    receive_within_cpu,
+)
 from coco_sql.sandbox.table_frames import table_bytes
 from coco_sql.wire import WireError
 
@@ -111,19 +118,10 @@ class Sandbox(SupervisedSandbox):
         self._supervisor = Supervisor(self._start_worker)
 
     def _answer(self, worker: ChildProcess, cpu_s: float, hard_stop: float) -> dict[str, Any] | None:
-        """The worker's answer, or None once it has spent `cpu_s` seconds of CPU on the query without one (the
-        kernel's count, polled every CPU_POLL_S) or `hard_stop` (time.monotonic) passes."""
-        started = worker.cpu_seconds()
-        while True:
-            now = time.monotonic()
-            if now >= hard_stop:
-                return None
-            message = receive_answer(worker, min(hard_stop, now + CPU_POLL_S), self._ai)
-            if message is not None:
-                return message
-            spent = worker.cpu_seconds()
-            if started is not None and spent is not None and spent - started > cpu_s:
-                return None
+        """The worker's answer (its AI calls served meanwhile), or None once it has spent `cpu_s` seconds of CPU
+        on the query without one, or `hard_stop` passes (`supervisor.receive_within_cpu`)."""
+        return receive_within_cpu(worker, cpu_s, hard_stop, poll_s=CPU_POLL_S,
+                                  receive=lambda until: receive_answer(worker, until, self._ai))  # fmt: skip
 
     def run(self, sql: str, deadline_s: float, on_timeout: Callable[[], None] | None = None) -> QueryResult:
         """`on_timeout` runs at the deadline: the AI functions' cancel flag is set there, so that an AI call the

@@ -67,6 +67,12 @@ class QueryResult:
     types: tuple[str, ...] = ()  # each column's DuckDB type, as DuckDB spells it (inside the worker)
     usage: Any = None  # a warehouse's bill for the query's AI calls (`engines.snowflake.meter`); None here
 
+    def without_last(self, count: int) -> QueryResult:
+        """The result without its last `count` columns (a metered query's meter columns), its bill kept."""
+        keep = len(self.columns) - count
+        return QueryResult(self.columns[:keep], [row[:keep] for row in self.rows], self.elapsed_ms,
+                           self.types[:keep], self.usage)  # fmt: skip
+
 
 class LockedDuckDB:
     """One split's rows, in a private in-memory DuckDB whose configuration is locked.

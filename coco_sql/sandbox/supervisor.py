@@ -105,7 +105,7 @@ def handshake(
         worker.send(init)
         for blob in blobs:
             worker.send_bytes(blob)
-        ready = receive_within_cpu(worker, START_TIMEOUT_S, START_BACKSTOP_S)
+        ready = receive_within_cpu(worker, START_TIMEOUT_S, time.monotonic() + START_BACKSTOP_S)
     except ChildDied as death:
         worker.stop(kill=True)
         raise EvaluationError(f"{what} could not start ({death})") from None
@@ -118,17 +118,28 @@ def handshake(
     return ready
 
 
-def receive_within_cpu(worker: ChildProcess, cpu_s: float, backstop_s: float) -> dict[str, Any] | None:
-    """The worker's next message, or None once it has spent `cpu_s` seconds of its own CPU time without one, or
-    `backstop_s` seconds of wall time pass. On a loaded machine a start takes longer by the clock, not by the
-    CPU it needs, so the same start succeeds at any load."""
-    begun, started = time.monotonic(), worker.cpu_seconds()
-    hard_stop = begun + (backstop_s if started is not None else cpu_s)  # no /proc: the clock is all there is
+def receive_within_cpu(
+    worker: ChildProcess,
+    cpu_s: float,
+    hard_stop: float,
+    *,
+    poll_s: float = START_POLL_S,
+    receive: Callable[[float], dict[str, Any] | None] | None = None,
+) -> dict[str, Any] | None:
+    """The worker's next message (`receive(until)`, default `worker.receive`), or None once the worker has spent
+    `cpu_s` seconds of its own CPU time without one (the kernel's count, read every `poll_s`), or the clock
+    reaches `hard_stop` (time.monotonic), the backstop for a worker that hangs without using the CPU. On a
+    loaded machine a worker takes longer by the clock, not by the CPU it needs, so the same work gets the same
+    verdict at any load. Without /proc the clock is all there is: `cpu_s` of wall time."""
+    receive = receive or (lambda until: worker.receive(until=until))
+    started = worker.cpu_seconds()
+    if started is None:
+        hard_stop = min(hard_stop, time.monotonic() + cpu_s)
     while True:
         now = time.monotonic()
         if now >= hard_stop:
             return None
-        message = worker.receive(until=min(hard_stop, now + START_POLL_S))
+        message = receive(min(hard_stop, now + poll_s))
         if message is not None:
             return message
         spent = worker.cpu_seconds()

@@ -83,11 +83,7 @@ class WarehouseQueries:
         found = run_metered(
             self._engine, metered.query.sql(dialect=self._engine.dialect), metered, deadline_s
         )
-        keep = len(found.columns) - len(metered.columns)
-        return QueryResult(
-            found.columns[:keep], [row[:keep] for row in found.rows], found.elapsed_ms, found.types[:keep],
-            found.usage,
-        )  # fmt: skip
+        return found.without_last(len(metered.columns))
 
     def warehouse_sql(self, sql: str) -> str:
         """A probe's DuckDB text as the warehouse runs it (module docstring)."""

@@ -84,11 +84,7 @@ class WarehouseSqlRunner:
         as a probe's DuckDB text: `SqlRunner.select`."""
         metered = self.metered(expand_program(program.source, self._spec.dialect) or program.source)
         found = self._engine.run_metered(metered.query.sql(dialect=self._engine.dialect), metered, deadline_s)
-        keep = len(found.columns) - len(metered.columns)
-        return QueryResult(
-            found.columns[:keep], [row[:keep] for row in found.rows], found.elapsed_ms, found.types[:keep],
-            found.usage,
-        )  # fmt: skip
+        return found.without_last(len(metered.columns))
 
     def metered(self, source: str) -> Any:
         """The candidate over the staged rows, in the engine's dialect, with its AI calls' meter (a DuckDB-dialect
