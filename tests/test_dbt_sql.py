@@ -1,7 +1,7 @@
 """A dbt pack evolved from SQL (`coco_sql.connect`, `coco_evolve`), exported, reported and checked for Snowflake,
 on real dbt and DuckDB:
 
-- `FROM coco_evolve('jaffle_shop', 2, ...)` runs the dbt pack: the champion beats the seed on validation and
+- `FROM coco_evolve('jaffle_shop', 3, ...)` runs the dbt pack: the champion beats the seed on validation and
   test rows, and `coco_progress` ends finished;
 - `coco_export(1, 'dbt_project')` returns the project folder as text; a form dbt has not is one line;
 - `coco_report(1)` draws the champion's model DAG (sources -> staging -> marts, the edited models marked) and a
@@ -35,12 +35,12 @@ pytestmark = pytest.mark.slow
 def run_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("dbt_sql") / "runs.duckdb"
     con = coco_sql.connect(db)
-    summary = con.sql("FROM coco_evolve('jaffle_shop', 2, {'seed': 1})").df().iloc[0]
-    assert summary.task == "jaffle_shop" and summary.iterations == 2
-    # two repairs (per-column and per-target scoring since issue 39: 0.653 -> 0.816 on validation)
+    summary = con.sql("FROM coco_evolve('jaffle_shop', 3, {'seed': 1})").df().iloc[0]
+    assert summary.task == "jaffle_shop" and summary.iterations == 3
+    # three repairs (per-column and per-target scoring since issue 39)
     assert summary.champion_val_score > summary.seed_val_score + 0.1
     assert summary.champion_test_score > summary.seed_test_score + 0.1
-    assert con.execute("SELECT phase, iteration FROM coco_progress").fetchall() == [("finished", 2)]
+    assert con.execute("SELECT phase, iteration FROM coco_progress").fetchall() == [("finished", 3)]
     con.close()
     return db
 
@@ -64,9 +64,9 @@ def test_the_report_draws_the_model_dag_and_a_diff_per_changed_file(run_db: Path
     assert svg.count('class="dag-edge"') == 8 and svg.count("dag-node dag-source") == 3
     marked = sorted(re.findall(r'<g class="dag-node dag-model dag-changed"><title>(\w+) ', svg))
     files = re.findall(r"<summary><code>([^<]+)</code> <span class=\"muted\">changed", html)
-    # the two repairs (the scaled amount, on its staging model or on the total it feeds; the left join): each
-    # changed file is a marked node of the DAG
-    assert len(marked) == 2 and "stg_payments" in marked
+    # the three repairs (the amount scaled where it is read and the payment method passed through, both in
+    # stg_payments; the order status's CASE in stg_orders): each changed file is a marked node of the DAG
+    assert marked == ["stg_orders", "stg_payments"]
     assert sorted(f.rsplit("/", 1)[-1].removesuffix(".sql") for f in files) == marked
 
 
