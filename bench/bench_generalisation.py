@@ -229,12 +229,13 @@ def main() -> None:
     mutators: list[str | None] = [None] + (["prompt_only"] if baseline else [])
     runners = {"cli": run_cli, "sql": run_sql}
     done = _stored(args.out, args.budget)
-    jobs = [  # seed-major: a benchmark stopped early has every pack and path at its first seeds
+    jobs = [  # seed-major, the baseline after coco-sql's own runs of each seed: a benchmark stopped early
+        # has every pack and path at its first seeds
         (runners[p], pack, s, args.budget, m)
         for s in seeds
+        for m in mutators
         for pack in packs
         for p in paths
-        for m in mutators
         if (p, Path(pack).name, s, m or "offline") not in done["runs"]
     ]
     runs: list[dict[str, Any]] = list(done["runs"].values())
