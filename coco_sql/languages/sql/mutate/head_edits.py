@@ -20,6 +20,7 @@ from sqlglot import exp
 
 from coco_sql.languages.sql.mutate.ai_edits import TrainingView, to_python
 from coco_sql.languages.sql.mutate.edits import Edit
+from coco_sql.languages.sql.mutate.linear_edits import linear_probabilities
 from coco_sql.languages.sql.mutate.proxy_edits import prototype_vectors, written_genes
 from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, head_grid, scorer
 from coco_sql.languages.sql.mutate.proxy_sql import ProxyPlan, proxy_ctes
@@ -79,7 +80,7 @@ def rewritten(
         (
             s
             for s in (None, exp.column(plan.input_sql).name)
-            if parsed(now, s).sql(dialect=dialect) == written
+            if _sql(parsed(now, s), dialect) == written  # None: that reading cannot write `now`
         ),
         "",
     )
@@ -111,11 +112,16 @@ def head_edits(
     if proxy is None or genes is None or found is None or view is None or genes.head_weight == 1:
         return []
     plan = found[0]
+    labels = [label for label, _ in plan.categories]
     prototypes = prototype_vectors(env, [text for _, text in plan.categories])
+    by_linear = None
+    if genes.linear_weight > 0:  # the linear head is a part: its out-of-fold p, as the fit had it
+        column = exp.column(plan.input_sql).name
+        by_linear = linear_probabilities(env, column, view.rows, dict(view.vectors), labels)
+        if by_linear is None:
+            return []
     score = (
-        scorer(view.rows, view.vectors, prototypes, [label for label, _ in plan.categories])
-        if (prototypes is not None)
-        else None
+        scorer(view.rows, view.vectors, prototypes, labels, by_linear) if (prototypes is not None) else None
     )
     if score is None:
         return []

@@ -277,7 +277,9 @@ class OfflineMutator(ScopeProbing):
             t for t in self._own_failures(parent_outcome, rng) if t is not None
         ]
         search = AiPipelineSearch(self.max_drafts, self.max_targets, self.max_examples, self.cost_weight)
-        return search.propose(request, parent_query, parent_outcome, targets, strategy, rng)
+        root = request.context.root
+        root_query = self._parse(root.code, request.env) if root is not None else None
+        return search.propose(request, parent_query, parent_outcome, targets, strategy, rng, root_query)
 
     def _static_proposal(
         self,

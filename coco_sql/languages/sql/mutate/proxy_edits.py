@@ -72,7 +72,7 @@ from coco_sql.languages.sql.mutate.ai_edits import (
 from coco_sql.languages.sql.mutate.edits import Edit
 from coco_sql.languages.sql.mutate.examples import MAX_EXAMPLES, capped
 from coco_sql.languages.sql.mutate.linear_edits import linear_column, linear_probabilities
-from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, cheap, fit
+from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, cheap, fit, plain_name
 from coco_sql.languages.sql.mutate.proxy_sql import MULTI_RATIO, PARAMS, PROXY, ProxyPlan, proxy_ctes
 from coco_sql.llm.routing import CORTEX_EMBEDDING_MODEL
 from coco_sql.reflect.environment import DraftEnvironment
@@ -234,6 +234,27 @@ def prototype_vectors(env: DraftEnvironment, texts: Sequence[str]) -> np.ndarray
     return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
 
 
+def fitted(
+    plan: ProxyPlan,
+    view: TrainingView,
+    env: DraftEnvironment,
+    multi_label: bool,
+    linear: str | None = None,
+) -> list[tuple[ProxyGenes, float]]:
+    """Every genes the fit scores, best first (`proxy_fit.fit`), with the linear head of input column `linear`
+    (`linear_edits`) among the parts; empty when they cannot be fitted (no embeddings)."""
+    labels = [label for label, _ in plan.categories]
+    prototypes = prototype_vectors(env, [text for _, text in plan.categories])
+    if prototypes is None:
+        return []
+    by_linear = (
+        linear_probabilities(env, linear, view.rows, dict(view.vectors), labels)
+        if linear is not None
+        else None
+    )
+    return fit(view.rows, view.vectors, prototypes, labels, multi_label, by_linear)
+
+
 def fitted_genes(
     plan: ProxyPlan,
     view: TrainingView,
@@ -241,23 +262,12 @@ def fitted_genes(
     multi_label: bool,
     linear: str | None = None,
 ) -> list[ProxyGenes]:
-    """The genes that score best leave-one-out on the training rows (`proxy_fit.fit`), and with the linear head
-    of input column `linear` (`linear_edits`) the best of the cheap ones too (`proxy_fit.cheap`: no embedding
-    of the training rows deployed) when it is another; the embedded AI_CLASSIFY's constants when they cannot be
-    fitted (no embeddings)."""
-    default = [ProxyGenes(ratio=MULTI_RATIO if multi_label else 1.0)]
-    labels = [label for label, _ in plan.categories]
-    prototypes = prototype_vectors(env, [text for _, text in plan.categories])
-    if prototypes is None:
-        return default
-    by_linear = (
-        linear_probabilities(env, linear, view.rows, dict(view.vectors), labels)
-        if linear is not None
-        else None
-    )
-    scored = fit(view.rows, view.vectors, prototypes, labels, multi_label, by_linear)
+    """The genes that rank best leave-one-out on the training rows (`fitted`), and the best of the cheap ones
+    too (`proxy_fit.cheap`: no embedding of the training rows deployed) when it is another; the embedded
+    AI_CLASSIFY's constants when they cannot be fitted (no embeddings)."""
+    scored = fitted(plan, view, env, multi_label, linear)
     if not scored:
-        return default
+        return [ProxyGenes(ratio=MULTI_RATIO if multi_label else 1.0)]
     chosen = [scored[0][0]]
     cheapest = next((genes for genes, _ in scored if cheap(genes)), None)  # the fit's order: best first
     return chosen + ([cheapest] if cheapest is not None and cheapest != chosen[0] else [])
@@ -334,6 +344,34 @@ def proxy_edits(
     return edits
 
 
+PLAIN_OPERATOR = "plain_head"
+"""A plain head alone answers every row: the linear head or the centroid head, the classifier a user would
+otherwise deploy (`plain_heads`)."""
+
+
+def plain_description(index: int, name: str, knobs: str, examples: int) -> str:
+    """A plain head's approach: the same text whichever parent it is made from, so that the run knows it was
+    proposed (`plain_heads.proposed`)."""
+    return (
+        f"AI_CLASSIFY #{index + 1}: the {name} head alone answers every row ({EXAMPLES}; {knobs}); the call, "
+        f"without its {examples} examples, only where the head has no answer"
+    )
+
+
+def describe_genes(genes: ProxyGenes) -> str:
+    """The genes in words, for an edit's approach."""
+    return (
+        f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}, "
+        f"words' weight {genes.word_weight}, alpha {genes.alpha}"
+        + (
+            f", centroid head's weight {genes.head_weight}, tau_head {genes.tau_head}"
+            if genes.head_weight
+            else ""
+        )
+        + (f", linear head's weight {genes.linear_weight}" if genes.linear_weight else "")
+    )
+
+
 def _edits_for(
     query: exp.Expression,
     index: int,
@@ -358,16 +396,7 @@ def _edits_for(
         return []
     best = max(options, key=lambda o: (o[1], -o[0]))
     cheapest = min((o for o in options if o[1] >= best[1] - 1.0 / len(view.rows)), key=lambda o: o[0])
-    knobs = (
-        f"k {genes.k}, tau {genes.tau}, example weight {genes.example_weight}, ratio {genes.ratio}, "
-        f"words' weight {genes.word_weight}, alpha {genes.alpha}"
-        + (
-            f", centroid head's weight {genes.head_weight}, tau_head {genes.tau_head}"
-            if genes.head_weight
-            else ""
-        )
-        + (f", linear head's weight {genes.linear_weight}" if genes.linear_weight else "")
-    )
+    knobs = describe_genes(genes)
     suspect = {r.text for r in view.rows if r.instance_id in view.suspects}  # likely label errors: never kept
     carried = [
         e
@@ -388,8 +417,15 @@ def _edits_for(
             )
         )
     alone = options[-1]  # the lowest t: every row the proxy can answer
+    plain = plain_name(genes)
     edits.append(
         Edit(
+            PLAIN_OPERATOR,
+            plain_description(index, plain, knobs, len(carried)),
+            with_proxy(where, ctes, 0.0, env.dialect, []),
+        )
+        if plain is not None
+        else Edit(
             operator,
             f"AI_CLASSIFY #{index + 1}: answer every row from the training rows ({EXAMPLES}; {knobs}; "
             f"train score {alone[1]:.3f}); the call, without its {len(carried)} examples, only where the "
@@ -401,8 +437,13 @@ def _edits_for(
 
 
 __all__ = [
+    "PLAIN_OPERATOR",
     "ProxyPlan",
+    "describe_genes",
+    "fitted",
+    "fitted_genes",
     "gene_edits",
+    "plain_description",
     "plan",
     "predictions",
     "proxy_ctes",
