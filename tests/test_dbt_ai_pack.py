@@ -51,7 +51,8 @@ def test_a_project_validated_first_still_runs_its_ai_model_on_training_keys(eval
 
 
 def test_the_evidence_points_at_the_missing_labels_and_their_edit_gains(evaluator) -> None:  # type: ignore[no-untyped-def]
-    from coco_sql.languages.dbt.edits import Evidence, hypotheses
+    from coco_sql.languages.dbt.edits import hypotheses
+    from coco_sql.languages.dbt.evidence import Evidence
     from coco_sql.languages.dbt.validate import validate_project
 
     code = evaluator.task.seed_program

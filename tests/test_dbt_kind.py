@@ -109,7 +109,8 @@ def test_a_bad_project_is_rejected_with_one_line(evaluator, change: dict[str, st
 
 @pytest.mark.slow
 def test_the_evidence_points_at_the_unit_and_its_edit_gains(evaluator) -> None:  # type: ignore[no-untyped-def]
-    from coco_sql.languages.dbt.edits import Evidence, hypotheses
+    from coco_sql.languages.dbt.edits import hypotheses
+    from coco_sql.languages.dbt.evidence import Evidence
     from coco_sql.languages.dbt.validate import validate_project
 
     code = evaluator.task.seed_program

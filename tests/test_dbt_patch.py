@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from coco_sql.languages.dbt.edits import Evidence, hypotheses
+from coco_sql.languages.dbt.edits import hypotheses
+from coco_sql.languages.dbt.evidence import Evidence
 from coco_sql.languages.dbt.patch import dbt_patch
 from coco_sql.languages.dbt.project import DbtProject, normalise
 

@@ -8,7 +8,8 @@ import json
 
 from sqlglot import exp
 
-from coco_sql.languages.dbt.edits import Evidence, hypotheses
+from coco_sql.languages.dbt.edits import hypotheses
+from coco_sql.languages.dbt.evidence import Evidence
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec, validate_project
 from coco_sql.sqlkit.spans import SpannedSql

@@ -18,7 +18,7 @@ from sqlglot import exp
 from coco_sql.languages.sql.mutate.ai_edits import ClassifySpec, classify_calls, read_spec, set_spec
 
 if TYPE_CHECKING:
-    from coco_sql.languages.dbt.edits import Evidence
+    from coco_sql.languages.dbt.evidence import Evidence
     from coco_sql.languages.dbt.repairs import Repair
     from coco_sql.languages.dbt.sql_files import EditableFile
 

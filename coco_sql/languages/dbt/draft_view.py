@@ -2,7 +2,7 @@
 
 A row instance's output and expected value are JSON rows (`task.row_json`); shown as they are stored, they are
 two JSON texts of a whole row each, and the agent has to diff them itself. This view does the diff, target by
-target, with the same evidence the offline repair mutator reads (`edits.Evidence`: which columns mismatch, by
+target, with the same evidence the offline repair mutator reads (`evidence.Evidence`: which columns mismatch, by
 what ratio, which values are swapped, which rows are missing or null):
 
     targets     per target model: its training keys, how many match, how many have no row, and the columns
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.languages.dbt.compare import Tolerance, _agree
-from coco_sql.languages.dbt.edits import Evidence, decode_row
+from coco_sql.languages.dbt.evidence import Evidence, decode_row
 from coco_sql.languages.dbt.task import DbtTask
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The offline (no model) mutator for dbt projects: repairs a pipeline from its training evidence.
 
 Each iteration: the parent is scored on the training keys (`DraftEnvironment.test_draft`: the mutator never
-sees other splits' rows), `edits.Evidence` reads which expected rows mismatch, in which column and by how
+sees other splits' rows), `evidence.Evidence` reads which expected rows mismatch, in which column and by how
 much, `edits.hypotheses` turns that into edits of the models the targets read (and the macros they call), and
 `crossover.merges` adds the parent combined with another archived program's edits (two partial fixes that
 improved different columns). Hypotheses are drawn heaviest first with the run's RNG breaking near-ties (so a
@@ -20,7 +20,8 @@ import numpy as np
 from coco_sql.core.proposal import TESTED_NOTE
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.crossover import merges, pairs
-from coco_sql.languages.dbt.edits import Edit, Evidence, hypotheses
+from coco_sql.languages.dbt.edits import Edit, hypotheses
+from coco_sql.languages.dbt.evidence import Evidence
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.validate import DbtSpec, ValidatedProject, validate_project
 from coco_sql.mutate.base import MutationRequest, Proposal

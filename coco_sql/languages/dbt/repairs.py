@@ -1,7 +1,7 @@
 """What people get wrong in a pipeline's expressions, as token edits: CASE mappings and WHEN conditions, date
 grains, format strings, comparison operators, window functions, aggregates, and literals in macros.
 
-Each repair reads the evidence of the training rows (`edits.Evidence`: which columns mismatch, swapped values,
+Each repair reads the evidence of the training rows (`evidence.Evidence`: which columns mismatch, swapped values,
 ratios) and the model's tree, and returns `Repair`s: a file, its `Change`s (token spans of the original text,
 so an accepted edit changes only the tokens it changes) and a weight. A repair is proposed only where the
 edited expression feeds a mismatching column (`Scope`), heavier the more mismatches point at it. Row-level

@@ -7,12 +7,19 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from coco_sql.languages.sql.mutate.ai_edits import TrainingRow
+from typing import Protocol
 
 MAX_DESCRIPTION_WORDS = 6
+
+
+class LabelledText(Protocol):
+    """A training row as this module reads it (`ai_edits.TrainingRow` is one)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def gold(self) -> tuple[str, ...]: ...
 
 
 STOPWORDS = frozenset(
@@ -99,7 +106,7 @@ def _words(text: str) -> set[str]:
 
 
 def distinctive_words(
-    rows: Sequence[TrainingRow], label: str, limit: int = MAX_DESCRIPTION_WORDS
+    rows: Sequence[LabelledText], label: str, limit: int = MAX_DESCRIPTION_WORDS
 ) -> list[str]:
     """Words most over-represented in `label`'s rows (smoothed log-odds, at least two rows)."""
     inside = Counter(w for r in rows if label in r.gold for w in _words(r.text))
