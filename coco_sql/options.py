@@ -265,18 +265,18 @@ TABLES: Mapping[str, OptionTable] = {
 def kind_task_options() -> dict[str, OptionTable]:
     """kind -> coco_task's options of a task of that kind beyond `TASK_OPTIONS` (`KindPlugin.task_options`),
     for every kind that has some: the built-ins, then the installed ones."""
-    from coco_sql.plugins import kind, kind_names
+    from coco_sql.plugin_loader import kind_names, load_kind
 
-    return {name: table for name in kind_names() if (table := kind(name).task_options) is not None}
+    return {name: table for name in kind_names() if (table := load_kind(name).task_options) is not None}
 
 
 def offline_settings() -> OptionTable:
     """The offline mutator's settings, composed from the kinds (`KindPlugin.offline_settings`, typed
     dataclasses of `setting` fields): those every kind takes first, then each kind's own, its doc saying whose.
     A run's `mutator_settings` are checked against this table (a kind refuses another kind's setting)."""
-    from coco_sql.plugins import kind, kind_names
+    from coco_sql.plugin_loader import kind_names, load_kind
 
-    per_kind = {name: settings_table(kind(name).offline_settings, name) for name in kind_names()}
+    per_kind = {name: settings_table(load_kind(name).offline_settings, name) for name in kind_names()}
     shared = [o for o in next(iter(per_kind.values())) if all(o.name in t.names for t in per_kind.values())]
     composed = {o.name: o for o in shared}
     for name, table in per_kind.items():
@@ -289,11 +289,11 @@ def offline_settings() -> OptionTable:
 def kind_mutator_settings() -> dict[str, OptionTable]:
     """mutator -> the settings of a mutator a kind brings of its own (`KindPlugin.mutators` and
     `mutator_settings`; SQL: `prompt_only`), the first kind's that has it."""
-    from coco_sql.plugins import kind, kind_names
+    from coco_sql.plugin_loader import kind_names, load_kind
 
     found: dict[str, OptionTable] = {}
     for name in kind_names():
-        for mutator, table in kind(name).mutator_settings.items():
+        for mutator, table in load_kind(name).mutator_settings.items():
             found.setdefault(mutator, table)
     return found
 

@@ -17,11 +17,20 @@ point of the same name.
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from coco_sql.errors import ConfigError, TaskError
-from coco_sql.lazy import load_target
+from coco_sql.errors import ConfigError
+from coco_sql.plugin_loader import (
+    BUILTIN_ENGINES,
+    BUILTIN_KINDS,
+    ENGINE_GROUP,
+    KIND_GROUP,
+    engine_names,
+    installed,
+    kind_names,
+    load,
+    load_kind,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,56 +39,15 @@ if TYPE_CHECKING:
     from coco_sql.languages.kind import KindPlugin
     from coco_sql.store import Warehouse
 
-KIND_GROUP = "coco_sql.languages"
-ENGINE_GROUP = "coco_sql.engines"
-
-BUILTIN_KINDS: dict[str, str] = {
-    "sql": "coco_sql.languages.sql:PLUGIN",
-    "python": "coco_sql.languages.python:PLUGIN",
-    "dbt": "coco_sql.languages.dbt.kind:PLUGIN",
-    "agent_spec": "coco_sql.languages.agent_spec.kind:PLUGIN",
-}
-BUILTIN_ENGINES: dict[str, str] = {
-    "duckdb": "coco_sql.engines.duckdb:PLUGIN",
-    "snowflake": "coco_sql.engines.snowflake:PLUGIN",
-}
 FILE_ENGINE = "duckdb"  # the engine of a store given as a database file (`db=` a path)
 DEPLOY_ENGINE = (
     "snowflake"  # the warehouse a champion deploys to (`coco-sql check-deploy`, the warehouse forms)
 )
 
 
-def _installed(group: str) -> dict[str, str]:
-    """name -> "module:attr" of the entry points of `group` in the installed distributions."""
-    return {point.name: point.value for point in entry_points(group=group)}
-
-
-def _names(builtin: dict[str, str], group: str) -> tuple[str, ...]:
-    return (*builtin, *sorted(set(_installed(group)) - set(builtin)))
-
-
-def _load(target: str, group: str, name: str) -> Any:
-    try:
-        return load_target(target)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"plug-in {name!r} of {group} ({target}) does not load: {error}") from None
-
-
-def kind_names() -> tuple[str, ...]:
-    """The kinds a task may name (task.toml `language`): the built-ins first, then installed ones by name."""
-    return _names(BUILTIN_KINDS, KIND_GROUP)
-
-
 def kind(name: str, *, task: str | None = None) -> KindPlugin:
     """The kind `name`; a one-line TaskError naming the known kinds when there is none (`task`: whose)."""
-    target = BUILTIN_KINDS.get(name) or _installed(KIND_GROUP).get(name)
-    if target is None:
-        whose = f"task {task!r}: " if task is not None else ""
-        raise TaskError(f"{whose}unknown language {name!r} (known: {', '.join(kind_names())})")
-    plugin = _load(target, KIND_GROUP, name)
-    if getattr(plugin, "name", None) != name:  # a foreign object: checked before it is used
-        raise ConfigError(f"plug-in {name!r} of {KIND_GROUP} ({target}) is not the KindPlugin named {name!r}")
-    return plugin
+    return load_kind(name, task=task)
 
 
 def export_forms() -> tuple[str, ...]:
@@ -93,17 +61,12 @@ def export_forms() -> tuple[str, ...]:
     return tuple(forms)
 
 
-def engine_names() -> tuple[str, ...]:
-    """The engines a task may name (task.toml `dialect`): the built-ins first, then installed ones by name."""
-    return _names(BUILTIN_ENGINES, ENGINE_GROUP)
-
-
 def engine(name: str) -> EnginePlugin:
     """The engine `name`; a one-line ConfigError naming the known engines when there is none."""
-    target = BUILTIN_ENGINES.get(name) or _installed(ENGINE_GROUP).get(name)
+    target = BUILTIN_ENGINES.get(name) or installed(ENGINE_GROUP).get(name)
     if target is None:
         raise ConfigError(f"unknown engine {name!r} (known: {', '.join(engine_names())})")
-    return _load(target, ENGINE_GROUP, name)
+    return load(target, ENGINE_GROUP, name)
 
 
 def open_store(path: str | Path, *, read_only: bool = False) -> Warehouse:
@@ -117,6 +80,8 @@ def deploy_engine() -> EnginePlugin:
 
 
 __all__ = [
+    "BUILTIN_ENGINES",
+    "BUILTIN_KINDS",
     "DEPLOY_ENGINE",
     "ENGINE_GROUP",
     "FILE_ENGINE",

@@ -14,10 +14,11 @@ if TYPE_CHECKING:
 
 def language_for(task: TaskPack, engine: CandidateEngine | None = None) -> Language:
     """The language a task's programs are written in (`language` in task.toml; default sql), bound to `engine`
-    when the store runs candidates itself."""
-    from coco_sql.plugins import kind
+    when the store runs candidates itself. The kind comes from `plugin_loader`, not `plugins`, whose `KindPlugin`
+    type names the loop that imports this package (`plugin_loader`'s docstring)."""
+    from coco_sql.plugin_loader import load_kind
 
-    return kind(task.language, task=task.name).bind(task, engine)
+    return load_kind(task.language, task=task.name).bind(task, engine)
 
 
 __all__ = ["Language", "LanguageFactory", "Program", "RunResult", "Runner", "language_for"]

@@ -11,13 +11,10 @@ that does not parse raises `CandidateRejected` with a one-line reason.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Any
 
-from coco_sql.plugins import kind
+from coco_sql.plugin_loader import load_kind
 from coco_sql.primitives.library import Primitive
-
-if TYPE_CHECKING:
-    from coco_sql.languages.kind import PrimitiveAdapter
 
 
 def call_set(code: str, language: str, names: Iterable[str], *, dialect: str = "duckdb") -> frozenset[str]:
@@ -35,9 +32,11 @@ def library_definition(primitive: Primitive, *, dialect: str = "duckdb") -> str:
     return adapter(primitive.language).library_definition(primitive, dialect=dialect)
 
 
-def adapter(language: str) -> PrimitiveAdapter:
-    """The kind's PACE adapter; ValueError for a kind without primitives (the loop runs PACE only with one)."""
-    adapter = kind(language).primitives
+def adapter(language: str) -> Any:
+    """The kind's PACE adapter, a `languages.kind.PrimitiveAdapter` (not named here: that protocol names PACE's own
+    types, so naming it back would close a type-import circle); ValueError for a kind without primitives (the loop
+    runs PACE only with one)."""
+    adapter = load_kind(language).primitives
     if adapter is None:
         raise ValueError(f"{language} programs have no primitives")
     return adapter

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from coco_sql.plugins import kind_names
+from coco_sql.plugin_loader import kind_names
 from coco_sql.store.records import Primitive, PrimitiveTrial
 
 __all__ = ["HOWS", "OPERATORS", "Primitive", "PrimitiveLibrary", "PrimitiveTrial"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.plugins import kind
+from coco_sql.plugin_loader import load_kind
 from coco_sql.sandbox import QueryResult
 from coco_sql.store.records import EvaluationRow
 from coco_sql.tasks import TaskPack
@@ -118,7 +118,7 @@ class DraftEnvironment:
         SQL runner wraps a program), for a probe that tests a draft inside the engine (`probe_draft`). None when
         programs do not run in this sandbox (a warehouse engine, a Python task). Raises CandidateRejected."""
         language = self._evaluator.language
-        drafts = kind(language.name).in_engine_drafts
+        drafts = load_kind(language.name).in_engine_drafts  # KindPlugin.in_engine_drafts
         if drafts is None or not drafts.runs_here(language):
             return None
         return drafts.query(self._evaluator.check(code).runnable, self.output_column)
@@ -189,7 +189,7 @@ class DraftEnvironment:
             if unknown:
                 raise ConfigError(f"no training instance {unknown[0]!r}")
             picked = [by_id[i] for i in list(instance_ids)[:limit]]
-        view = kind(self.task.language).draft_view
+        view = load_kind(self.task.language).draft_view  # KindPlugin.draft_view
         if view is not None:
             shown = view(self.task, outcome.rows, limit, picked)
             return {"train_score": outcome.score, "error": outcome.error, **shown}

@@ -1,0 +1,82 @@
+"""The plug-in registry's loader: the kinds' and engines' names and "module:attr" targets, and a kind loaded by name
+as a plain object (`load_kind`). `plugins` types what this loads; this module names no kind's or engine's type.
+
+Why two modules: the loop's own modules that look a kind up by name (the draft environment, PACE's call sets, the
+options composed from the kinds) are themselves named by `KindPlugin`'s types (its mutator, draft environment,
+primitive library). Were they to import `plugins`, whose `kind()` returns a `KindPlugin`, the type imports would
+close a circle through the registry. They read a kind's part here, typed where they use it.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any
+
+from coco_sql.errors import ConfigError, TaskError
+from coco_sql.lazy import load_target
+
+KIND_GROUP = "coco_sql.languages"
+ENGINE_GROUP = "coco_sql.engines"
+
+BUILTIN_KINDS: dict[str, str] = {
+    "sql": "coco_sql.languages.sql:PLUGIN",
+    "python": "coco_sql.languages.python:PLUGIN",
+    "dbt": "coco_sql.languages.dbt.kind:PLUGIN",
+    "agent_spec": "coco_sql.languages.agent_spec.kind:PLUGIN",
+}
+BUILTIN_ENGINES: dict[str, str] = {
+    "duckdb": "coco_sql.engines.duckdb:PLUGIN",
+    "snowflake": "coco_sql.engines.snowflake:PLUGIN",
+}
+
+
+def installed(group: str) -> dict[str, str]:
+    """name -> "module:attr" of the entry points of `group` in the installed distributions."""
+    return {point.name: point.value for point in entry_points(group=group)}
+
+
+def _names(builtin: dict[str, str], group: str) -> tuple[str, ...]:
+    return (*builtin, *sorted(set(installed(group)) - set(builtin)))
+
+
+def load(target: str, group: str, name: str) -> Any:
+    try:
+        return load_target(target)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"plug-in {name!r} of {group} ({target}) does not load: {error}") from None
+
+
+def kind_names() -> tuple[str, ...]:
+    """The kinds a task may name (task.toml `language`): the built-ins first, then installed ones by name."""
+    return _names(BUILTIN_KINDS, KIND_GROUP)
+
+
+def engine_names() -> tuple[str, ...]:
+    """The engines a task may name (task.toml `dialect`): the built-ins first, then installed ones by name."""
+    return _names(BUILTIN_ENGINES, ENGINE_GROUP)
+
+
+def load_kind(name: str, *, task: str | None = None) -> Any:
+    """The kind `name`, a `languages.kind.KindPlugin` (`plugins.kind` is this, typed); a one-line TaskError naming
+    the known kinds when there is none (`task`: whose)."""
+    target = BUILTIN_KINDS.get(name) or installed(KIND_GROUP).get(name)
+    if target is None:
+        whose = f"task {task!r}: " if task is not None else ""
+        raise TaskError(f"{whose}unknown language {name!r} (known: {', '.join(kind_names())})")
+    plugin = load(target, KIND_GROUP, name)
+    if getattr(plugin, "name", None) != name:  # a foreign object: checked before it is used
+        raise ConfigError(f"plug-in {name!r} of {KIND_GROUP} ({target}) is not the KindPlugin named {name!r}")
+    return plugin
+
+
+__all__ = [
+    "BUILTIN_ENGINES",
+    "BUILTIN_KINDS",
+    "ENGINE_GROUP",
+    "KIND_GROUP",
+    "engine_names",
+    "installed",
+    "kind_names",
+    "load",
+    "load_kind",
+]
