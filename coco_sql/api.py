@@ -29,6 +29,7 @@ from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.mutate import Mutator
 from coco_sql.options import RUN_OPTIONS, as_object
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.plugins import kind, open_store
 from coco_sql.report import read_models
 from coco_sql.report.html import RunReport, render_report
@@ -206,7 +207,7 @@ def register_task(name: str, source: str | None, options: Mapping[str, Any], *, 
         checked = registrar.check(name, source, options)
         if isinstance(db, str | Path):  # a Warehouse checks each query itself, in its own dialect
             for text in registrar.queries(checked):
-                checked_source(text, "duckdb")
+                checked_source(text, SANDBOX_DIALECT)
         _not_a_pack(name)
         with _open(db) as store:
             return registrar.register(name, checked, store)
@@ -214,7 +215,7 @@ def register_task(name: str, source: str | None, options: Mapping[str, Any], *, 
     test_source = options.get("test_source")
     for text in (source, test_source) if test_source is not None else (source,):
         if isinstance(db, str | Path):  # a Warehouse checks its source itself, in its own dialect
-            checked_source(text, "duckdb")
+            checked_source(text, SANDBOX_DIALECT)
         elif not isinstance(text, str):
             raise TaskError(f"task {name!r}: the source is a table name or one SELECT query (got {text!r})")
     _not_a_pack(name)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from coco_sql.cli_common import progress_line, read_program
 from coco_sql.cli_help import ExportForms, add_db, add_json, add_quiet, add_run, command
 from coco_sql.errors import ConfigError, StoreError
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 from coco_sql.stage import STAGE
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "Programs, evaluations, ledger and events: every local command then reads it, and resume continues it.",
     )  # fmt: skip
     mirror.add_argument(
-        "--from", dest="source", choices=("snowflake",), default="snowflake", help="where the run is"
+        "--from", dest="source", choices=(DEPLOY_DIALECT,), default=DEPLOY_DIALECT, help="where the run is"
     )
     mirror.add_argument(
         "--connection", required=True, metavar="NAME", help="the connection of ~/.snowflake/connections.toml"

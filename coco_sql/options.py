@@ -38,6 +38,7 @@ from coco_sql.option_table import (  # noqa: F401
     setting,
     settings_table,
 )
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 
 CONTRACT_TYPES = ("INTEGER", "DOUBLE", "VARCHAR", "BOOLEAN", "VARCHAR[]")
 MAX_TIMEOUT_S = 3600.0  # one evaluation's deadline; a thread's timer overflows near 1e8 s
@@ -75,8 +76,8 @@ TASK_OPTIONS = OptionTable(
                example="'multilabel_f1'"),
         Option("allowed_functions", "strings", [], "functions the search may use on top of the base list and the "
                "seed's AI functions", nullable=True, example="['AI_EMBED', 'AI_SIMILARITY']"),
-        Option("dialect", "choice", "snowflake", "the dialect programs are written in",
-               choices=("snowflake", "duckdb"), example="'duckdb'"),
+        Option("dialect", "choice", DEPLOY_DIALECT, "the dialect programs are written in",
+               choices=(DEPLOY_DIALECT, SANDBOX_DIALECT), example=f"'{SANDBOX_DIALECT}'"),
         Option("test_source", "string", None, "the held-out test rows: a table name or one SELECT query with "
                "the source's id, input and label columns (default: test_fraction of the source)",
                nullable=True, example="'questions_test'"),

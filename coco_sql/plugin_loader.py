@@ -30,6 +30,15 @@ BUILTIN_ENGINES: dict[str, str] = {
 }
 
 
+SANDBOX_DIALECT = "duckdb"
+"""The dialect a candidate is checked, rewritten and run in: coco-sql's sandboxes run DuckDB (a program of another
+engine is transpiled into it first, `engines.SqlRules.translated`). Code outside the registry and `engines/`
+writes this name, never the dialect's own."""
+DEPLOY_DIALECT = "snowflake"
+"""The dialect of what a champion deploys as (`plugins.DEPLOY_ENGINE`'s): the warehouse forms, CREATE AI FUNCTION,
+the cortex_agent, and the SQL a proxy writes for Cortex."""
+
+
 def installed(group: str) -> dict[str, str]:
     """name -> "module:attr" of the entry points of `group` in the installed distributions."""
     return {point.name: point.value for point in entry_points(group=group)}
@@ -72,8 +81,10 @@ def load_kind(name: str, *, task: str | None = None) -> Any:
 __all__ = [
     "BUILTIN_ENGINES",
     "BUILTIN_KINDS",
+    "DEPLOY_DIALECT",
     "ENGINE_GROUP",
     "KIND_GROUP",
+    "SANDBOX_DIALECT",
     "engine_names",
     "installed",
     "kind_names",

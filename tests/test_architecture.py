@@ -248,6 +248,52 @@ def test_type_imports_close_no_circle_either() -> None:
     assert any("coco_sql.languages.sql.mutate.label_words" in c for c in cycles(planted))
 
 
+# -- no dialect named outside engines/ (issue 41 step 2) ---------------------------------------------------------
+DIALECT_NAMES = frozenset({"duckdb", "snowflake"})
+# Where a dialect's name may be written outside `engines/`: the registry, which names the built-ins and which of
+# them checks candidates (SANDBOX_DIALECT) and takes deploys (DEPLOY_DIALECT); `messages` (it imports only the
+# standard library, by rule); and dbt's adapter type in a dbt profile (dbt-duckdb's name, not ours).
+DIALECT_NAMED = {
+    "coco_sql/plugin_loader.py": "the registry's built-ins",
+    "coco_sql/plugins.py": "the registry's file and deploy engines",
+    "coco_sql/messages.py": "the wire's message schemas import only the standard library",
+    "coco_sql/languages/dbt/jinja_context.py": "dbt's `target.type`: the dbt-duckdb adapter's name",
+    "coco_sql/languages/dbt/export.py": "profiles.yml's adapter type: the dbt-duckdb adapter's name",
+}
+
+
+def dialect_literals(path: Path) -> list[int]:
+    """Lines of `path` with a string constant that is a dialect's name (docstrings are prose, not counted)."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }  # fmt: skip
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in DIALECT_NAMES and id(node) not in docs
+    ]
+
+
+def test_no_module_outside_engines_names_a_dialect(tmp_path: Path) -> None:
+    """A module outside `engines/` writes `SANDBOX_DIALECT` or `DEPLOY_DIALECT` (`plugin_loader`), or asks its
+    engine (`SqlRules.dialect`, `AiBinding.embed_model`), never "duckdb" or "snowflake" (issue 41 found 174 lines)."""
+    root = PACKAGE.parent
+    found = {
+        str(path.relative_to(root)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "engines" not in path.relative_to(PACKAGE).parts[:1] and (lines := dialect_literals(path))
+    }
+    assert sorted(set(found) - set(DIALECT_NAMED)) == []
+    assert sorted(set(DIALECT_NAMED) - set(found)) == []  # the list only shrinks
+    planted = tmp_path / "planted.py"
+    planted.write_text('"""A module naming duckdb in prose."""\nDIALECT = "duckdb"\n')
+    assert dialect_literals(planted) == [2]
+
+
 def test_the_store_protocol_has_at_most_twelve_methods_per_role() -> None:
     sizes = {role.__name__: len([n for n in vars(role) if not n.startswith("_")]) for role in ROLES}
     assert sizes == {"RunWriter": 7, "RunReader": 12, "NamedQueries": 4, "TaskRegistry": 3}

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.plugins import kind
 from coco_sql.primitives.library import HOWS, Primitive, PrimitiveLibrary
 
@@ -33,7 +34,7 @@ def adopt(
     iteration: int,
     origin_program: str | None = None,
     inputs: Sequence[str] | None = None,
-    dialect: str = "duckdb",
+    dialect: str = SANDBOX_DIALECT,
 ) -> Primitive:
     """The library's `Primitive` for one definition `code` (see the module docstring for the rules)."""
     if how not in HOWS:

@@ -13,21 +13,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from coco_sql.plugin_loader import load_kind
+from coco_sql.plugin_loader import SANDBOX_DIALECT, load_kind
 from coco_sql.primitives.library import Primitive
 
 
-def call_set(code: str, language: str, names: Iterable[str], *, dialect: str = "duckdb") -> frozenset[str]:
+def call_set(
+    code: str, language: str, names: Iterable[str], *, dialect: str = SANDBOX_DIALECT
+) -> frozenset[str]:
     """C(A) restricted to `names` (the library's primitives of the program's language)."""
     return adapter(language).call_set(code, frozenset(names), dialect=dialect)
 
 
-def definitions(code: str, language: str, *, dialect: str = "duckdb") -> dict[str, str]:
+def definitions(code: str, language: str, *, dialect: str = SANDBOX_DIALECT) -> dict[str, str]:
     """name -> normalised definition text of every macro (SQL) or top-level `def` (Python) in `code`."""
     return adapter(language).definitions(code, dialect=dialect)
 
 
-def library_definition(primitive: Primitive, *, dialect: str = "duckdb") -> str:
+def library_definition(primitive: Primitive, *, dialect: str = SANDBOX_DIALECT) -> str:
     """The normalised definition of a library primitive (its code read like a program's, `definitions`)."""
     return adapter(primitive.language).library_definition(primitive, dialect=dialect)
 

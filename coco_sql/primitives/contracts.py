@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.primitives.calls import call_set, definitions, library_definition
 from coco_sql.primitives.library import OPERATORS, PrimitiveLibrary
 
@@ -118,7 +119,7 @@ def verify(
     library: PrimitiveLibrary,
     other_parent_code: str | None = None,
     *,
-    dialect: str = "duckdb",
+    dialect: str = SANDBOX_DIALECT,
 ) -> str | None:
     """Check `contract` on the complete child (its primitive definitions included): None when it holds, else
     the one-line violation. Call sets are over the library's primitives of `language`; a child that does not

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.primitives.context import PrimitiveContext
 from coco_sql.primitives.contracts import K_DEFAULT
 from coco_sql.primitives.extraction import combine, extract
@@ -35,7 +36,7 @@ class PrimitiveState:
     """The library and trials of one run, as its tables hold them, and how the run discovers primitives."""
 
     language: str
-    dialect: str = "duckdb"
+    dialect: str = SANDBOX_DIALECT
     entry: str | None = None  # Python: the task's entry function
     k: int = K_DEFAULT
     generation_every: int = 5

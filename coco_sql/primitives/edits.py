@@ -5,12 +5,17 @@ ones it no longer calls, rename the calls of one primitive to another, and refac
 
 from __future__ import annotations
 
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.primitives.calls import adapter, call_set, definitions
 from coco_sql.primitives.library import Primitive, PrimitiveLibrary
 
 
 def with_definitions(
-    code: str, language: str, primitives: list[Primitive] | tuple[Primitive, ...], *, dialect: str = "duckdb"
+    code: str,
+    language: str,
+    primitives: list[Primitive] | tuple[Primitive, ...],
+    *,
+    dialect: str = SANDBOX_DIALECT,
 ) -> str:
     """`code` carrying the definitions of `primitives` it does not define yet (by name). SQL: their CREATE MACRO
     statements before the program's; Python: their imports and defs after the module's docstring and imports.
@@ -18,7 +23,9 @@ def with_definitions(
     return adapter(language).with_definitions(code, primitives, dialect=dialect)
 
 
-def prune_definitions(code: str, language: str, library: PrimitiveLibrary, *, dialect: str = "duckdb") -> str:
+def prune_definitions(
+    code: str, language: str, library: PrimitiveLibrary, *, dialect: str = SANDBOX_DIALECT
+) -> str:
     """`code` without the definitions of library primitives it no longer calls."""
     names = library.names(language)
     calls = call_set(code, language, names, dialect=dialect)
@@ -35,7 +42,7 @@ def arity(primitive: Primitive) -> int:
 
 
 def replace_calls(
-    code: str, language: str, target: Primitive, replacement: Primitive, *, dialect: str = "duckdb"
+    code: str, language: str, target: Primitive, replacement: Primitive, *, dialect: str = SANDBOX_DIALECT
 ) -> str | None:
     """`code` with every call of `target` renamed to `replacement` (P2's mechanical core), or None when the two
     take different numbers of arguments or `code` does not call `target`. Definitions are not touched: follow

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.primitives.calls import adapter
 from coco_sql.primitives.library import Primitive, PrimitiveLibrary
 
@@ -66,7 +67,7 @@ def extract(
     *,
     origin_program: str | None,
     iteration: int,
-    dialect: str = "duckdb",
+    dialect: str = SANDBOX_DIALECT,
     entry: str | None = None,
     rng: np.random.Generator | None = None,
     prefer: str | None = None,
@@ -87,7 +88,7 @@ def combine(
     rng: np.random.Generator,
     *,
     iteration: int,
-    dialect: str = "duckdb",
+    dialect: str = SANDBOX_DIALECT,
 ) -> Primitive | None:
     """A new primitive made of two of the library's (E3 without a model: "a self-contained function whose
     capability differs from the current EAPs"), or None when they do not combine or the result is already in

@@ -16,7 +16,7 @@ from typing import Any
 
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError
 from coco_sql.evaluate import Evaluator, Outcome
-from coco_sql.plugin_loader import load_kind
+from coco_sql.plugin_loader import SANDBOX_DIALECT, load_kind
 from coco_sql.sandbox import QueryResult
 from coco_sql.store.records import EvaluationRow
 from coco_sql.tasks import TaskPack
@@ -156,7 +156,9 @@ class DraftEnvironment:
         DESCRIBE): the caller then scores in Python, with the same results.
         """
         if self._labels_sql is None:
-            in_duckdb = self._evaluator.probe_dialect(TRAIN) == "duckdb"  # the scoring SQL is DuckDB's own
+            in_duckdb = (
+                self._evaluator.probe_dialect(TRAIN) == SANDBOX_DIALECT
+            )  # the scoring SQL is DuckDB's own
             self._labels_sql = (
                 in_duckdb and _labels_sql(self._evaluator.task.split(TRAIN).expected, self.output_type)
             ) or ""

@@ -17,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
+
 DEFAULT_USD_PER_MILLION_TOKENS = 1.00
 RIGHT = 1.0 - 1e-9
 STEPS_SHOWN = 3
-DEPLOY_FORMS = {"snowflake": ("snowflake_view", "dbt_project", "cortex_agent"),
-                "duckdb": ("duckdb_view", "dbt_project", "cortex_agent")}  # fmt: skip
+DEPLOY_FORMS = {DEPLOY_DIALECT: ("snowflake_view", "dbt_project", "cortex_agent"),
+                SANDBOX_DIALECT: ("duckdb_view", "dbt_project", "cortex_agent")}  # fmt: skip
 FOLDER_FORMS = ("dbt_project", "cortex_agent")  # written as a folder: --out
 
 
@@ -79,7 +81,7 @@ def cost(deploy: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def deploy_form(forms: Sequence[str], dialect: str | None) -> dict[str, Any]:
     """The export form to deploy with, and whether it is written as a folder."""
-    for form in DEPLOY_FORMS.get(dialect or "snowflake", DEPLOY_FORMS["snowflake"]):
+    for form in DEPLOY_FORMS.get(dialect or DEPLOY_DIALECT, DEPLOY_FORMS[DEPLOY_DIALECT]):
         if form in forms:
             return {"form": form, "folder": form in FOLDER_FORMS}
     return {"form": "sql", "folder": False}

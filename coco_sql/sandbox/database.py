@@ -40,6 +40,7 @@ import pandas as pd
 from coco_sql.child import ChildDied, ChildMisbehaved, ChildProcess
 from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
 from coco_sql.messages import SQL_WORKER, result_rows
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sandbox.ai_pipe import AiServer, receive_answer
 from coco_sql.sandbox.fork_server import template
 from coco_sql.sandbox.lockdown import WALL_FACTOR, QueryResult
@@ -89,7 +90,7 @@ class Sandbox(SupervisedSandbox):
     the next call). Thread-safe: queries run one at a time.
     """
 
-    dialect = "duckdb"  # a `languages.base.QueryEngine` that runs probes as they are written
+    dialect = SANDBOX_DIALECT  # a `languages.base.QueryEngine` that runs probes as they are written
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from coco_sql.errors import ConfigError
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.plugins import engine, engine_names
 from coco_sql.sqlkit.calls import check_functions, check_scalar_expression
 from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
@@ -60,7 +61,7 @@ class ValidationSpec:
     output_column: str
     allowed_functions: frozenset[str] = frozenset()
     relation: str = "input"
-    dialect: str = "duckdb"
+    dialect: str = SANDBOX_DIALECT
     # read-only tables beside the input relation, name -> columns (`tasks.references`: the training rows as
     # `examples` for AI tasks)
     references: Mapping[str, Mapping[str, str]] = field(default_factory=dict, hash=False)
@@ -151,7 +152,7 @@ def check_tables(tree: exp.Query, spec: ValidationSpec, table_functions: Iterabl
             _check_table(table, scope, relations, allowed_functions, only)
     for table in tree.find_all(exp.Table):
         if id(table) not in seen:
-            raise reject(f"table reference {table.sql('duckdb')!r} in an unsupported position; {only}")
+            raise reject(f"table reference {table.sql(SANDBOX_DIALECT)!r} in an unsupported position; {only}")
 
 
 def _check_table(table: exp.Table, scope: Scope, relations: set[str], functions: set[str], only: str) -> None:
@@ -162,10 +163,10 @@ def _check_table(table: exp.Table, scope: Scope, relations: set[str], functions:
             return
         raise reject(f"table function {name} is not allowed: {only}")
     if not isinstance(table.this, exp.Identifier):
-        raise reject(f"table source {table.sql('duckdb')!r} is not allowed: {only}")
+        raise reject(f"table source {table.sql(SANDBOX_DIALECT)!r} is not allowed: {only}")
     name = table.name
     if table.db or table.catalog:
-        raise reject(f"qualified table name {table.sql('duckdb')!r} is not allowed: {only}")
+        raise reject(f"qualified table name {table.sql(SANDBOX_DIALECT)!r} is not allowed: {only}")
     if isinstance(scope.sources.get(table.alias_or_name), Scope):
         return  # a reference to one of the query's CTEs
     if table.this.quoted and any(ch in name for ch in "./\\:*?"):

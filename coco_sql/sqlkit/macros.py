@@ -42,6 +42,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.allowlist import AI_SIGNATURES, BASE_FUNCTIONS
 from coco_sql.sqlkit.parsing import parse_statement
 from coco_sql.sqlkit.rejection import one_line
@@ -133,7 +134,7 @@ def _parse_macro(code: str, tokens: list[Token], dialect: str) -> Macro:
     body_at = _body_start(tokens, text)
     header = code[tokens[0].start : tokens[body_at - 1].start]
     try:
-        created = sqlglot.parse_one(f"{header} AS NULL", read="duckdb")
+        created = sqlglot.parse_one(f"{header} AS NULL", read=SANDBOX_DIALECT)
     except (ParseError, TokenError):
         raise _reject(
             f"could not parse macro header {one_line(header)!r}: expected CREATE MACRO name(a, b) with plain "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.bounds import parse_bounded
 from coco_sql.sqlkit.rejection import reject
 
@@ -116,5 +117,5 @@ def check_deterministic_constructs(tree: exp.Expression) -> None:
         if isinstance(node, exp.TableSample):
             raise reject("TABLESAMPLE / USING SAMPLE is not allowed: sampling is non-deterministic")
         if isinstance(node, (exp.Placeholder, exp.Parameter)):
-            name = node.sql(dialect="duckdb")
+            name = node.sql(dialect=SANDBOX_DIALECT)
             raise reject(f"query parameter {name!r} is not allowed: read values from the input relation")

@@ -27,6 +27,7 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.ai_binding import bind_ai_calls
 from coco_sql.sqlkit.bounds import recursion_guard
 from coco_sql.sqlkit.checks import ValidationSpec, as_query, checked_query
@@ -80,7 +81,7 @@ def check_output(tree: exp.Query, spec: ValidationSpec) -> list[str]:
         qualified = qualify(
             tree.copy(),
             schema=spec.schema,
-            dialect="duckdb",
+            dialect=SANDBOX_DIALECT,
             validate_qualify_columns=True,
             quote_identifiers=False,
         )
@@ -119,5 +120,5 @@ def validate_candidate(source: str, spec: ValidationSpec) -> ValidatedProgram:
         # copy=False: the generator would otherwise deep-copy the whole tree first (~10 ms on 200 lines). The
         # DuckDB generator does not rewrite a DuckDB tree, so the checked tree is the one that produced `sql`.
         bind_ai_calls(query)  # last: it adds to_json/list calls that the checks above would not know
-        sql = query.sql(dialect="duckdb", copy=False)
+        sql = query.sql(dialect=SANDBOX_DIALECT, copy=False)
     return ValidatedProgram(source=source, sql=sql, wrapped=wrapped, expression=query)

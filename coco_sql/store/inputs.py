@@ -22,6 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from coco_sql.errors import StoreError
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 
 MAX_RUN_ID = 2**63 - 1  # runs.run_id is a BIGINT
 
@@ -81,7 +82,7 @@ def _writes_or_calls(tree: exp.Expression) -> str | None:
         if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
             return f"{node.this.sql()[:60]} is not a table (table functions are not read)"
         if type(node).__name__ == "TableFromRows":  # Snowflake's TABLE(f(...))
-            return f"{node.sql(dialect='snowflake')[:60]} is not a table (table functions are not read)"
+            return f"{node.sql(dialect=DEPLOY_DIALECT)[:60]} is not a table (table functions are not read)"
         if isinstance(node, exp.Func) and _function_name(node).lower().startswith("coco_"):
             return f"it calls {_function_name(node)}, a coco-sql procedure"
     return None

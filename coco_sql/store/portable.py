@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import sqlglot
 from sqlglot import exp
 
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 from coco_sql.store.table_schema import table_columns
 
 if TYPE_CHECKING:
@@ -122,12 +123,12 @@ def null_order_differences(duckdb_sql: str, snowflake_sql: str) -> list[str]:
     """The ORDER BY keys (in queries and windows, in order) where the Snowflake text sorts NULLs elsewhere than
     the DuckDB text: each parse resolves its dialect's default (DuckDB: last; Snowflake: last ascending, first
     descending), so an implicit default that differs shows up as a difference."""
-    duckdb_keys = list(sqlglot.parse_one(duckdb_sql, read="duckdb").find_all(exp.Ordered))
-    snowflake_keys = list(sqlglot.parse_one(snowflake_sql, read="snowflake").find_all(exp.Ordered))
+    duckdb_keys = list(sqlglot.parse_one(duckdb_sql, read=SANDBOX_DIALECT).find_all(exp.Ordered))
+    snowflake_keys = list(sqlglot.parse_one(snowflake_sql, read=DEPLOY_DIALECT).find_all(exp.Ordered))
     if len(duckdb_keys) != len(snowflake_keys):
         return [f"{len(duckdb_keys)} ORDER BY keys in DuckDB, {len(snowflake_keys)} in Snowflake"]
     return [
-        f"ORDER BY {s.sql('snowflake')}: NULLs sort {_nulls(s)} in Snowflake, {_nulls(d)} in DuckDB"
+        f"ORDER BY {s.sql(DEPLOY_DIALECT)}: NULLs sort {_nulls(s)} in Snowflake, {_nulls(d)} in DuckDB"
         for d, s in zip(duckdb_keys, snowflake_keys, strict=True)
         if bool(d.args.get("nulls_first")) != bool(s.args.get("nulls_first"))
     ]

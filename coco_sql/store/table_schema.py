@@ -9,6 +9,7 @@ from functools import cache
 import sqlglot
 from sqlglot import exp
 
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.store.schema import schema_statements
 
 
@@ -24,14 +25,14 @@ def table_columns() -> dict[str, tuple[Column, ...]]:
     """table -> its columns in DDL order, for every CREATE TABLE of the schema."""
     tables: dict[str, tuple[Column, ...]] = {}
     for statement in schema_statements():
-        create = sqlglot.parse_one(statement, read="duckdb")
+        create = sqlglot.parse_one(statement, read=SANDBOX_DIALECT)
         if not (isinstance(create, exp.Create) and create.kind == "TABLE"):
             continue
         schema = create.this
         columns = tuple(
             Column(
                 name=definition.name,
-                type=definition.args["kind"].sql(dialect="duckdb"),
+                type=definition.args["kind"].sql(dialect=SANDBOX_DIALECT),
                 nullable=not any(
                     isinstance(c.kind, exp.NotNullColumnConstraint | exp.PrimaryKeyColumnConstraint)
                     for c in definition.constraints

@@ -51,6 +51,7 @@ import pandas as pd
 
 from coco_sql.errors import TaskError
 from coco_sql.options import AIFO_TASK_OPTIONS, TASK_OPTIONS, as_object, check_task_name
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 from coco_sql.plugins import kind, kind_names
 from coco_sql.sqlkit.calls import ai_functions_called
 from coco_sql.tasks.loader import TaskPack
@@ -214,7 +215,7 @@ def enabled_functions(options: Mapping[str, Any]) -> list[str]:
     """`allowed_functions` plus the AI functions the seed program calls (module docstring), each once; with no
     `allowed_functions` (or an empty list) and a seed that calls AI_CLASSIFY, also `EMBEDDING_FUNCTIONS`."""
     given = [str(f) for f in options.get("allowed_functions") or []]
-    dialect = str(options.get("dialect", "snowflake"))
+    dialect = str(options.get("dialect", DEPLOY_DIALECT))
     called = ai_functions_called(str(options.get("seed_program") or ""), dialect)
     if not given and "AI_CLASSIFY" in called:
         given = list(EMBEDDING_FUNCTIONS)
@@ -262,7 +263,7 @@ def _toml(
     lines = [
         f"name = {q(name)}",
         f"description = {q(str(options.get('description') or f'rows of {source}'))}",
-        f"dialect = {q(str(options.get('dialect', 'snowflake')))}",
+        f"dialect = {q(str(options.get('dialect', DEPLOY_DIALECT)))}",
         "[data]",
         'pool = "data/pool.csv"',
         *(['test = "data/test.csv"'] if options.get("test_source") is not None else []),

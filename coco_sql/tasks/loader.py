@@ -75,6 +75,7 @@ import duckdb
 
 from coco_sql.errors import TaskError
 from coco_sql.options import PACK_NAME, PACK_RUN_OPTIONS, RUN_OPTIONS, SPLIT_SEED, TASK_NAME, TIMEOUT_SECONDS
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.plugins import BUILTIN_ENGINES, engine_names, kind, kind_names
 from coco_sql.tasks.catalog import TASK_FILE
 from coco_sql.tasks.coerce import CONTRACT_TYPES, DEFAULT_LIST_SEPARATOR
@@ -324,7 +325,7 @@ def _load_pack(root: Path, *, registered: bool = False) -> TaskPack:
         raise reader.error("description", "must be a single non-empty line")
     language = reader.choice(doc, "language", kind_names(), "sql")
     task_keys = kind(language).task_keys
-    dialect = reader.choice(doc, "dialect", engine_names(), "duckdb")
+    dialect = reader.choice(doc, "dialect", engine_names(), SANDBOX_DIALECT)
     for other in kind_names():
         if other in doc and other != language:
             raise reader.error(other, f"only a task with language = {other!r} has this table")

@@ -37,6 +37,7 @@ from sqlglot import exp
 from coco_sql.languages.agent_spec.scoring import requested_decimals
 from coco_sql.languages.agent_spec.smoke import SMOKE_QUESTION, SMOKE_SQL, SMOKE_TOOL
 from coco_sql.llm.scripted_server import Turn
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 
 NUMBER = r"(?P<value>\d+(?:\.\d+)?)"
 #: The fee questions' shapes (DABStep's templates; scripts/dabstep_questions.py maps them to reference answers).
@@ -201,7 +202,7 @@ def _verified(template: str, groups: Mapping[str, str], system: str) -> str | No
                 return exp.Literal.string(new) if node.is_string else exp.Literal.number(new)
             return node
 
-        return sqlglot.parse_one(sql, read="snowflake").transform(put).sql(dialect="snowflake")
+        return sqlglot.parse_one(sql, read=DEPLOY_DIALECT).transform(put).sql(dialect=DEPLOY_DIALECT)
     return None
 
 

@@ -43,6 +43,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.languages.agent_spec.prompt import documents_text, semantic_model_text, tool_tables_text
 from coco_sql.languages.agent_spec.spec import MAX_SPEC_BYTES, AgentSpec, Tool, dump_yaml, tool_spec
 from coco_sql.languages.agent_spec.toolsql import TableSchemas
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 
 SQL_TYPES = {"string": "VARCHAR", "number": "FLOAT", "integer": "NUMBER", "boolean": "BOOLEAN"}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,254}$")
@@ -84,11 +85,11 @@ class CortexExport:
 
 def export_cortex_agent(
     spec: AgentSpec, *, name: str, database: str, schema: str, warehouse: str, tables: TableSchemas,
-    dialect: str = "snowflake", comment: str = "", analyst_tool: bool = False, query_timeout: int = 60,
+    dialect: str = DEPLOY_DIALECT, comment: str = "", analyst_tool: bool = False, query_timeout: int = 60,
 ) -> CortexExport:  # fmt: skip
     """The SQL script that creates the agent of `spec` and its tools in `database`.`schema` (see the module
     docstring); ConfigError for a name that is not a plain identifier, or a spec that cannot be exported."""
-    if dialect != "snowflake":
+    if dialect != DEPLOY_DIALECT:
         raise ConfigError(f"export to Snowflake needs a spec whose SQL is Snowflake SQL, not {dialect}")
     for label, value in (
         ("agent name", name),
@@ -158,7 +159,7 @@ def sqlglot_reading(statement: str) -> str:
     """How sqlglot (Snowflake dialect) reads one statement: its expression type (``Create``, ``Grant``; ``Command``
     where sqlglot has no grammar for it), or ``error: ...`` where it cannot parse it."""
     try:
-        expressions = [e for e in sqlglot.parse(statement, read="snowflake") if e is not None]
+        expressions = [e for e in sqlglot.parse(statement, read=DEPLOY_DIALECT) if e is not None]
     except SqlglotError as error:
         return f"error: {' '.join(str(error).split())[:200]}"
     return " ".join(type(e).__name__ for e in expressions)
@@ -194,14 +195,14 @@ def _tool_statements(tool: Tool, agent: str, where: str) -> list[str]:
 def qualified(sql: str, where: str) -> str:
     """`sql` with each table that is not one of its CTEs read from `where` (``fees`` -> ``DB.S.fees``): a
     procedure's query must not depend on the caller's current schema."""
-    tree = sqlglot.parse_one(sql, read="snowflake")
+    tree = sqlglot.parse_one(sql, read=DEPLOY_DIALECT)
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     database, schema = where.split(".")
     for table in tree.find_all(exp.Table):
         if not table.db and isinstance(table.this, exp.Identifier) and table.name.lower() not in ctes:
             table.set("db", exp.to_identifier(schema))
             table.set("catalog", exp.to_identifier(database))
-    return tree.sql(dialect="snowflake")
+    return tree.sql(dialect=DEPLOY_DIALECT)
 
 
 def _view_name(spec: AgentSpec, agent: str) -> str:

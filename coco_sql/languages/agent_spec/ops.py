@@ -46,6 +46,7 @@ from coco_sql.languages.agent_spec.spec import (
     VerifiedQuery,
 )
 from coco_sql.languages.agent_spec.trace import checked_queries, read_sections
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 
 
 @dataclass(frozen=True)
@@ -190,11 +191,11 @@ def add_document_sections(
 def shape(sql: str) -> str:
     """A query with its literals blanked, for comparing queries that differ only in their values."""
     try:
-        tree = sqlglot.parse_one(sql, read="snowflake")
+        tree = sqlglot.parse_one(sql, read=DEPLOY_DIALECT)
     except SqlglotError:
         return " ".join(sql.split())
     blanked = tree.transform(lambda n: exp.Placeholder() if isinstance(n, exp.Literal) else n)
-    return blanked.sql(dialect="snowflake")
+    return blanked.sql(dialect=DEPLOY_DIALECT)
 
 
 def _with_tool(spec: AgentSpec, index: int, tool: Any, description: str) -> Draft:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from coco_sql.languages.agent_spec.spec import AgentSpec, Tool
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 
-DIALECT_NAMES = {"snowflake": "Snowflake SQL", "duckdb": "DuckDB SQL"}
+DIALECT_NAMES = {DEPLOY_DIALECT: "Snowflake SQL", SANDBOX_DIALECT: "DuckDB SQL"}
 
 
 def system_prompt(spec: AgentSpec, schemas: Mapping[str, Mapping[str, str]], dialect: str) -> str:

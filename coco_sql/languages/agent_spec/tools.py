@@ -27,6 +27,7 @@ from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.languages.agent_spec.spec import FREE_SQL_PARAMETER, AgentSpec, Tool
 from coco_sql.languages.agent_spec.toolsql import CheckedQuery, TableSchemas, bind_query, check_query
 from coco_sql.llm.providers.base import ToolCall, ToolSpec
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 from coco_sql.sandbox.database import Sandbox, SandboxLimits
 
 
@@ -131,7 +132,7 @@ class ToolBox:
 
     def __init__(
         self, spec: AgentSpec, tables: Mapping[str, pd.DataFrame], schemas: TableSchemas,
-        *, dialect: str = "snowflake", limits: ToolLimits | None = None, queries: ToolQueries | None = None,
+        *, dialect: str = DEPLOY_DIALECT, limits: ToolLimits | None = None, queries: ToolQueries | None = None,
     ) -> None:  # fmt: skip
         self.spec = spec
         self.limits = limits or ToolLimits()

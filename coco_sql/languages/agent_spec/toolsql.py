@@ -25,6 +25,7 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.calls import check_functions
 from coco_sql.sqlkit.checks import ValidationSpec, check_tables
 from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
@@ -184,14 +185,14 @@ def _checked(
         qualify(
             query.copy(),
             schema=schema,
-            dialect="duckdb",
+            dialect=SANDBOX_DIALECT,
             validate_qualify_columns=True,
             quote_identifiers=False,
         )
     except OptimizeError as error:
         raise CandidateRejected(one_line(f"column check failed: {error}; {_columns(schema)}")) from None
     read = {t.name.lower() for t in query.find_all(exp.Table)} & {n.lower() for n in names}
-    return CheckedQuery(source=source, runnable=query.sql(dialect="duckdb"), tables=frozenset(read))
+    return CheckedQuery(source=source, runnable=query.sql(dialect=SANDBOX_DIALECT), tables=frozenset(read))
 
 
 def _columns(schema: Mapping[str, Mapping[str, str]]) -> str:

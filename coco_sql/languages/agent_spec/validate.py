@@ -33,9 +33,10 @@ from coco_sql.languages.agent_spec.spec import (
     reject,
 )
 from coco_sql.languages.agent_spec.toolsql import TableSchemas, check_query
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 
 
-def validate_spec(spec: AgentSpec, tables: TableSchemas, *, dialect: str = "snowflake") -> AgentSpec:
+def validate_spec(spec: AgentSpec, tables: TableSchemas, *, dialect: str = DEPLOY_DIALECT) -> AgentSpec:
     """`spec` when it is valid for a task with `tables` (name -> column -> type); CandidateRejected otherwise."""
     if not spec.tools:
         raise reject(

@@ -43,6 +43,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import traverse_scope
 
 from coco_sql.errors import ConfigError, EvaluationError
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 
 if TYPE_CHECKING:
     from coco_sql.languages.agent_spec.toolsql import CheckedQuery
@@ -139,7 +140,7 @@ class SplitProbes:
     question rows as the relation ``input``, staged in the warehouse on the first probe and dropped by `close`:
     inside a procedure the evaluator's own DuckDB sandbox would start a process."""
 
-    dialect = "snowflake"
+    dialect = DEPLOY_DIALECT
 
     def __init__(self, engine: CandidateEngine, split: str, rows: pd.DataFrame) -> None:
         self._engine = engine

@@ -18,6 +18,7 @@ from coco_sql.errors import CandidateRejected
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.render import render_models
 from coco_sql.languages.dbt.yaml_check import check_yaml
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.plugins import deploy_engine
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def deploy_findings(
     """Every finding of every model of project `code` (written in `dialect`, else the dbt `task`'s; without a
     task, DuckDB's), each `where` followed by the model's path."""
     spec = task.kind_data.spec if task is not None else None
-    dialect = dialect or (spec.dialect if spec is not None else "duckdb")
+    dialect = dialect or (spec.dialect if spec is not None else SANDBOX_DIALECT)
     try:
         project = DbtProject.from_text(code)
         properties = check_yaml(project)

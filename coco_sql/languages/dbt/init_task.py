@@ -26,6 +26,7 @@ import pandas as pd
 from coco_sql.errors import CocoError, TaskError
 from coco_sql.languages.dbt.init_infer import choose_split, infer_key
 from coco_sql.languages.dbt.init_scan import SEED_SOURCE, ProjectScan, scan
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 
 MADE = ".coco"
 
@@ -219,7 +220,7 @@ def _write(project: ProjectScan, options: InitOptions, out: Path, name: str, tab
     (out / "expected").mkdir(parents=True, exist_ok=True)
     lines = [f"name = {json.dumps(name)}",
              f"description = {json.dumps(f'dbt project {project.name} (coco-sql init dbt)')}",
-             'language = "dbt"', 'dialect = "duckdb"', "",
+             'language = "dbt"', f'dialect = "{SANDBOX_DIALECT}"', "",
              "[program]", f"seed = {json.dumps(Path(os.path.relpath(options.project, out)).as_posix())}",
              "timeout_seconds = 120.0", ""]  # fmt: skip
     with duckdb.connect(":memory:") as con:

@@ -34,6 +34,7 @@ import sqlglot
 from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 
 _MACRO = re.compile(r"\{%-?\s*macro\s+([A-Za-z_]\w*)\s*\(.*?\{%-?\s*endmacro\s*-?%\}", re.S)
 _BLOCKS = re.compile(r"\{%-?\s*(test|materialization|snapshot)\b.*?\{%-?\s*end\1\s*-?%\}", re.S)
@@ -298,7 +299,7 @@ def run_constant(sql: str) -> list[tuple[Any, ...]]:
     from coco_sql.sandbox.lockdown import LOCKDOWN
 
     try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
+        tree = sqlglot.parse_one(sql, read=SANDBOX_DIALECT)
     except sqlglot.errors.SqlglotError as error:
         raise CandidateRejected(
             f"a query run while rendering does not parse: {str(error).splitlines()[0]}"

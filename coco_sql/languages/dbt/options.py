@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from coco_sql.options import MAX_TIMEOUT_S, SPLIT_SEED, Option, OptionTable
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 
 TASK_OPTIONS = OptionTable(
     "coco_task(name, NULL, {'kind': 'dbt', ...}): a dbt project over several tables",
@@ -26,8 +27,8 @@ TASK_OPTIONS = OptionTable(
                example="['shop.orders.customer_id -> shop.customers.id']"),
         Option("allowed_functions", "strings", [], "functions the models may use on top of the base list "
                "(AI functions)", example="['AI_CLASSIFY']"),
-        Option("dialect", "choice", "snowflake", "the dialect the models are written in",
-               choices=("snowflake", "duckdb"), example="'duckdb'"),
+        Option("dialect", "choice", DEPLOY_DIALECT, "the dialect the models are written in",
+               choices=(DEPLOY_DIALECT, SANDBOX_DIALECT), example=f"'{SANDBOX_DIALECT}'"),
         Option("train_fraction", "number", 0.5, "the share of entities in train", low=0, high=1, open_low=True,
                open_high=True, example="0.6"),
         Option("test_fraction", "number", 0.2, "the share of entities in test", low=0, high=1, open_low=True,

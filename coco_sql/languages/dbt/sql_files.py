@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.spans import Change, SpannedSql, tokens_of
 
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
@@ -57,7 +58,7 @@ class EditableFile:
         """Each macro body's (macro name, offset, tokens), for token edits in macro files."""
         found = []
         for name, (start, end) in self.macros.items():
-            tokens = tokens_of(self.masked[start:end], "duckdb")
+            tokens = tokens_of(self.masked[start:end], SANDBOX_DIALECT)
             if tokens is not None:
                 found.append((name, start, list(tokens)))
         return found

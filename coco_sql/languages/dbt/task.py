@@ -44,6 +44,7 @@ from coco_sql.languages.dbt.project import DbtProject, upstream_models
 from coco_sql.languages.dbt.validate import DbtSpec
 from coco_sql.languages.dbt.yaml_check import check_yaml
 from coco_sql.options import SPLIT_SEED, TIMEOUT_SECONDS
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 from coco_sql.tasks.pack_files import Reader
 from coco_sql.tasks.splits import SPLIT_NAMES, Split, partition_ids
 
@@ -364,7 +365,7 @@ def assemble_dbt_task(reader: Reader, doc: Mapping[str, Any], read: DbtTables, *
     from coco_sql.tasks.loader import Contract, TaskPack
 
     name = reader.get(doc, "name", str)
-    dialect = reader.choice(doc, "dialect", ("duckdb", "snowflake"), "duckdb")
+    dialect = reader.choice(doc, "dialect", (SANDBOX_DIALECT, DEPLOY_DIALECT), SANDBOX_DIALECT)
     program = reader.table(doc, "program", ("seed", "allowed_functions", "timeout_seconds"))
     functions = frozenset(str(f).upper() for f in reader.get(program, "program.allowed_functions", list, []))
     timeout = float(reader.bounded(program, "program.timeout_seconds", TIMEOUT_SECONDS))

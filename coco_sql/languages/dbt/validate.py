@@ -43,6 +43,7 @@ from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.render import REF_PREFIX, SEEDS, SOURCE_PREFIX, RenderedModel, render_models
 from coco_sql.languages.dbt.run_form import Relation
 from coco_sql.languages.dbt.yaml_check import ProjectYaml, check_yaml
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.ai_binding import UDFS, bind_ai_calls
 from coco_sql.sqlkit.bounds import recursion_guard
 from coco_sql.sqlkit.checks import ValidationSpec, checked_trees
@@ -67,7 +68,7 @@ class DbtSpec:
     """What a task allows a project: its SQL dialect, extra functions (AI), the sources' columns (optional: enables
     column checks) and, per target model, the columns it must return."""
 
-    dialect: str = "duckdb"
+    dialect: str = SANDBOX_DIALECT
     allowed_functions: frozenset[str] = frozenset()
     source_columns: Mapping[tuple[str, str], Mapping[str, str]] | None = field(default=None, hash=False)
     targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
@@ -317,7 +318,7 @@ def _check_model(
             if all(value is not None for value in relations.values()):
                 columns = _columns(query, model, {k: v for k, v in relations.items() if v is not None})
             bind_ai_calls(query)
-            sql = query.sql(dialect="duckdb", copy=False, pretty=True, comments=False)
+            sql = query.sql(dialect=SANDBOX_DIALECT, copy=False, pretty=True, comments=False)
             pieces = _restore_relations(sql, query, model)
         _check_duckdb_parses(sql, parser)
         upstream[model.name] = columns
@@ -371,7 +372,7 @@ def _columns(
         qualified = qualify(
             tree,
             schema={name: dict(columns) for name, columns in relations.items()},
-            dialect="duckdb",
+            dialect=SANDBOX_DIALECT,
             validate_qualify_columns=True,
             quote_identifiers=False,
         )

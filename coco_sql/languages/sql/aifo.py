@@ -38,6 +38,7 @@ from coco_sql.engines.snowflake.aifo import (
     scalar_expression,
 )
 from coco_sql.errors import TaskError
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 
 SETTINGS_KEY = "aifo"  # the [sql.aifo] table of a task.toml
 SCORERS = {"exact_match": "exact"}  # the spec's metric -> coco-sql's scorer
@@ -139,13 +140,13 @@ class SpecTasks:
         output = str(given.get("output") or label)
         arguments = _argument_columns(name, spec, definition)
         body = _over_columns(name, _body(spec, definition), arguments)
-        seed = f"SELECT\n  id,\n  {body}\n    AS {exp.to_identifier(output).sql('snowflake')}\nFROM input"
+        seed = f"SELECT\n  id,\n  {body}\n    AS {exp.to_identifier(output).sql(DEPLOY_DIALECT)}\nFROM input"
         derived: dict[str, Any] = {
             "label": label,
             "seed_program": seed,
             "input_columns": list(dict.fromkeys(column for _, column in arguments)),
             "scorer": SCORERS[spec.metric],
-            "dialect": "snowflake",
+            "dialect": DEPLOY_DIALECT,
         }
         if definition is not None:
             contract = _contract_type(definition.returns)
@@ -278,7 +279,7 @@ def _over_columns(name: str, body: str, arguments: list[tuple[str, str]]) -> str
                 f"task {name!r}: the function's body reads {column.name!r}, which is not an argument"
             )
         column.replace(exp.column(exp.to_identifier(columns[column.name.lower()])))
-    return tree.sql(dialect="snowflake")
+    return tree.sql(dialect=DEPLOY_DIALECT)
 
 
 def _contract_type(returns: str) -> str | None:
@@ -336,4 +337,4 @@ def ai_function_body(program: str, dialect: str, arguments: Mapping[str, str], o
         if argument is None:
             raise TaskError(f"the output reads {column.name!r}, which no argument of the AI function carries")
         column.replace(exp.column(exp.to_identifier(argument)))
-    return body.sql(dialect="snowflake", pretty=True)
+    return body.sql(dialect=DEPLOY_DIALECT, pretty=True)

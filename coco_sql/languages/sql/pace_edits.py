@@ -13,6 +13,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
 from coco_sql.errors import CandidateRejected
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.primitives.library import Primitive
 from coco_sql.sqlkit.macros import called_macros, normalised, split_macros
 from coco_sql.sqlkit.parsing import parse_statement
@@ -70,7 +71,7 @@ def sql_replace_calls(code: str, target: Primitive, replacement: Primitive, dial
     return code
 
 
-def refactor_into_call(code: str, primitive: Primitive, *, dialect: str = "duckdb") -> str | None:
+def refactor_into_call(code: str, primitive: Primitive, *, dialect: str = SANDBOX_DIALECT) -> str | None:
     """A SQL program with every occurrence of `primitive`'s body over its own parameter names (the guard it was
     extracted from, say) replaced by a call `p_x(col, ...)`, and the definition added: a behaviour-preserving
     use of the primitive (an offline P1 insertion). None when the body does not occur."""

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
 from coco_sql.languages.sql.pace_edits import sql_parts
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.primitives.adopt import library_name
 from coco_sql.primitives.extraction import Candidate, choose, short_name
 from coco_sql.primitives.library import Primitive, PrimitiveLibrary
@@ -50,7 +51,7 @@ def _guard_nodes(query: exp.Expression) -> list[exp.Expression]:
 
 
 def sql_guards(
-    code: str, *, dialect: str = "duckdb", macro_names: frozenset[str] = frozenset()
+    code: str, *, dialect: str = SANDBOX_DIALECT, macro_names: frozenset[str] = frozenset()
 ) -> list[Candidate]:
     """The guards of a SQL program that qualify for extraction, largest first (then in written order), one per
     distinct text. A guard qualifies when it reads at least one column, has at least MIN_GUARD_NODES nodes, is

@@ -13,6 +13,7 @@ Snowflake forms and dbt keep Cortex's spelling: they run on Cortex.
 from __future__ import annotations
 
 from coco_sql.languages import language_for
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.calls import ai_functions_called
 from coco_sql.tasks import TaskPack
 
@@ -30,4 +31,4 @@ def bound_program(code: str, dialect: str, form: str, pack: TaskPack) -> tuple[s
         f"-- coco-sql: calls the AI functions {', '.join(called)} as the run evaluated them (JSON arguments);\n"
         "-- run it on a connection from coco_sql.connect(path), which installs them (plain DuckDB has none)\n"
     )
-    return runnable, "duckdb", header
+    return runnable, SANDBOX_DIALECT, header

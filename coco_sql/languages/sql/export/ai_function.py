@@ -37,6 +37,7 @@ from coco_sql.engines.snowflake.aifo import (
 )
 from coco_sql.errors import TaskError
 from coco_sql.languages.sql.aifo import RETURNS, AifoSettings, ai_function_body
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 from coco_sql.sqlkit.macros import expand_program
 
 if TYPE_CHECKING:
@@ -142,8 +143,8 @@ def check_statement(
 
 
 def _snowflake_type(duckdb_type: str) -> str:
-    return exp.DataType.build(duckdb_type, dialect="duckdb").sql(dialect="snowflake")
+    return exp.DataType.build(duckdb_type, dialect=SANDBOX_DIALECT).sql(dialect=DEPLOY_DIALECT)
 
 
 def _duckdb_type(snowflake_type: str) -> str:
-    return exp.DataType.build(snowflake_type, dialect="snowflake").sql(dialect="duckdb")
+    return exp.DataType.build(snowflake_type, dialect=DEPLOY_DIALECT).sql(dialect=SANDBOX_DIALECT)

@@ -54,6 +54,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from coco_sql.errors import ConfigError
 from coco_sql.languages.sql.export.references import reads_table, ship_table
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 from coco_sql.plugins import engine
 from coco_sql.sqlkit.macros import expand_program
 from coco_sql.sqlkit.relations import over_source
@@ -63,11 +64,11 @@ FORMS = ("sql", "duckdb_view", "duckdb_macro", "snowflake_view", "snowflake_func
 OTHER_FORMS = ("snowflake_ai_function", "snowflake_experiment")
 _DBT_PLACEHOLDER = "coco_dbt_source"
 _TARGETS = {
-    "duckdb_view": "duckdb",
-    "duckdb_macro": "duckdb",
-    "snowflake_view": "snowflake",
-    "snowflake_function": "snowflake",
-    "dbt": "snowflake",
+    "duckdb_view": SANDBOX_DIALECT,
+    "duckdb_macro": SANDBOX_DIALECT,
+    "snowflake_view": DEPLOY_DIALECT,
+    "snowflake_function": DEPLOY_DIALECT,
+    "dbt": DEPLOY_DIALECT,
 }
 T = exp.DataType.Type
 # sqlglot's inferred (or a contract's) type -> the UDTF column type; anything else is VARIANT.
@@ -118,7 +119,7 @@ def export_bundle(
     columns -> the source's name for it (the module docstring; None or the same names: read as they are)."""
     if form not in FORMS:
         raise ConfigError(f"unknown export form {form!r} (known: {', '.join(FORMS + OTHER_FORMS)})")
-    if form == "sql" and dialect == "duckdb":
+    if form == "sql" and dialect == SANDBOX_DIALECT:
         return Exported(
             code
         )  # ships its primitives: DuckDB runs the CREATE MACRO statements before the query
@@ -129,7 +130,9 @@ def export_bundle(
     reads = source_table(source, target)
     program = sqlglot.parse_one(code, read=dialect)
     own = engine(dialect).checks
-    if own is not None and target == "duckdb":  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
+    if (
+        own is not None and target == SANDBOX_DIALECT
+    ):  # sqlglot alone gets FLATTEN, `:` paths and VECTOR_* wrong
         program = own.load().to_duckdb(program, frozenset())
     relation: str | exp.Table = _DBT_PLACEHOLDER if form == "dbt" else reads
     tables, files, refs = "", {}, {_DBT_PLACEHOLDER: reads}
@@ -149,7 +152,9 @@ def export_bundle(
         program = _id_renamed(program, (source_columns or {}).get("id", "id"))
         relation = _projection(relation, source_columns or {})
     body = over_source(program, relation).sql(dialect=target, pretty=True)
-    header = "".join(f"-- {line}\n" for line in note.splitlines()) if note and target == "snowflake" else ""
+    header = (
+        "".join(f"-- {line}\n" for line in note.splitlines()) if note and target == DEPLOY_DIALECT else ""
+    )
     if form == "dbt":
         return Exported(_dbt(body, refs, header), files)
     identifier = exp.to_identifier(name).sql(dialect=target)
@@ -182,7 +187,7 @@ def _udtf(
     typed = f"SELECT\n  {casts}\nFROM (\n{body}\n) AS coco_udtf"
     return _checked(
         f"CREATE OR REPLACE FUNCTION {identifier}()\nRETURNS TABLE ({returns})\nAS $$\n{typed}\n$$",
-        "snowflake",
+        DEPLOY_DIALECT,
         typed,
     )
 
@@ -215,14 +220,14 @@ def _dbt(body: str, refs: Mapping[str, exp.Table], header: str = "") -> str:
     """The model: each placeholder of `refs` replaced by `{{ ref('name') }}` for a plain name, else the table's SQL
     name, inside `{% raw %}` when it holds a Jinja delimiter (a quoted name may), so Jinja never evaluates it.
     Placeholders are replaced longest first (the examples' placeholder extends the source's)."""
-    sqlglot.parse_one(body, read="snowflake")  # the model minus its Jinja parses as Snowflake SQL
+    sqlglot.parse_one(body, read=DEPLOY_DIALECT)  # the model minus its Jinja parses as Snowflake SQL
     for placeholder in sorted(refs, key=len, reverse=True):
         body = body.replace(placeholder, _dbt_reference(refs[placeholder]))
     return "{{ config(materialized='view') }}\n\n" + header + body + "\n"
 
 
 def _dbt_reference(table: exp.Table) -> str:
-    name = table.sql(dialect="snowflake")
+    name = table.sql(dialect=DEPLOY_DIALECT)
     if len(table.parts) == 1 and re.fullmatch(r"\w+", name):
         return "{{ ref('" + name + "') }}"
     if any(mark in name for mark in ("{{", "}}", "{%", "%}", "{#", "#}")):
@@ -249,12 +254,13 @@ def _udtf_columns(
         )
     typed = _typed_program(program, dialect, schema)
     known_types = {
-        key.lower(): exp.DataType.build(value, dialect="duckdb") for key, value in (known or {}).items()
+        key.lower(): exp.DataType.build(value, dialect=SANDBOX_DIALECT)
+        for key, value in (known or {}).items()
     }
     declared = []
     for column_name, select in zip(names, typed.selects, strict=True):
         kind = known_types.get(column_name.lower(), select.type)
-        declared.append((exp.to_identifier(column_name).sql(dialect="snowflake"), _udtf_type(kind)))
+        declared.append((exp.to_identifier(column_name).sql(dialect=DEPLOY_DIALECT), _udtf_type(kind)))
     return declared
 
 
@@ -265,7 +271,8 @@ def _typed_program(
     when it qualifies against it (a column passed through from the source gets the source's type)."""
     tables = {
         table: {
-            column: exp.DataType.build(kind, dialect="duckdb").sql(dialect) for column, kind in cols.items()
+            column: exp.DataType.build(kind, dialect=SANDBOX_DIALECT).sql(dialect)
+            for column, kind in cols.items()
         }
         for table, cols in schema.items()
         if cols

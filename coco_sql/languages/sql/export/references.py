@@ -32,6 +32,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
+from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 from coco_sql.stage import EXPORTS, STAGE
 
 _SNOWFLAKE_CASTS = {"VARCHAR": "VARCHAR", "BIGINT": "NUMBER", "INTEGER": "NUMBER", "DOUBLE": "FLOAT"}
@@ -65,9 +66,9 @@ def ship_table(name: str, rows: pd.DataFrame, columns: Mapping[str, str], form: 
         {column: _plain(value) for column, value in zip(columns, values, strict=True)}
         for values in rows[list(columns)].itertuples(index=False, name=None)
     ]
-    if form == "duckdb":
+    if form == SANDBOX_DIALECT:
         return Shipped(create_table(name, records, columns), name)
-    if form == "snowflake":
+    if form == DEPLOY_DIALECT:
         return _staged(name, records, columns)
     if form == "dbt":
         return _seed(name, records, columns)
@@ -76,21 +77,21 @@ def ship_table(name: str, rows: pd.DataFrame, columns: Mapping[str, str], form: 
 
 def create_table(name: str, records: list[dict[str, object]], columns: Mapping[str, str]) -> str:
     """`CREATE OR REPLACE TABLE name AS SELECT * FROM (VALUES ...)` in DuckDB, parsed back."""
-    identifier = exp.to_identifier(name).sql("duckdb")
+    identifier = exp.to_identifier(name).sql(SANDBOX_DIALECT)
     tuples = ",\n  ".join(
-        "(" + ", ".join(exp.convert(r[c]).sql("duckdb") for c in columns) + ")" for r in records
+        "(" + ", ".join(exp.convert(r[c]).sql(SANDBOX_DIALECT) for c in columns) + ")" for r in records
     )
-    names = ", ".join(exp.to_identifier(c).sql("duckdb") for c in columns)
+    names = ", ".join(exp.to_identifier(c).sql(SANDBOX_DIALECT) for c in columns)
     statement = f"CREATE OR REPLACE TABLE {identifier} AS\nSELECT * FROM (VALUES\n  {tuples}) AS v({names})"
-    sqlglot.parse_one(statement, read="duckdb")
+    sqlglot.parse_one(statement, read=SANDBOX_DIALECT)
     return statement + ";\n"
 
 
 def _staged(name: str, records: list[dict[str, object]], columns: Mapping[str, str]) -> Shipped:
     """The rows as `<name>.jsonl` in the user stage, loaded by COPY INTO a typed table."""
-    identifier = exp.to_identifier(name).sql("snowflake")
+    identifier = exp.to_identifier(name).sql(DEPLOY_DIALECT)
     file = f"{name}.jsonl"
-    names = [exp.to_identifier(c).sql("snowflake") for c in columns]
+    names = [exp.to_identifier(c).sql(DEPLOY_DIALECT) for c in columns]
     kinds = [_SNOWFLAKE_CASTS.get(t.upper(), "VARIANT") for t in columns.values()]
     fields = ", ".join(f"$1:{n}::{k}" for n, k in zip(names, kinds, strict=True))
     located = f"@{STAGE}/{EXPORTS}/{file}"
@@ -101,7 +102,7 @@ def _staged(name: str, records: list[dict[str, object]], columns: Mapping[str, s
         "FILE_FORMAT = (TYPE = JSON)",
     ]
     for statement in statements:
-        sqlglot.parse_one(statement, read="snowflake")
+        sqlglot.parse_one(statement, read=DEPLOY_DIALECT)
     note = (
         f"-- The table's rows ship as the file {file} ({len(records)} rows, one JSON object each): once the stage\n"
         f"-- exists, PUT file://{file} @{STAGE}/{EXPORTS}/ AUTO_COMPRESS = FALSE OVERWRITE = TRUE; (SnowSQL, or\n"
@@ -134,7 +135,7 @@ def _seed(name: str, records: list[dict[str, object]], columns: Mapping[str, str
 
 
 def _typed(column: str, kind: str) -> str:
-    name = exp.to_identifier(column).sql("snowflake")
+    name = exp.to_identifier(column).sql(DEPLOY_DIALECT)
     cast = _SNOWFLAKE_CASTS.get(kind.upper(), "VARIANT")
     if cast in ("ARRAY", "VARIANT"):
         return f"PARSE_JSON({name})::{cast} AS {name}"

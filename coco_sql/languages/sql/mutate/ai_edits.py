@@ -48,6 +48,7 @@ from coco_sql.languages.sql.mutate.guard_rules import (
     support,
 )
 from coco_sql.languages.sql.mutate.label_words import distinctive_words
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.literals import to_node, to_python
 
 SHRINK_SIZES = (16, 64)  # the example subsets `shrink_examples` offers
@@ -146,7 +147,8 @@ def _with_guard(
 
     def condition() -> exp.Expression:
         return exp.ILike(
-            this=exp.maybe_parse(input_sql, dialect="duckdb"), expression=exp.Literal.string(f"%{word}%")
+            this=exp.maybe_parse(input_sql, dialect=SANDBOX_DIALECT),
+            expression=exp.Literal.string(f"%{word}%"),
         )
 
     return _guarded(index, condition, label)
@@ -160,7 +162,7 @@ def _with_similarity_guard(
     def condition() -> exp.Expression:
         similarity = exp.Anonymous(
             this="AI_SIMILARITY",
-            expressions=[exp.maybe_parse(input_sql, dialect="duckdb"), exp.Literal.string(text)],
+            expressions=[exp.maybe_parse(input_sql, dialect=SANDBOX_DIALECT), exp.Literal.string(text)],
         )
         return exp.GT(this=similarity, expression=exp.Literal.number(round(threshold, 4)))
 

@@ -59,6 +59,7 @@ from coco_sql.languages.sql.mutate.proxy_edits import (
 )
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.search.label_noise import likely_errors
 
@@ -314,7 +315,7 @@ def with_similarities(
         text = prototypes.get(missed)
         if text is None or missed in similarities:
             continue
-        literal = exp.Literal.string(text).sql(dialect="duckdb")
+        literal = exp.Literal.string(text).sql(dialect=SANDBOX_DIALECT)
         sql = (
             f"SELECT CAST(id AS VARCHAR), AI_SIMILARITY(to_json(CAST(({view.input_sql}) AS VARCHAR)), "
             f"to_json({literal}), NULL) FROM ({view.scope_sql}) AS s"
@@ -380,7 +381,7 @@ def training_views(
         scope = scope_probe(query, select) if select is not None else None
         if scope is None:
             continue
-        input_sql = argument.sql(dialect="duckdb")
+        input_sql = argument.sql(dialect=SANDBOX_DIALECT)
         try:
             result = env.probe(
                 f"SELECT CAST(id AS VARCHAR), CAST(({input_sql}) AS VARCHAR) FROM ({scope}) AS s"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from sqlglot import exp
 
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.sqlkit.ai_binding import bind_ai_calls
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
@@ -87,7 +88,7 @@ def scope_probe(query: exp.Expression, select: exp.Select) -> str | None:
     ctes = query.args.get("with_")
     if ctes is not None:
         probe.set("with_", ctes.copy())
-    return bind_ai_calls(probe).sql(dialect="duckdb")
+    return bind_ai_calls(probe).sql(dialect=SANDBOX_DIALECT)
 
 
 def literal(value: object) -> exp.Expression | None:
@@ -116,7 +117,7 @@ def _insert_arm(case: exp.Case, arm: exp.If) -> None:
 
 
 def _arm_keys(case: exp.Case) -> set[str]:
-    return {arm.sql(dialect="duckdb") for arm in case.args.get("ifs") or []}
+    return {arm.sql(dialect=SANDBOX_DIALECT) for arm in case.args.get("ifs") or []}
 
 
 def repoint(
@@ -145,7 +146,7 @@ def repoint(
 def _value_key(value: object) -> str:
     """The SQL of the literal `repoint` sets for `value` ("" for NULL, which it refuses)."""
     new = literal(value)
-    return "" if new is None else new.sql(dialect="duckdb")
+    return "" if new is None else new.sql(dialect=SANDBOX_DIALECT)
 
 
 def _with_arm(case_index: int, arm: exp.If) -> Callable[[exp.Expression], exp.Expression]:
@@ -191,7 +192,7 @@ def duplicate_guard(
                 if memo_key not in repointed:
                     condition = repoint(source.this, column, scope.target_row.get)
                     repointed[memo_key] = (
-                        None if condition is None else (condition.sql(dialect="duckdb"), condition)
+                        None if condition is None else (condition.sql(dialect=SANDBOX_DIALECT), condition)
                     )
                 hit = repointed[memo_key]
                 if hit is not None:
@@ -210,12 +211,12 @@ def duplicate_guard(
             if fires is not None and not holding.get(key, False):
                 continue
             arm = exp.If(this=condition.copy(), true=then.copy())
-            if arm.sql(dialect="duckdb") in existing:
+            if arm.sql(dialect=SANDBOX_DIALECT) in existing:
                 continue
             edits.append(
                 Edit(
                     "duplicate_guard",
-                    f"add `WHEN {key} THEN {then.sql('duckdb')}` to CASE #{target_index + 1}",
+                    f"add `WHEN {key} THEN {then.sql(SANDBOX_DIALECT)}` to CASE #{target_index + 1}",
                     _with_arm(target_index, arm),
                     arm=(target_index, arm),
                 )
@@ -253,13 +254,13 @@ def change_leaf(query: exp.Expression, scopes: Mapping[int, ScopeData]) -> list[
                 else:
                     options = [exp.column(c) for c in scope.columns if c not in ("id", leaf.name)]
                 for option in options:
-                    new, old = option.sql("duckdb"), leaf.sql("duckdb")
+                    new, old = option.sql(SANDBOX_DIALECT), leaf.sql(SANDBOX_DIALECT)
                     key = (case_index, arm_index, leaf_index, new)
                     if new == old or key in edits:
                         continue
                     edits[key] = Edit(
                         "change_leaf",
-                        f"in CASE #{case_index + 1}, change `{old}` to `{new}` in `WHEN {arm.this.sql('duckdb')}`",
+                        f"in CASE #{case_index + 1}, change `{old}` to `{new}` in `WHEN {arm.this.sql(SANDBOX_DIALECT)}`",
                         _with_leaf(case_index, arm_index, leaf_index, option),
                     )
     return list(edits.values())
@@ -272,12 +273,12 @@ def recombine(query: exp.Expression, donor: exp.Expression, donor_id: str) -> li
     for index in range(min(len(mine), len(theirs))):
         existing = _arm_keys(mine[index])
         for arm in theirs[index].args.get("ifs") or []:
-            if arm.sql(dialect="duckdb") in existing:
+            if arm.sql(dialect=SANDBOX_DIALECT) in existing:
                 continue
             edits.append(
                 Edit(
                     "recombine",
-                    f"take `WHEN {arm.this.sql('duckdb')}` of CASE #{index + 1} from {donor_id}",
+                    f"take `WHEN {arm.this.sql(SANDBOX_DIALECT)}` of CASE #{index + 1} from {donor_id}",
                     _with_arm(index, arm),
                     donor_id=donor_id,
                     arm=(index, arm),
@@ -308,7 +309,7 @@ def drop_guard(query: exp.Expression) -> list[Edit]:
             edits.append(
                 Edit(
                     "drop_guard",
-                    f"drop `WHEN {arm.this.sql('duckdb')}` from CASE #{case_index + 1}",
+                    f"drop `WHEN {arm.this.sql(SANDBOX_DIALECT)}` from CASE #{case_index + 1}",
                     _without_arm(case_index, arm_index),
                     drop=(case_index, arm_index),
                 )
@@ -345,8 +346,8 @@ def swap_guard(query: exp.Expression, additions: list[Edit]) -> list[Edit]:
             edits.append(
                 Edit(
                     "swap_guard",
-                    f"in CASE #{case_index + 1}, replace `WHEN {old.this.sql('duckdb')}` by "
-                    f"`WHEN {new_arm.this.sql('duckdb')}`",
+                    f"in CASE #{case_index + 1}, replace `WHEN {old.this.sql(SANDBOX_DIALECT)}` by "
+                    f"`WHEN {new_arm.this.sql(SANDBOX_DIALECT)}`",
                     apply,
                     donor_id=addition.donor_id,
                     arm=addition.arm,

@@ -44,6 +44,7 @@ import numpy as np
 from sqlglot import exp
 
 from coco_sql.languages.sql.mutate.edits import Edit, cases, literal
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 
 OPERATOR = "joint_fit"
 
@@ -65,7 +66,7 @@ class Rule:
 
     @property
     def key(self) -> str:
-        return self.condition.sql(dialect="duckdb")
+        return self.condition.sql(dialect=SANDBOX_DIALECT)
 
 
 def _unparen(node: exp.Expression) -> exp.Expression:
@@ -109,7 +110,7 @@ def _point_guards(query: exp.Expression, case_indices: Sequence[int]) -> dict[st
         if k < len(all_cases):
             for arm in all_cases[k].args.get("ifs") or []:
                 if is_point_guard(arm):
-                    where.setdefault(_unparen(arm.this).sql(dialect="duckdb"), set()).add(k)
+                    where.setdefault(_unparen(arm.this).sql(dialect=SANDBOX_DIALECT), set()).add(k)
     return where
 
 
@@ -137,8 +138,8 @@ def additive_shape(
             if isinstance(_unparen(arm.args["true"]), exp.Literal)
         ]
         if thens:
-            most_common = Counter(t.sql(dialect="duckdb") for t in thens).most_common(1)[0][0]
-            leaves[k] = next(t for t in thens if t.sql(dialect="duckdb") == most_common).copy()
+            most_common = Counter(t.sql(dialect=SANDBOX_DIALECT) for t in thens).most_common(1)[0][0]
+            leaves[k] = next(t for t in thens if t.sql(dialect=SANDBOX_DIALECT) == most_common).copy()
     if not leaves:
         return None
     case_indices = tuple(k for k in summed if k in leaves)
@@ -185,7 +186,7 @@ def guard_edits(shape: AdditiveShape, conditions: Sequence[exp.Expression]) -> l
             edits.append(
                 Edit(
                     OPERATOR,
-                    f"screen `WHEN {condition.sql('duckdb')}` in CASE #{k + 1}",
+                    f"screen `WHEN {condition.sql(SANDBOX_DIALECT)}` in CASE #{k + 1}",
                     _no_apply,
                     arm=(k, arm),
                 )
@@ -292,7 +293,7 @@ def solve_rules(
         constrain(per_row[r], residual[r], residual[r])
     cost = np.zeros(n)
     for j, (a, subset) in enumerate(candidates):
-        known = (conditions[a].sql(dialect="duckdb"), frozenset(subset)) in shape.rules
+        known = (conditions[a].sql(dialect=SANDBOX_DIALECT), frozenset(subset)) in shape.rules
         cost[z0 + j] = 0.5 if known else 1.0
     from scipy.optimize import Bounds, LinearConstraint, milp  # scipy: ~0.5 s of import, for this step only
     from scipy.sparse import coo_matrix

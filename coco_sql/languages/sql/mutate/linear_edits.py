@@ -18,6 +18,7 @@ from sqlglot import exp
 from coco_sql.errors import EvaluationError
 from coco_sql.languages.sql.linear_head import LINEAR_HEAD, fold_of, text_columns
 from coco_sql.languages.sql.mutate.ai_edits import TrainingRow, classify_calls
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.tasks.references import EXAMPLES
 
@@ -52,7 +53,7 @@ def linear_probabilities(
     of `rows`, out of fold; None when the table is empty or a row has no vector."""
     if any(r.text not in vectors for r in rows):
         return None
-    literal = exp.Literal.string(column).sql("duckdb")
+    literal = exp.Literal.string(column).sql(SANDBOX_DIALECT)
     try:
         table = env.probe(
             f"SELECT fold, label, bias, weights FROM {LINEAR_HEAD} WHERE input_column = {literal}"

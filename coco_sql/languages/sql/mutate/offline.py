@@ -69,6 +69,7 @@ from coco_sql.languages.sql.mutate.scope_probing import ScopeProbing, _Probes
 from coco_sql.languages.sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 from coco_sql.mutate.base import MutationRequest, Proposal
 from coco_sql.mutate.choice import NearBest, pick_near_best
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sandbox import QueryResult
 from coco_sql.sqlkit.checks import ValidationSpec
@@ -328,7 +329,7 @@ class OfflineMutator(ScopeProbing):
             edits += self._recombinations(query, request, target, rng)
             for edit in edits:
                 assert edit.arm is not None
-                candidates.setdefault((edit.arm[0], edit.arm[1].sql(dialect="duckdb")), edit)
+                candidates.setdefault((edit.arm[0], edit.arm[1].sql(dialect=SANDBOX_DIALECT)), edit)
         edits = screenable(query, list(candidates.values()))[: self.max_screened]
         if not edits:
             return []

@@ -38,11 +38,11 @@ import numpy as np
 from sqlglot import exp
 
 from coco_sql.core.outcome import Outcome
+from coco_sql.languages.sql.linear_head import embed_model
 from coco_sql.languages.sql.mutate.ai_edits import TrainingView, classify_calls, read_spec
 from coco_sql.languages.sql.mutate.edits import Edit
 from coco_sql.languages.sql.mutate.linear_edits import linear_column
 from coco_sql.languages.sql.mutate.proxy_edits import (
-    EMBED_MODELS,
     PLAIN_OPERATOR,
     describe_genes,
     fitted,
@@ -98,7 +98,7 @@ def plain_head_edits(
     head: the seed with the head answering every row. The edit ignores the program it is applied to."""
     if "AI_EMBED" not in env.allowed_functions:
         return []
-    model = EMBED_MODELS.get(env.dialect, EMBED_MODELS["duckdb"])
+    model = embed_model(env.dialect)
     found: list[tuple[str, Edit]] = []
     for index, view in views.items():
         linear = linear_column(root, index, env)

@@ -33,6 +33,7 @@ from coco_sql.languages.sql.mutate.ai_edits import TrainingRow, confusions
 from coco_sql.languages.sql.mutate.edits import Edit
 from coco_sql.languages.sql.mutate.examples import Vectors, capped
 from coco_sql.languages.sql.mutate.label_words import distinctive_words
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 
 BLOCK = "\nExamples:\n"
 MAX_LABELS = 40  # a label list longer than this is no instruction
@@ -58,7 +59,9 @@ def row_text_sql(call: exp.Anonymous) -> str | None:
     """The DuckDB expression of what a row gives the prompt: its one column, or `name: value` lines of each."""
     if len(call.expressions) < 2:
         return None
-    columns = list(dict.fromkeys(c.sql(dialect="duckdb") for c in call.expressions[1].find_all(exp.Column)))
+    columns = list(
+        dict.fromkeys(c.sql(dialect=SANDBOX_DIALECT) for c in call.expressions[1].find_all(exp.Column))
+    )
     if not columns:
         return None
     if len(columns) == 1:

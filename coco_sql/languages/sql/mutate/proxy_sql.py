@@ -17,6 +17,7 @@ from coco_sql.languages.sql.linear_head import EXAMPLE_VECTORS, FOLDS, LINEAR_HE
 from coco_sql.languages.sql.mutate.centroid_head import HEAD, head_ctes, head_p
 from coco_sql.languages.sql.mutate.proxy_fit import WORD_PATTERN, ProxyGenes
 from coco_sql.llm.routing import EMBEDDED_MODELS, embedding_dimensions
+from coco_sql.plugin_loader import DEPLOY_DIALECT
 from coco_sql.tasks.references import EXAMPLES
 
 MULTI_RATIO = 0.7  # the embedded AI_CLASSIFY's, for a proxy written without fitted genes
@@ -134,7 +135,7 @@ def proxy_ctes(
 
 def _categories(plan: ProxyPlan) -> str:
     """The call's labels as a SQL list of string literals."""
-    return ", ".join(exp.Literal.string(label).sql("snowflake") for label, _ in plan.categories)
+    return ", ".join(exp.Literal.string(label).sql(DEPLOY_DIALECT) for label, _ in plan.categories)
 
 
 def _embedding_ctes(
@@ -146,13 +147,13 @@ def _embedding_ctes(
     query (deployed, the examples cost nothing per row). `categories`: whether proxy_c is written (the vote's
     label part needs it; the centroid head and the linear head do not)."""
     values = ",\n    ".join(
-        f"({exp.Literal.string(label).sql('snowflake')}, {exp.Literal.string(text).sql('snowflake')})"
+        f"({exp.Literal.string(label).sql(DEPLOY_DIALECT)}, {exp.Literal.string(text).sql(DEPLOY_DIALECT)})"
         for label, text in plan.categories
     )
     if stored is None:
         examples = f"SELECT id, {labels} AS labels, AI_EMBED('{model}', {plan.input_sql}) AS v FROM {EXAMPLES} AS proxy_e_rows"
     else:
-        column = exp.Literal.string(stored).sql("snowflake")
+        column = exp.Literal.string(stored).sql(DEPLOY_DIALECT)
         examples = f"""SELECT proxy_e_rows.id, {labels} AS labels, {stored_vector("proxy_ev.v", model)} AS v
   FROM {EXAMPLES} AS proxy_e_rows JOIN {EXAMPLE_VECTORS} AS proxy_ev
     ON proxy_ev.id = proxy_e_rows.id AND proxy_ev.input_column = {column}"""
@@ -197,7 +198,7 @@ def _linear_ctes(column: str, categories: str, model: str) -> str:
     sorted `examples` ids, each row's logit per label from the fold's weights (fold 0 for a row that is not a
     training row: out of fold for those that are), and exp(z - max z) per row and label, over the call's
     categories."""
-    col = exp.Literal.string(column).sql("snowflake")
+    col = exp.Literal.string(column).sql(DEPLOY_DIALECT)
     return f"""proxy_lf AS (
   SELECT id, MOD(ROW_NUMBER() OVER (ORDER BY id) - 1, {FOLDS}) + 1 AS fold FROM {EXAMPLES}
 ), proxy_lz AS (
@@ -239,8 +240,10 @@ def _word_ctes(plan: ProxyPlan, labels: str) -> str:
     examples' distinct words, the examples' labels, counts per label and word, and each row's score per label,
     its own example's counts taken out and its words no other example has left out. Only the call's categories
     count, as in the vote."""
-    words = f"REGEXP_SUBSTR_ALL(LOWER({plan.input_sql}), {exp.Literal.string(WORD_PATTERN).sql('snowflake')})"
-    categories = ", ".join(exp.Literal.string(label).sql("snowflake") for label, _ in plan.categories)
+    words = (
+        f"REGEXP_SUBSTR_ALL(LOWER({plan.input_sql}), {exp.Literal.string(WORD_PATTERN).sql(DEPLOY_DIALECT)})"
+    )
+    categories = ", ".join(exp.Literal.string(label).sql(DEPLOY_DIALECT) for label, _ in plan.categories)
     return f"""proxy_qw AS (
   SELECT DISTINCT proxy_qw_rows.id, w.value::string AS word
   FROM input AS proxy_qw_rows, LATERAL FLATTEN(input => {words}) AS w

@@ -15,6 +15,7 @@ from coco_sql.languages.sql.mutate.edits import (
     frequent_values,
     scope_probe,
 )
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sandbox import QueryResult
 
@@ -69,7 +70,7 @@ class ScopeProbing:
             if target is None or not conditions:
                 return [False] * len(conditions)
             checks = ", ".join(
-                f"COALESCE(({condition.sql(dialect='duckdb')}), FALSE) AS h{i}"
+                f"COALESCE(({condition.sql(dialect=SANDBOX_DIALECT)}), FALSE) AS h{i}"
                 for i, condition in enumerate(conditions)
             )
             sql = f"SELECT {checks} FROM ({scope.probe}) AS scope WHERE scope.id = {exp.Literal.string(target).sql()}"

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from coco_sql.languages.sql.mutate.edits import Edit, cases, enclosing_select
+from coco_sql.plugin_loader import SANDBOX_DIALECT
 
 HYPOTHESIS = "__coco_h"
 ALLOWED_ARM_NODES = (
@@ -84,10 +85,8 @@ def screening_sql(
     count = len(edits) + (1 if baseline else 0)
     values = exp.values([(i,) for i in range(count)], alias=HYPOTHESIS, columns=["hyp"])
     screen.join(values, join_type="cross", copy=False)
-    output = exp.to_identifier(output_column, quoted=True).sql("duckdb")
-    return (
-        f"SELECT __coco_hyp, CAST(id AS VARCHAR), {output} FROM ({screen.sql(dialect='duckdb')}) AS screened"
-    )
+    output = exp.to_identifier(output_column, quoted=True).sql(SANDBOX_DIALECT)
+    return f"SELECT __coco_hyp, CAST(id AS VARCHAR), {output} FROM ({screen.sql(dialect=SANDBOX_DIALECT)}) AS screened"
 
 
 def _guarded(number: exp.Column, arms: list[tuple[int, exp.If]]) -> list[exp.If]:
@@ -107,7 +106,7 @@ def _guarded(number: exp.Column, arms: list[tuple[int, exp.If]]) -> list[exp.If]
         return [exp.If(this=guard, true=arm.args["true"].copy())]
     conditions = [(i, exp.paren(arm.this.copy())) for i, arm in arms]
     leaves = [(i, arm.args["true"].copy()) for i, arm in arms]
-    same_leaf = len({leaf.sql(dialect="duckdb") for _, leaf in leaves}) == 1
+    same_leaf = len({leaf.sql(dialect=SANDBOX_DIALECT) for _, leaf in leaves}) == 1
     return [
         exp.If(
             this=_by_hypothesis(number, conditions, exp.false()),
