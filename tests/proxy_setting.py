@@ -11,9 +11,9 @@ import sqlglot
 from pack_copies import small_pack
 
 from coco_sql.evaluate import Evaluator
+from coco_sql.languages.sql.linear_head import embed_model
 from coco_sql.languages.sql.mutate.ai_edits import TrainingView
 from coco_sql.languages.sql.mutate.ai_pipeline import embeddings, training_views
-from coco_sql.languages.sql.mutate.proxy_edits import EMBED_MODELS
 from coco_sql.reflect import DraftEnvironment
 from coco_sql.tasks import load_task
 
@@ -22,7 +22,7 @@ SEED = (
     f"SELECT id, AI_CLASSIFY(question, ['bridge', 'comparison'], {{'examples': [{SHOTS}]}}):labels[0]::string "
     "AS label FROM input"
 )
-MODEL = EMBED_MODELS["snowflake"]
+MODEL = embed_model("snowflake")  # the model a Snowflake program names (Cortex's)
 
 
 def proxy_setting(root: Path) -> Iterator[tuple[Any, Evaluator, DraftEnvironment, Any, TrainingView]]:
