@@ -42,18 +42,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from coco_sql.numerics import softmax
+
 TAU_LABEL = 0.01
 TAU_EXAMPLE = 0.05
 K_NEIGHBOURS = 20
 ALPHA = 0.25
 MULTI_RATIO = 0.7
 SIMILARITY_BASELINE = 0.78  # e5 cosine of unrelated text: maps to a score of 0 (module docstring)
-
-
-def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
-    z = z - z.max(axis=axis, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=axis, keepdims=True)
 
 
 def class_probabilities(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coco_sql.aifuncs.semantic import softmax
+from coco_sql.numerics import softmax
 
 HEAD = "proxy_head"
 

@@ -49,9 +49,9 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 from sqlglot import exp
 
-from coco_sql.aifuncs.semantic import softmax
 from coco_sql.languages.sql.mutate.ai_edits import TrainingRow
 from coco_sql.languages.sql.mutate.centroid_head import centroid_cosines, head_probabilities
+from coco_sql.numerics import softmax
 
 
 @dataclass(frozen=True)
