@@ -31,12 +31,13 @@ BUILTIN_ENGINES: dict[str, str] = {
 
 
 SANDBOX_DIALECT = "duckdb"
-"""The dialect a candidate is checked, rewritten and run in: coco-sql's sandboxes run DuckDB (a program of another
-engine is transpiled into it first, `engines.SqlRules.translated`). Code outside the registry and `engines/`
-writes this name, never the dialect's own."""
+"""DuckDB's dialect: what coco-sql's own SQL is written in (the schema, the named reads), and what a candidate is
+checked, rewritten and run in (the sandboxes run DuckDB; a program of another engine is transpiled into it
+first, `engines.SqlRules.translated`). Code outside the registry and `engines/` writes this name, never the
+dialect's own."""
 DEPLOY_DIALECT = "snowflake"
-"""The dialect of what a champion deploys as (`plugins.DEPLOY_ENGINE`'s): the warehouse forms, CREATE AI FUNCTION,
-the cortex_agent, and the SQL a proxy writes for Cortex."""
+"""The warehouse's dialect (`plugins.DEPLOY_ENGINE`'s): what a champion deploys as (the warehouse forms, CREATE
+AI FUNCTION, the cortex_agent, the SQL a proxy writes for Cortex) and what SQL meant for Snowflake is read in."""
 
 
 def installed(group: str) -> dict[str, str]:
