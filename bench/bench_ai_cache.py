@@ -21,10 +21,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.llm import AiCache
 from coco_sql.llm.cache import CachedEmbedding, text_hash
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.plugin_loader import local_functions
 from coco_sql.sandbox.database import Sandbox, SandboxLimits
 from coco_sql.sqlkit.checks import ValidationSpec
 from coco_sql.sqlkit.validate import validate_candidate
@@ -38,7 +38,7 @@ LABELS = [
 
 
 def timed_runs(sql: str, rows: pd.DataFrame, runtime: AiRuntime, runs: int) -> list[float]:
-    sandbox = Sandbox(rows, ai=AiFunctions(runtime), limits=SandboxLimits(memory_mb=6144))
+    sandbox = Sandbox(rows, ai=local_functions(runtime), limits=SandboxLimits(memory_mb=6144))
     seconds = []
     try:
         for _ in range(runs):
@@ -88,7 +88,7 @@ def main() -> None:
     comments = pd.concat([task.split(s).inputs for s in ("train", "val", "test")], ignore_index=True)
     runtime = AiRuntime()
     started = time.perf_counter()
-    with runtime.evaluation(), Sandbox(comments, ai=AiFunctions(runtime)) as sandbox:
+    with runtime.evaluation(), Sandbox(comments, ai=local_functions(runtime)) as sandbox:
         sandbox.run(sql, 600.0)
     cold = time.perf_counter() - started
     repeated = comments.sample(n=args.rows, replace=True, random_state=0).reset_index(drop=True)

@@ -29,13 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
-from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.evaluate import Evaluator
 from coco_sql.languages import Program
 from coco_sql.languages.python import PythonLanguage
 from coco_sql.languages.python.language import instance_rows
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.plugin_loader import local_ai, local_functions
 from coco_sql.sandbox import Sandbox
 from coco_sql.sandbox.lockdown import LockedDuckDB
 from coco_sql.tasks import TaskPack, load_task
@@ -71,7 +70,7 @@ def bench_task(name: str, runs: int) -> None:
         bench_python_task(task, runs)
         return
     runtime = AiRuntime() if task.uses_ai else None
-    functions = AiFunctions(runtime) if runtime is not None else None
+    functions = local_functions(runtime) if runtime is not None else None
     evaluator = Evaluator(task, ("val",), ai=runtime)
     program = evaluator.check(task.seed_program)
     output = task.contract.output.replace('"', '""')
@@ -83,7 +82,12 @@ def bench_task(name: str, runs: int) -> None:
     sandbox.statement_types("SELECT 1")
     startup_ms = (time.perf_counter() - started) * 1000.0
     local = LockedDuckDB(
-        rows, register_udfs=(lambda con: register_ai_functions(con, functions)) if functions else None
+        rows,
+        register_udfs=(
+            lambda con: local_ai().register(con, lambda udf, columns: functions.table[udf](*columns))
+        )
+        if functions
+        else None,
     )
 
     def in_process() -> object:

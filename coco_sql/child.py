@@ -2,7 +2,7 @@
 a candidate that must be bounded, runs apart from the coco-sql process.
 
 Used by the sandbox (`sandbox`: DuckDB with kernel limits) and by the in-process local model
-(`aifuncs.providers.local_llama`: llama.cpp). A crash there (SIGSEGV, an allocation the kernel refuses, SIGKILL at
+(`llm.providers.local_llama`: llama.cpp). A crash there (SIGSEGV, an allocation the kernel refuses, SIGKILL at
 a deadline) ends one child, and the caller sees `ChildDied` with how it ended, never a dead parent.
 
 The child runs `python -m MODULE ARG...` in an empty temporary working directory, with an environment that holds

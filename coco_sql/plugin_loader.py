@@ -10,10 +10,13 @@ close a circle through the registry. They read a kind's part here, typed where t
 from __future__ import annotations
 
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coco_sql.errors import ConfigError, TaskError
 from coco_sql.lazy import load_target
+
+if TYPE_CHECKING:
+    from coco_sql.core.ai_table import LocalAi, LocalFunctions
 
 KIND_GROUP = "coco_sql.languages"
 ENGINE_GROUP = "coco_sql.engines"
@@ -79,6 +82,27 @@ def load_kind(name: str, *, task: str | None = None) -> Any:
     return plugin
 
 
+def load_engine(name: str) -> Any:
+    """The engine `name`, an `engines.EnginePlugin` (`plugins.engine` is this, typed); a one-line ConfigError
+    naming the known engines when there is none."""
+    target = BUILTIN_ENGINES.get(name) or installed(ENGINE_GROUP).get(name)
+    if target is None:
+        raise ConfigError(f"unknown engine {name!r} (known: {', '.join(engine_names())})")
+    return load(target, ENGINE_GROUP, name)
+
+
+def local_ai() -> LocalAi:
+    """The AI functions the sandboxes answer in this process: the sandbox engine's (`SANDBOX_DIALECT`'s,
+    `EnginePlugin.ai_functions`), imported now. Here, not in `plugins`, for the evaluator and the sandbox
+    workers, which `KindPlugin`'s types name."""
+    return load_engine(SANDBOX_DIALECT).ai_functions()  # type: ignore[no-any-return]
+
+
+def local_functions(runtime: Any) -> LocalFunctions:
+    """`runtime`'s AI functions (an `llm.runtime.AiRuntime`'s), answered by the sandbox engine's (`local_ai`)."""
+    return local_ai().functions(runtime)
+
+
 __all__ = [
     "BUILTIN_ENGINES",
     "BUILTIN_KINDS",
@@ -90,5 +114,8 @@ __all__ = [
     "installed",
     "kind_names",
     "load",
+    "load_engine",
     "load_kind",
+    "local_ai",
+    "local_functions",
 ]

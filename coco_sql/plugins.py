@@ -19,17 +19,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coco_sql.errors import ConfigError
 from coco_sql.plugin_loader import (
     BUILTIN_ENGINES,
     BUILTIN_KINDS,
     ENGINE_GROUP,
     KIND_GROUP,
     engine_names,
-    installed,
     kind_names,
-    load,
+    load_engine,
     load_kind,
+    local_ai,
 )
 
 if TYPE_CHECKING:
@@ -63,10 +62,7 @@ def export_forms() -> tuple[str, ...]:
 
 def engine(name: str) -> EnginePlugin:
     """The engine `name`; a one-line ConfigError naming the known engines when there is none."""
-    target = BUILTIN_ENGINES.get(name) or installed(ENGINE_GROUP).get(name)
-    if target is None:
-        raise ConfigError(f"unknown engine {name!r} (known: {', '.join(engine_names())})")
-    return load(target, ENGINE_GROUP, name)
+    return load_engine(name)  # type: ignore[no-any-return]
 
 
 def open_store(path: str | Path, *, read_only: bool = False) -> Warehouse:
@@ -92,5 +88,6 @@ __all__ = [
     "export_forms",
     "kind",
     "kind_names",
+    "local_ai",
     "open_store",
 ]

@@ -169,8 +169,8 @@ def build(source: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 def score(out: Path) -> None:
     """Run the seed, and the seed with all four categories, on dbt with the embedded model; print the scores."""
-    from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.engines.duckdb.ai.functions import AiFunctions
+    from coco_sql.engines.duckdb.ai.udfs import register_ai_functions
     from coco_sql.languages.dbt.compare import Tolerance, compare_rows
     from coco_sql.languages.dbt.runner import DbtSession
     from coco_sql.languages.dbt.validate import DbtSpec, validate_project

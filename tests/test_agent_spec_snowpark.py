@@ -26,7 +26,6 @@ from snowflake.snowpark.mock.exceptions import SnowparkLocalTestingException
 from snowpark_helpers import plain, procedure_session, strict_session
 
 import coco_sql
-from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.engines.snowflake.candidates import WarehouseCandidates
 from coco_sql.engines.snowflake.store import SnowparkStore
 from coco_sql.engines.snowflake.strict import strict_procedures
@@ -39,6 +38,7 @@ from coco_sql.languages.agent_spec.warehouse import WarehouseToolQueries
 from coco_sql.llm.providers.base import ToolCall
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.plugin_loader import local_functions
 from coco_sql.tasks import load_task
 from tests.agent_cortex import MODEL, Killed, cortex_agent
 from tests.agent_model import DataAgentModel
@@ -269,7 +269,7 @@ def test_the_mutators_probes_read_the_splits_questions_in_the_warehouse(
     engine = CountingCandidates(local_session)
     language = language_for(task, engine)
     ai = AiConfig(snowpark_session=local_session, completion_endpoint="cortex")
-    runner = language.runner(task.split("train"), AiFunctions(AiRuntime(ai)))
+    runner = language.runner(task.split("train"), local_functions(AiRuntime(ai)))
     probes = runner.probe_sandbox
     assert probes.statement_types("SELECT 1") == ["SELECT"] and engine.staged == []
     found = probes.run("SELECT id FROM input WHERE question ILIKE '%credit%' ORDER BY id", 10.0)

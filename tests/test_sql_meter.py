@@ -1,7 +1,7 @@
 """The warehouse meter (`engines.snowflake.meter`): a candidate's AI calls billed in its own query with
 AI_COUNT_TOKENS. Checked on real DuckDB with coco-sql's AI UDFs over the embedded model, which is what Snowpark's
 local testing runs a warehouse query on: the metered query answers what the candidate answers, and its bill
-equals what the DuckDB path's runtime records for AI_CLASSIFY (`aifuncs.billing`), for guarded, cascaded and
+equals what the DuckDB path's runtime records for AI_CLASSIFY (`engines.duckdb.ai.billing`), for guarded, cascaded and
 few-shot calls. What cannot be billed is refused in one line, before anything runs.
 """
 
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import sqlglot
 
-from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
-from coco_sql.aifuncs.functions import AiFunctions
+from coco_sql.engines.duckdb.ai.functions import AiFunctions
+from coco_sql.engines.duckdb.ai.udfs import register_ai_functions
 from coco_sql.engines.snowflake.meter import Unmetered, meter
 from coco_sql.engines.snowflake.transpile import snowflake_to_duckdb
 from coco_sql.llm.runtime import AiRuntime

@@ -7,8 +7,9 @@ up again by a leaf module. Its parts:
 
     sql        `SqlRules`: what differs in its SQL, as a small table (sqlglot's way: a dialect overrides
                tables, not code paths)
-    ai         `AiBinding`: how its AI functions are called (the seam the Cortex catalogue, the meter and the
-               local AI functions move into: issue 41, a later step)
+    ai         `AiBinding`: how its AI functions are called (Cortex's names only, the embedding model)
+    local_ai   its AI functions answered in this process (`LocalAi`): DuckDB's (`duckdb/ai/`), which every
+               sandbox uses, the dbt kind's too (`plugins.local_ai`)
     store      its `store.Warehouse` class, imported when a store is opened (`open_store`); the store supplies
                the candidate engine when the engine runs candidates itself (`runs_candidates`)
     ddl        the schema's statements in its dialect (`schema_statements`): sqlglot's translation of
@@ -32,6 +33,7 @@ from coco_sql.errors import ConfigError
 from coco_sql.lazy import load_target
 
 if TYPE_CHECKING:
+    from coco_sql.core.ai_table import LocalAi
     from coco_sql.store.base import Warehouse
 
 
@@ -78,6 +80,7 @@ class EnginePlugin:
     ddl: Part | None = None  # a function: the schema's DuckDB expressions -> its statements; None: sqlglot's
     checks: Part | None = None  # its `sqlkit.checks.DialectChecks`; None: its programs run as written
     deploy_check: Part | None = None  # a program's `Finding`s before it deploys there (`check_deploy`)
+    local_ai: Part | None = None  # its `LocalAi`: AI functions answered in this process (`ai_functions`)
 
     @property
     def dialect(self) -> str:
@@ -97,6 +100,12 @@ class EnginePlugin:
         if self.deploy_check is None:
             return []
         return list(self.deploy_check.load()(code, dialect, where=where, **task))
+
+    def ai_functions(self) -> LocalAi:
+        """Its AI functions answered in this process; ConfigError when it has none (a warehouse answers its own)."""
+        if self.local_ai is None:
+            raise ConfigError(f"engine {self.name!r} has no local AI functions")
+        return self.local_ai.load()  # type: ignore[no-any-return]
 
     def schema_statements(self) -> list[str]:
         """The schema's DDL (`sql/`) as this engine runs it."""

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from coco_sql.aifuncs.functions import AiFunctions
 from coco_sql.core.outcome import Outcome
 from coco_sql.errors import CandidateRejected, ConfigError, EvaluationError, EvaluationTimeout
 from coco_sql.evaluate.matching import match_rows
@@ -30,6 +29,7 @@ from coco_sql.llm.providers.base import Deadline
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
+from coco_sql.plugin_loader import local_functions
 from coco_sql.sandbox import QueryResult, Sandbox
 from coco_sql.sandbox.lockdown import WALL_FACTOR
 from coco_sql.store.records import (
@@ -71,7 +71,7 @@ class Evaluator:
     ) -> None:
         self.task = task
         self.ai = ai if ai is not None or not task.uses_ai else AiRuntime(AiConfig.from_environment())
-        self._functions = AiFunctions(self.ai) if self.ai is not None else None
+        self._functions = local_functions(self.ai) if self.ai is not None else None
         self.splits = tuple(splits)
         self.language: Language = language if language is not None else language_for(task)
         self._runners: dict[str, Runner] = {}

@@ -25,7 +25,7 @@ from coco_sql.core.program import Program, ProgramParts, RunResult
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.core.ai_table import LocalFunctions
     from coco_sql.sandbox.lockdown import QueryResult
     from coco_sql.store.base import CandidateEngine, Warehouse
     from coco_sql.store.records import EvaluationRow
@@ -84,7 +84,7 @@ class Language(Protocol):
         """The program's MAP-Elites cell: 'size bin:branching bin' of its AST."""
         ...
 
-    def runner(self, split: Split, ai: AiFunctions | None) -> Runner:
+    def runner(self, split: Split, ai: LocalFunctions | None) -> Runner:
         """A sandbox over `split`'s instances (and nothing else)."""
         ...
 

@@ -1,6 +1,6 @@
 """Running many calls of one provider: a thread pool, rate limits, retries with backoff, and the deadline.
 
-Providers make one call at a time and raise `ProviderError`s (`aifuncs.providers.base`); `CallPool` turns a batch
+Providers make one call at a time and raise `ProviderError`s (`llm.providers.base`); `CallPool` turns a batch
 of such calls into one result per call, in input order:
 
 - at most `limits.concurrency` calls in flight (one reusable thread pool per `CallPool`), or, with

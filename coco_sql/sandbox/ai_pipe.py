@@ -9,19 +9,18 @@ messages are `messages.AI_CHUNK`, `AI_RESULT` and `AI_ERROR` in both protocols.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from coco_sql.messages import pack_column
 from coco_sql.wire import Channel, WireError
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.functions import AiFunctions
     from coco_sql.child import ChildProcess
+    from coco_sql.core.ai_table import AiTable, LocalFunctions, UdfCall
 
 
-def ask_parent(channel: Channel) -> Callable[[str, list[list[Any]]], list[Any]]:
-    """The worker's side: a `UdfCall` (aifuncs.duckdb_udfs) that asks the parent for one chunk's values; its
+def ask_parent(channel: Channel) -> UdfCall:
+    """The worker's side: a `UdfCall` (`core.ai_table`) that asks the parent for one chunk's values; its
     error becomes the UDF's exception."""
 
     def ask(udf: str, columns: list[list[Any]]) -> list[Any]:
@@ -37,16 +36,11 @@ def ask_parent(channel: Channel) -> Callable[[str, list[list[Any]]], list[Any]]:
 
 
 class AiServer:
-    """The parent's side: answers a worker's AI chunks with `ai`'s functions (None: no AI runtime, every chunk
-    fails with one line)."""
+    """The parent's side: answers a worker's AI chunks with `ai`'s functions by UDF name
+    (`plugin_loader.local_functions`; None: no AI runtime, every chunk fails with one line)."""
 
-    def __init__(self, ai: AiFunctions | None) -> None:
-        if ai is None:
-            self._functions: dict[str, Callable[..., list[Any]]] | None = None
-        else:
-            from coco_sql.aifuncs.duckdb_udfs import implementations
-
-            self._functions = implementations(ai)
+    def __init__(self, ai: LocalFunctions | None) -> None:
+        self._functions: AiTable | None = None if ai is None else ai.table
 
     def answer(self, udf: str, columns: list[list[Any]]) -> dict[str, Any]:
         """Answer one chunk of AI calls in this process; a failure goes back as the UDF's error. WireError for

@@ -64,7 +64,7 @@ WORKER_SETTINGS = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 CPU_POLL_S = 0.1  # how often the parent reads a busy worker's CPU time (the kill's resolution)
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.core.ai_table import LocalFunctions
 
 __all__ = ["QueryResult", "Sandbox", "SandboxLimits"]
 
@@ -98,7 +98,7 @@ class Sandbox(SupervisedSandbox):
         *,
         relation: str = "input",
         limits: SandboxLimits | None = None,
-        ai: AiFunctions | None = None,
+        ai: LocalFunctions | None = None,
         tables: Mapping[str, pd.DataFrame] | None = None,
     ) -> None:
         """`tables`: read-only reference tables beside `relation` (name -> rows), e.g. the training rows as

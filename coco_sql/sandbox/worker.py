@@ -66,13 +66,15 @@ def result_message(result: QueryResult) -> dict[str, Any]:
 
 def preload() -> None:
     """What a worker template imports once for all its forks (`sandbox.fork_server`)."""
-    import coco_sql.aifuncs.duckdb_udfs
     import coco_sql.errors  # noqa: F401
+    from coco_sql.plugin_loader import local_ai
+
+    local_ai()  # the sandbox engine's AI UDFs (`EnginePlugin.local_ai`), imported once
 
 
 def serve(channel: Channel) -> None:
-    from coco_sql.aifuncs.duckdb_udfs import register_udfs
     from coco_sql.errors import EvaluationError, EvaluationMemoryError, EvaluationTimeout
+    from coco_sql.plugin_loader import local_ai
 
     init = channel.receive()
     if init is None or init["type"] != "init":
@@ -94,7 +96,7 @@ def serve(channel: Channel) -> None:
         tables.pop(relation),
         relation=relation,
         memory_limit=init["duckdb_memory_limit"],
-        register_udfs=(lambda con: register_udfs(con, ask)) if init["with_ai"] else None,
+        register_udfs=(lambda con: local_ai().register(con, ask)) if init["with_ai"] else None,
         tables=tables,
     )
     del tables

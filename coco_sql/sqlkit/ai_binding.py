@@ -1,4 +1,5 @@
-"""Bind AI function calls to the DuckDB UDFs that `coco_sql.aifuncs` registers in every sandbox.
+"""Bind AI function calls to the DuckDB UDFs that the local AI functions (`engines.duckdb.ai.udfs`) register in
+every sandbox.
 
 Cortex's AI functions take strings, arrays, objects and PROMPT() objects in the same argument positions, and
 optional trailing arguments. A DuckDB Python UDF has one fixed signature. So, on the DuckDB tree that will run
@@ -12,8 +13,8 @@ optional trailing arguments. A DuckDB Python UDF has one fixed signature. So, on
 - the Cortex spellings SNOWFLAKE.CORTEX.COMPLETE / CLASSIFY_TEXT / SENTIMENT map to their own UDFs (their
   return shapes differ from the AI_* ones).
 
-Which UDF each SQL name binds to, its parameters and return type come from `coco_sql.aifuncs.catalogue`, which
-`aifuncs.duckdb_udfs` registers from too, so the two cannot drift apart.
+Which UDF each SQL name binds to, its parameters and return type come from `coco_sql.sqlkit.ai_catalogue`, which
+`engines.duckdb.ai.udfs` registers from too, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from types import MappingProxyType
 
 from sqlglot import exp
 
-from coco_sql.aifuncs.catalogue import BY_NAME, AiFunction, unfilled_placeholder
 from coco_sql.errors import CandidateRejected
+from coco_sql.sqlkit.ai_catalogue import BY_NAME, AiFunction, unfilled_placeholder
 from coco_sql.sqlkit.named_arguments import rewrite_named_arguments
 from coco_sql.sqlkit.nodes import function_name, positional_arguments
 

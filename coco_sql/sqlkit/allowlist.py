@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from coco_sql.aifuncs import catalogue
+from coco_sql.sqlkit import ai_catalogue as catalogue
 from coco_sql.sqlkit.base_functions import BASE_FUNCTIONS as BASE_FUNCTIONS
 from coco_sql.sqlkit.base_functions import Arity
 
@@ -148,7 +148,7 @@ AI_SIGNATURES: Mapping[str, AISignature] = MappingProxyType(
         for name, function in catalogue.BY_NAME.items()
     }
 )
-"""AI functions, derived from :data:`coco_sql.aifuncs.catalogue.CATALOGUE` (including the Cortex spellings).
+"""AI functions, derived from :data:`coco_sql.sqlkit.ai_catalogue.CATALOGUE` (including the Cortex spellings).
 
 None is allowed by default: a task enables them via ``ValidationSpec.allowed_functions``."""
 

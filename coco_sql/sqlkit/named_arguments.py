@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
-from coco_sql.aifuncs.catalogue import check_named_argument
 from coco_sql.errors import CandidateRejected
+from coco_sql.sqlkit.ai_catalogue import BY_NAME as AI_FUNCTIONS
+from coco_sql.sqlkit.ai_catalogue import check_named_argument
 from coco_sql.sqlkit.allowlist import AI_SIGNATURES
 from coco_sql.sqlkit.nodes import function_name, positional_arguments
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def rewrite_named_arguments(tree: exp.Expression, ai: AiBinding | None = None) -> exp.Expression:
     """Rewrite ``AI_X(name => value, ...)`` into positional calls (fix-up c); other calls are left alone.
 
-    Names are Snowflake's documented ones (:mod:`coco_sql.aifuncs.catalogue`), in any case. Where the engine's
+    Names are Snowflake's documented ones (:mod:`coco_sql.sqlkit.ai_catalogue`), in any case. Where the engine's
     AI functions take Cortex's names only (`ai.cortex_names_only`: Snowflake) a name only this project used to
     accept (``categories =>``) is refused with the documented one, because the warehouse would refuse the
     deployed program; elsewhere (`ai` None: DuckDB) it still binds."""

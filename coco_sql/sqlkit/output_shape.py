@@ -6,7 +6,7 @@ Why (issue 38): a seed `SELECT id, AI_CLASSIFY(text, ['a', 'b']) AS label FROM i
 0.000 on every row, with no hint: the answer is the object `{"labels": ["a"]}`, and its text never equals a
 label. The check is narrow on purpose, so that it never refuses a program that could score: it looks only at the
 outermost SELECT's output column, and only at a call written there directly (alone, or cast to text), whose
-function answers an object (`aifuncs.catalogue`: a JSON return). A call whose field is read (`:labels[0]`,
+function answers an object (`sqlkit.ai_catalogue`: a JSON return). A call whose field is read (`:labels[0]`,
 `->>'$.labels[0]'`), a CASE, a column of a CTE pass.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
+from coco_sql.sqlkit.ai_catalogue import BY_NAME as AI_FUNCTIONS
 from coco_sql.sqlkit.rejection import reject
 
 _TEXT_TYPES = frozenset(

@@ -1,6 +1,6 @@
 """DuckDB: the local store and the sandboxes' engine. `store` (DuckDBStore) and `writes` (an iteration's batch),
-`procedures` (the procedures installed in a connection: `coco_sql.connect`) and `ai_functions` (the AI functions
-of such a connection)."""
+`procedures` (the procedures installed in a connection: `coco_sql.connect`) and `ai/` (the AI functions: every
+sandbox's, through `local_ai`, and a connection's)."""
 
 from coco_sql.engines import EnginePlugin, Part, SqlRules
 
@@ -8,4 +8,5 @@ PLUGIN = EnginePlugin(
     name="duckdb",
     sql=SqlRules(dialect="duckdb"),
     store=Part("coco_sql.engines.duckdb.store:DuckDBStore"),
+    local_ai=Part("coco_sql.engines.duckdb.ai.local:LOCAL_AI"),
 )

@@ -25,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from coco_sql.engines.duckdb.ai_functions import install_ai_functions
+from coco_sql.engines.duckdb.ai.connection import install_ai_functions
 from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.procedures import handlers
 from coco_sql.procedures.help import coco_help

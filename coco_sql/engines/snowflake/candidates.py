@@ -34,7 +34,7 @@ from coco_sql.store.base import PYTHON_HANDLER, QueryRows
 if TYPE_CHECKING:
     from snowflake.snowpark import Session
 
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.engines.duckdb.ai.functions import AiFunctions
     from coco_sql.llm.routing import AiConfig
 
 PYTHON_PACKAGES = ("numpy",)  # what a Python program's UDF may import besides the standard library
@@ -147,8 +147,8 @@ class LocalQueries:
         return self._database
 
     def _register_ai(self, con: Any) -> None:
-        from coco_sql.aifuncs.duckdb_udfs import register_ai_functions
-        from coco_sql.aifuncs.functions import AiFunctions
+        from coco_sql.engines.duckdb.ai.functions import AiFunctions
+        from coco_sql.engines.duckdb.ai.udfs import register_ai_functions
         from coco_sql.llm.runtime import AiRuntime
 
         if self._functions is None:

@@ -19,8 +19,6 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
-from coco_sql.aifuncs.catalogue import check_named_argument
 from coco_sql.engines import Finding
 from coco_sql.engines.snowflake import PLUGIN
 from coco_sql.engines.snowflake.checks import unserved_embed_model
@@ -30,6 +28,8 @@ from coco_sql.engines.snowflake.functions import (
     WrittenCalls,
 )
 from coco_sql.errors import CandidateRejected
+from coco_sql.sqlkit.ai_catalogue import BY_NAME as AI_FUNCTIONS
+from coco_sql.sqlkit.ai_catalogue import check_named_argument
 from coco_sql.sqlkit.calls import iter_calls
 from coco_sql.sqlkit.checks import ValidationSpec
 from coco_sql.sqlkit.macros import expand_program

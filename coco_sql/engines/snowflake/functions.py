@@ -4,7 +4,7 @@ Why a table of its own: in Snowflake dialect a program is meant to run unchanged
 allowed only if Snowflake has it, under the name written (``LIST_COSINE_SIMILARITY`` is DuckDB's, Snowflake's is
 ``VECTOR_COSINE_SIMILARITY``), with an argument count Snowflake accepts. The DuckDB allow-list
 (:mod:`~coco_sql.sqlkit.allowlist`) still guards the transpiled tree that runs locally; this table guards what
-the author wrote. AI functions are not here: :mod:`coco_sql.aifuncs.catalogue` holds them.
+the author wrote. AI functions are not here: :mod:`coco_sql.sqlkit.ai_catalogue` holds them.
 
 Each entry also says how the call runs in DuckDB when sqlglot's Snowflake -> DuckDB transpilation gets it wrong
 (``to_duckdb``, applied on the Snowflake tree before DuckDB SQL is generated, to the sqlglot ``node`` the call

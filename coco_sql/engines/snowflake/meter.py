@@ -3,7 +3,7 @@
 On DuckDB coco-sql's own AI runtime answers every call and accounts it. On Snowflake, Cortex answers them, and
 its own usage views report tokens hours later, per query. So the query itself carries its bill: `meter` rewrites
 it so that, next to its own columns, it returns per-row counts for each AI call site, and `Metered.usage` sums
-them into the `Usage` the DuckDB path records (`aifuncs.billing`: per row a call answers, its input and output
+them into the `Usage` the DuckDB path records (`engines.duckdb.ai.billing`: per row a call answers, its input and output
 tokens; AI_COUNT_TOKENS is the documented source, "Cost considerations for Cortex AI Functions" says which
 tokens bill: input and output for functions that generate text, input only for AI_EMBED and AI_SIMILARITY).
 

@@ -4,7 +4,7 @@ output counted over its answer. `RULES` has one entry per function Cortex bills 
 ("Cost considerations for Cortex AI Functions": input and output tokens for the functions that generate text,
 input only for AI_EMBED, AI_SIMILARITY and AI_SENTIMENT).
 
-AI_CLASSIFY follows `aifuncs.billing.bill_classify`'s formula, what the embedded stand-in bills locally: the
+AI_CLASSIFY follows `engines.duckdb.ai.billing.bill_classify`'s formula, what the embedded stand-in bills locally: the
 input, each category ('label: description'), each example's input and its labels' JSON, and the answer's JSON.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.aifuncs.arguments import category_prototypes
 from coco_sql.errors import EvaluationError
+from coco_sql.sqlkit.ai_arguments import category_prototypes
 from coco_sql.sqlkit.literals import to_python
 
 

@@ -28,9 +28,9 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from coco_sql.aifuncs.catalogue import BY_NAME as AI_FUNCTIONS
 from coco_sql.engines.snowflake.functions import REWRITES, json_path
 from coco_sql.errors import CandidateRejected
+from coco_sql.sqlkit.ai_catalogue import BY_NAME as AI_FUNCTIONS
 from coco_sql.sqlkit.nodes import function_name
 
 JSON_EACH = "JSON_EACH"

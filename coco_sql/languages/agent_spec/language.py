@@ -38,7 +38,7 @@ from coco_sql.languages.base import Program, RunResult
 from coco_sql.search.features import cell_of_counts
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.core.ai_table import LocalFunctions
     from coco_sql.llm.runtime import AiRuntime
     from coco_sql.progress import Progress
     from coco_sql.store.base import CandidateEngine
@@ -81,7 +81,7 @@ class AgentSpecLanguage:
         )  # fmt: skip
         return cell_of_counts(items * 4, (len(spec.tools) + len(model.verified_queries)) * 2)
 
-    def runner(self, split: Split, ai: AiFunctions | None) -> AgentRunner:
+    def runner(self, split: Split, ai: LocalFunctions | None) -> AgentRunner:
         if ai is None:
             raise ConfigError(
                 f"task {self.task.name!r}: an agent spec needs a model runtime (none was given)"

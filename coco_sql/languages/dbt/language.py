@@ -28,7 +28,7 @@ from coco_sql.search.features import cell_of_counts
 if TYPE_CHECKING:
     import pandas as pd
 
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.core.ai_table import LocalFunctions
     from coco_sql.languages.dbt.runner import DbtRunResult
     from coco_sql.languages.dbt.sandbox import DbtSandbox
     from coco_sql.llm.usage import Usage
@@ -48,7 +48,7 @@ class DbtLanguage:
         self.data: DbtTask = task.kind_data
         self._sandboxes: dict[str, DbtSandbox] = {}
         self._probes: dict[str, Sandbox] = {}
-        self._ai: AiFunctions | None = None
+        self._ai: LocalFunctions | None = None
         self._validated: Verdicts[Program] = Verdicts(self._check)
 
     def validate(self, code: str) -> Program:
@@ -69,11 +69,11 @@ class DbtLanguage:
         """A program's score: per target, then weighted over targets and data tests (`task.aggregate`)."""
         return aggregate(self.data, ids, scores)
 
-    def runner(self, split: Split, ai: AiFunctions | None) -> DbtRunner:
+    def runner(self, split: Split, ai: LocalFunctions | None) -> DbtRunner:
         whole = len(split) == len(self.task.split(split.name))
         return DbtRunner(self, split, self.sandbox(split.name, ai), owner=whole)
 
-    def sandbox(self, split: str, ai: AiFunctions | None = None) -> DbtSandbox:
+    def sandbox(self, split: str, ai: LocalFunctions | None = None) -> DbtSandbox:
         """The split's dbt sandbox (started on first use). One started without AI functions (validation asks for a
         sandbox before any runner brings the AI runtime) is replaced once the runtime is known: its worker
         registered no AI UDFs, so every AI call in a model would fail there."""

@@ -49,7 +49,7 @@ from coco_sql.sandbox.table_frames import table_bytes
 from coco_sql.wire import WireError
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.core.ai_table import LocalFunctions
 
 __all__ = ["DbtSandbox", "DbtSandboxLimits"]
 
@@ -88,7 +88,7 @@ class DbtSandbox(SupervisedSandbox):
         sources: Mapping[str, pd.DataFrame],
         *,
         limits: DbtSandboxLimits | None = None,
-        ai: AiFunctions | None = None,
+        ai: LocalFunctions | None = None,
     ) -> None:
         self.limits = limits or DbtSandboxLimits()
         lim = self.limits

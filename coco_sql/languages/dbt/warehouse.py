@@ -48,7 +48,7 @@ from coco_sql.languages.dbt.verdicts import Verdicts
 from coco_sql.store.base import CandidateEngine
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.core.ai_table import LocalFunctions
     from coco_sql.tasks import Split, TaskPack
 
 
@@ -85,7 +85,7 @@ class DbtWarehouseLanguage:
         data tests (`task.aggregate`), not the plain mean of the rows."""
         return aggregate(self.data, ids, scores)
 
-    def runner(self, split: Split, ai: AiFunctions | None) -> WarehouseDbtRunner:
+    def runner(self, split: Split, ai: LocalFunctions | None) -> WarehouseDbtRunner:
         """`ai` is not used: the warehouse's own AI functions answer the models' calls."""
         whole = len(split) == len(self.task.split(split.name))
         return WarehouseDbtRunner(self, split, owner=whole)

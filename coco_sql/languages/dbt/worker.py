@@ -215,7 +215,7 @@ class Worker:
         return {"type": "validated", "files": sorted(validated.run_files(PROFILE).items())}
 
     def run(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        from coco_sql.aifuncs.duckdb_udfs import register_udfs
+        from coco_sql.plugin_loader import local_ai
         from coco_sql.sandbox.ai_pipe import ask_parent
 
         ask = ask_parent(self.channel)
@@ -225,7 +225,7 @@ class Worker:
                 dict(message["files"]),
                 self.tables,
                 message["targets"],
-                register_udfs=(lambda con: register_udfs(con, ask)) if self.with_ai else None,
+                register_udfs=(lambda con: local_ai().register(con, ask)) if self.with_ai else None,
                 tests=message["tests"],
                 read=_read_rows,
             )

@@ -28,7 +28,7 @@ from coco_sql.sandbox.python_sandbox import PythonSandbox, PythonSandboxLimits
 from coco_sql.search.features import cell_of_counts
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.core.ai_table import LocalFunctions
     from coco_sql.languages.python.warehouse import WarehousePythonRunner
     from coco_sql.store.base import CandidateEngine
     from coco_sql.tasks import Split, TaskPack
@@ -72,7 +72,7 @@ class PythonLanguage:
         branches = sum(1 for node in ast.walk(tree) if isinstance(node, BRANCH_NODES))
         return cell_of_counts(nodes, branches)
 
-    def runner(self, split: Split, ai: AiFunctions | None) -> PythonRunner | WarehousePythonRunner:
+    def runner(self, split: Split, ai: LocalFunctions | None) -> PythonRunner | WarehousePythonRunner:
         if self.engine is not None:
             from coco_sql.languages.python.warehouse import WarehousePythonRunner
 

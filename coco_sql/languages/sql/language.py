@@ -25,7 +25,7 @@ from coco_sql.sqlkit.validate import validate_candidate
 from coco_sql.tasks.references import reference_columns, reference_tables
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.core.ai_table import LocalFunctions
     from coco_sql.store.base import CandidateEngine
     from coco_sql.tasks import Split, TaskPack
 
@@ -75,7 +75,7 @@ class SqlLanguage:
         )
         return cell_of_counts(nodes, branches)
 
-    def runner(self, split: Split, ai: AiFunctions | None) -> SqlRunner | WarehouseSqlRunner:
+    def runner(self, split: Split, ai: LocalFunctions | None) -> SqlRunner | WarehouseSqlRunner:
         if self.engine is not None:  # the head fitted on the warehouse's own AI_EMBED vectors
             heads = embedded_tables(
                 self.task, self.engine.embedder(embed_model(self.task.dialect)), self._heads

@@ -259,7 +259,7 @@ def runtime_embed(runtime: Any, dialect: str) -> Embed:
 def head_tables(task: TaskPack, ai: Any, memo: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """{LINEAR_HEAD: its rows, EXAMPLE_VECTORS: the training rows' vectors} for a runner of `task` (nothing
     when the task has no head); `ai`: the runner's
-    `aifuncs.functions.AiFunctions` (None: the table is empty), `memo`: the caller's rows by `digest`, so that
+    `core.ai_table.LocalFunctions` (None: the table is empty), `memo`: the caller's rows by `digest`, so that
     each split's runner and every minibatch sample reuse one fit."""
     if not head_columns(task):
         return {}

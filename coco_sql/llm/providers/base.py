@@ -1,8 +1,8 @@
 """What every AI provider offers, whatever it runs on: completions, embeddings, or both.
 
-The AI functions (`aifuncs.functions`) speak only this interface. A provider makes ONE call at a time and raises a
+The AI functions (`engines.duckdb.ai.functions`) speak only this interface. A provider makes ONE call at a time and raises a
 `ProviderError` subclass when it fails; batching, the thread pool, rate limits, retries and deadlines live in
-`aifuncs.execution`, around any provider. Providers are constructed lazily by the router (`aifuncs.routing`):
+`llm.execution`, around any provider. Providers are constructed lazily by the router (`llm.routing`):
 importing this package touches no network and loads no model.
 """
 
@@ -150,7 +150,7 @@ class EmbeddingProvider(Protocol):
 
 @dataclass(frozen=True)
 class ProviderLimits:
-    """Per-provider limits, enforced by `aifuncs.execution` around every call."""
+    """Per-provider limits, enforced by `llm.execution` around every call."""
 
     concurrency: int = 4  # calls in flight at once
     requests_per_minute: float | None = None

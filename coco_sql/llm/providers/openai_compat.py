@@ -285,7 +285,7 @@ class OpenAICompatibleProvider:
 
     `base_url` includes the API version ("https://api.openai.com/v1", "http://127.0.0.1:8080/v1"). The API key,
     when given, is sent as a bearer token and never appears in messages or the repr. `timeout_s` caps one
-    attempt; the attempt's `Deadline` may cut it further (`aifuncs.execution` hands each attempt a deadline
+    attempt; the attempt's `Deadline` may cut it further (`llm.execution` hands each attempt a deadline
     that ends at its per-attempt limit). `json_format` chooses how `response_schema` is sent:
     "json_object" -> {"type": "json_object", "schema": ...} (llama_cpp.server; it answers 500 to the other),
     "json_schema" -> {"type": "json_schema", "json_schema": {"name": "response", "schema": ...}} (OpenAI).

@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 from sqlglot import exp
 
-from coco_sql.aifuncs.arguments import ArgumentError, category_prototypes
 from coco_sql.errors import EvaluationError
 from coco_sql.evaluate import Outcome
 from coco_sql.languages.sql.mutate.ai_edits import (
@@ -62,6 +61,7 @@ from coco_sql.mutate.choice import NearBest, pick_near_best
 from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.search.label_noise import likely_errors
+from coco_sql.sqlkit.ai_arguments import ArgumentError, category_prototypes
 
 # Drafts within 15% of the best gain, or within 1.5 training rows' worth of score (the cross-fitted scores move
 # by a row or two between equivalent edits), are drawn among; at most the top 3.

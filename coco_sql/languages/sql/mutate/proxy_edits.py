@@ -24,7 +24,7 @@ The proxy is plain SQL, written into the program as CTEs:
 
     CASE WHEN proxy.proxy_confidence >= t THEN OBJECT_CONSTRUCT('labels', proxy.proxy_labels) ELSE <AI call> END
 
-The vote is the embedded backend's AI_CLASSIFY with examples (`aifuncs.semantic`) written in SQL, with its
+The vote is the embedded backend's AI_CLASSIFY with examples (`engines.duckdb.ai.semantic`) written in SQL, with its
 constants turned into genes the mutator fits on the training rows (`proxy_fit`); the words read what the
 embeddings blur; the centroid head (issue 26) is the nearest-centroid classifier a user would otherwise deploy
 instead, computed from the same table. Why not a logistic head: the vote, the counts and the centroids have no
@@ -58,7 +58,6 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.aifuncs.arguments import ArgumentError, category_prototypes
 from coco_sql.errors import CandidateRejected, EvaluationError
 from coco_sql.languages.sql.linear_head import embed_model
 from coco_sql.languages.sql.mutate.ai_edits import (
@@ -77,6 +76,7 @@ from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, cheap, fit, plai
 from coco_sql.languages.sql.mutate.proxy_sql import MULTI_RATIO, PARAMS, PROXY, ProxyPlan, proxy_ctes
 from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
+from coco_sql.sqlkit.ai_arguments import ArgumentError, category_prototypes
 from coco_sql.tasks.references import EXAMPLES
 
 MIN_EXAMPLES = 20  # a call with fewer examples costs little per row: nothing for the proxy to save

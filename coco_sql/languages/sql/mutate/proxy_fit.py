@@ -8,7 +8,7 @@ probabilities are
              + v softmax_c( ln n_c + sum_{u in words(x), seen} ln((n_cu + alpha) / (t_c + alpha V)) )
 
 over the training rows in the `examples` table (the row itself left out), and it answers every label with
-p >= ratio * max p. The first part is the embedded backend's AI_CLASSIFY (`aifuncs.semantic`) with its
+p >= ratio * max p. The first part is the embedded backend's AI_CLASSIFY (`engines.duckdb.ai.semantic`) with its
 constants made genes: k, tau, the examples' weight w and the multi-label ratio are fitted per program here,
 where the AI call's constants are fixed. The second is a naive Bayes over the rows' words (`word_probabilities`:
 n_c training rows hold label c, n_cu of them the word u, t_c words in all; V the examples' vocabulary; only

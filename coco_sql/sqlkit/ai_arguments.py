@@ -1,19 +1,20 @@
-"""The arguments of AI function calls: decoding the binder's JSON cells, Cortex's argument checks and the
-errors it raises (`AiCallRefused`), PROMPT rendering, and AI_CLASSIFY's categories and examples.
+"""The arguments of AI function calls as Snowflake documents them: decoding the binder's JSON cells, Cortex's
+argument checks and the errors it raises (`AiCallRefused`), PROMPT rendering, and AI_CLASSIFY's categories and
+examples.
 
-Shared by `aifuncs.functions` (the calls) and the offline mutator (`languages.sql.mutate.ai_pipeline`), which reads
-categories the way AI_CLASSIFY does. Limits come from `aifuncs.catalogue`.
+Shared by the local AI functions (`engines.duckdb.ai`: the calls), the Snowflake meter (categories as Cortex
+bills them) and the SQL kind's offline mutator, which reads categories the way AI_CLASSIFY does. Limits come
+from `sqlkit.ai_catalogue`. Building model requests from them is the local functions' part
+(`engines.duckdb.ai.requests`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from coco_sql.aifuncs.catalogue import CLASSIFY_CATEGORIES, CLASSIFY_EXAMPLE, Limits, unfilled_placeholder
 from coco_sql.errors import EvaluationError
-from coco_sql.llm.providers.base import CompletionRequest, Message
+from coco_sql.sqlkit.ai_catalogue import CLASSIFY_CATEGORIES, CLASSIFY_EXAMPLE, Limits, unfilled_placeholder
 
 Cell = str | None  # JSON text from to_json(), or NULL
 
@@ -89,14 +90,6 @@ def render_prompt(value: Any, function: str = "PROMPT") -> str | None:
     return json.dumps(value)
 
 
-def iter_requests(
-    prompts: Sequence[str | None], requests: Sequence[CompletionRequest]
-) -> list[CompletionRequest | None]:
-    """Requests made for the non-None prompts, spread back over all rows (None where there was no prompt)."""
-    made = iter(requests)
-    return [None if prompt is None else next(made) for prompt in prompts]
-
-
 def category_prototypes(
     value: Any, function: str = "AI_CLASSIFY", limits: Limits = CLASSIFY_CATEGORIES
 ) -> tuple[list[str], list[str]]:
@@ -135,31 +128,3 @@ def _example_labels(function: str, example: Any, labels: list[str]) -> tuple[str
     given = example.get("labels")
     given = [given] if isinstance(given, str) else list(given or [])
     return example["input"], [label for label in given if label in labels]
-
-
-_ROLES = ("system", "user", "assistant")
-
-
-def chat_history(value: Any, with_options: bool) -> tuple[Message, ...] | None:
-    """COMPLETE's prompt_or_history as chat messages; None for NULL. Cortex takes a string without options and
-    an array of {role, content} (one system turn, first) with options; anything else is refused."""
-    if value is None:
-        return None
-    if not with_options:
-        if not isinstance(value, str):
-            refuse("COMPLETE", "without options the prompt must be a string (a history array needs options)")
-        return (Message("user", value),)
-    if not isinstance(value, list) or not value:
-        refuse("COMPLETE", "with options the prompt must be a non-empty array of {role, content} objects")
-    turns: list[Message] = []
-    for index, turn in enumerate(value):
-        if (
-            not isinstance(turn, dict)
-            or turn.get("role") not in _ROLES
-            or not isinstance(turn.get("content"), str)
-        ):
-            refuse("COMPLETE", f"history turn {index} must be {{role: system|user|assistant, content: text}}")
-        if turn["role"] == "system" and index > 0:
-            refuse("COMPLETE", "only the first turn of a history may be the system prompt")
-        turns.append(Message(turn["role"], turn["content"]))
-    return tuple(turns)

@@ -5,7 +5,7 @@ returns one value per row. Three kinds of failure:
 
 - arguments Cortex answers with an error (AI_CLASSIFY with one or duplicate categories, an unknown config key,
   AI_SENTIMENT with more than 10 categories, a PROMPT placeholder without an argument, ...; the limits come from
-  `aifuncs.catalogue`), and calls the configured local models cannot honestly answer (AI_FILTER on the embedded
+  `sqlkit.ai_catalogue`), and calls the configured local models cannot honestly answer (AI_FILTER on the embedded
   model): `AiCallRefused`, which fails the query with one line, the candidate's error, as Snowflake fails it;
 - a row whose call fails at the provider gives None (SQL NULL) and its error is recorded in the evaluation's
   usage; a NULL argument gives NULL (PROMPT included: not documented, NULL in gives NULL out);
@@ -26,7 +26,7 @@ Which backend answers: embeddings and embedding-backed decisions go to the embed
 otherwise; AI_CLASSIFY goes to `config.classify_model` (an LLM prompt when it names an endpoint model);
 functions without a model argument that need text generation use `config.completion_model`. A yes/no question
 (AI_FILTER) and per-category sentiment need a completion model: `config.classify_model` when it is one, else
-`config.completion_model`, else the call is refused with what to configure (`aifuncs.semantic` says why).
+`config.completion_model`, else the call is refused with what to configure (`engines.duckdb.ai.semantic` says why).
 """
 
 from __future__ import annotations
@@ -38,31 +38,31 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from coco_sql.aifuncs import semantic
-from coco_sql.aifuncs.arguments import (
-    Cell,
-    _decode,
-    chat_history,
-    check_object,
-    refuse,
-    render_prompt,
-)
-from coco_sql.aifuncs.catalogue import (
-    CORTEX_COMPLETE_OPTIONS,
-    MODEL_PARAMETERS,
-    SIMILARITY_CONFIG,
-)
-from coco_sql.aifuncs.judging import JudgingFunctions
-from coco_sql.aifuncs.tokens import TokenCounter
+from coco_sql.engines.duckdb.ai import semantic
+from coco_sql.engines.duckdb.ai.judging import JudgingFunctions
+from coco_sql.engines.duckdb.ai.requests import chat_history
+from coco_sql.engines.duckdb.ai.tokens import TokenCounter
 from coco_sql.errors import CocoError, ConfigError, ProviderError, ProviderUnavailable
 from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Message, estimate_tokens
 from coco_sql.llm.routing import EMBEDDED_MODELS
 from coco_sql.llm.runtime import AiRuntime
 from coco_sql.llm.usage import Usage
+from coco_sql.sqlkit.ai_arguments import (
+    Cell,
+    _decode,
+    check_object,
+    refuse,
+    render_prompt,
+)
+from coco_sql.sqlkit.ai_catalogue import (
+    CORTEX_COMPLETE_OPTIONS,
+    MODEL_PARAMETERS,
+    SIMILARITY_CONFIG,
+)
 
 
 class AiFunctions(JudgingFunctions):
-    """The AI_* functions over one runtime (see the module docstring); aifuncs.catalogue maps UDFs here."""
+    """The AI_* functions over one runtime (see the module docstring); sqlkit.ai_catalogue maps UDFs here."""
 
     def __init__(self, runtime: AiRuntime) -> None:
         self.runtime = runtime
@@ -155,7 +155,7 @@ class AiFunctions(JudgingFunctions):
             "completion model (COCO_CLASSIFY_MODEL or --classify-model: smollm2 or <endpoint>/<model>)",
         )
 
-    # -- AI_SIMILARITY, AI_EMBED, AI_COUNT_TOKENS (AI_CLASSIFY, AI_FILTER, AI_SENTIMENT: aifuncs.judging) ---
+    # -- AI_SIMILARITY, AI_EMBED, AI_COUNT_TOKENS (AI_CLASSIFY, AI_FILTER, AI_SENTIMENT: engines.duckdb.ai.judging) ---
     def similarity(self, left: list[Cell], right: list[Cell], configs: list[Cell]) -> list[float | None]:
         """AI_SIMILARITY(input1, input2, config_object): on the embedded e5 model the rescaled cosine of
         `semantic.similarity_score` (unrelated ~0, identical exactly 1); on another model the cosine."""
@@ -201,7 +201,7 @@ class AiFunctions(JudgingFunctions):
     def count_tokens(
         self, functions: list[Cell], second: list[Cell], third: list[Cell], fourth: list[Cell]
     ) -> list[int | None]:
-        """AI_COUNT_TOKENS(function_name, ...) in each of Cortex's forms (`aifuncs.tokens`)."""
+        """AI_COUNT_TOKENS(function_name, ...) in each of Cortex's forms (`engines.duckdb.ai.tokens`)."""
         out: list[int | None] = []
         for row in zip(functions, second, third, fourth, strict=True):
             function, *arguments = (_decode(cell) for cell in row)

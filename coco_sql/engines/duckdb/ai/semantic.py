@@ -21,7 +21,7 @@ output_mode 'single' returns argmax_c p; 'multi' returns every c with p(c | x) >
 
 AI_FILTER has no embedding answer: a yes/no question over arbitrary text is not a nearest-prototype decision
 (on 20 complaint/praise reviews, the question against its negation scored 0.35; yes/no hypotheses 0.70), so it
-needs a completion model (`aifuncs.functions`).
+needs a completion model (`engines.duckdb.ai.functions`).
 
 Similarity (AI_SIMILARITY on the embedded e5 model). e5's cosines are anisotropic: any two texts sit high
 (unrelated Reddit comments vs HotpotQA questions: median 0.74, p99 0.79; unrelated Reddit comments: median

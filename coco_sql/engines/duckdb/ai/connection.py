@@ -22,12 +22,12 @@ from typing import Any
 
 import duckdb
 
-from coco_sql.aifuncs.catalogue import bound_udfs
-from coco_sql.aifuncs.duckdb_udfs import implementations, register_udfs
-from coco_sql.aifuncs.functions import AiFunctions
+from coco_sql.engines.duckdb.ai.functions import AiFunctions
+from coco_sql.engines.duckdb.ai.udfs import implementations, register_udfs
 from coco_sql.engines.duckdb.store import DuckDBStore
 from coco_sql.llm.routing import AiConfig
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.sqlkit.ai_catalogue import bound_udfs
 from coco_sql.store.shared_cache import load_cache, save_cache
 
 

@@ -3,12 +3,12 @@
 An entry holds the SQL spelling(s), the parameters in Snowflake's documented order and with Snowflake's
 documented names (the names accepted as ``name => value``), which are optional, the documented limits on their
 values, the DuckDB UDF a call binds to with its return type, and the name of the
-:class:`~coco_sql.aifuncs.functions.AiFunctions` method that answers that UDF. Derived from it:
+:class:`~coco_sql.engines.duckdb.ai.functions.AiFunctions` method that answers that UDF. Derived from it:
 
 - ``sqlkit.allowlist.AI_SIGNATURES``: parameter names and arities (validator, named-argument rewrite);
 - ``sqlkit.ai_binding.UDFS``: the UDF each SQL name binds to, padded to one JSON argument per parameter;
-- ``aifuncs.duckdb_udfs``: the UDFs registered in every sandbox, their return types and implementations;
-- ``aifuncs.functions``: the limits (:class:`Limits`) whose violation Cortex answers with an error.
+- ``engines.duckdb.ai.udfs``: the UDFs registered in every sandbox, their return types and implementations;
+- ``engines.duckdb.ai.functions``: the limits (:class:`Limits`) whose violation Cortex answers with an error.
 
 Source: Snowflake's SQL reference pages for each function (docs.snowflake.com/en/sql-reference/functions/...),
 read in their current English version. Where versions disagree the choice is written in the entry's ``note``
@@ -62,7 +62,7 @@ FLOAT_VECTOR = ReturnType("FLOAT[]", "list<float32>")
 @dataclass(frozen=True)
 class Limits:
     """Documented limits on one argument's value. Cortex answers a call that breaks one with an error, and so
-    do the UDFs (`aifuncs.functions`); advisory limits (words in a description) are written in `advice`."""
+    do the UDFs (`engines.duckdb.ai.functions`); advisory limits (words in a description) are written in `advice`."""
 
     min_items: int | None = None  # an ARRAY argument: fewest elements
     max_items: int | None = None  # and most
@@ -274,7 +274,7 @@ CATALOGUE: tuple[AiFunction, ...] = (
             _optional("config_object", local=("config",), limits=SIMILARITY_CONFIG),
         ),
         Udf("AI_SIMILARITY", "similarity", DOUBLE),
-        note="On the embedded e5 model the cosine is rescaled (aifuncs.semantic.similarity_score): unrelated "
+        note="On the embedded e5 model the cosine is rescaled (engines.duckdb.ai.semantic.similarity_score): unrelated "
         "text near 0, identical text exactly 1.",
     ),
     AiFunction(

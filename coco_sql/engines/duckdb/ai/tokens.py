@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from coco_sql.aifuncs.catalogue import COUNT_TOKENS_MODEL_FUNCTIONS
 from coco_sql.errors import ConfigError
 from coco_sql.llm.providers.base import estimate_tokens
 from coco_sql.llm.runtime import AiRuntime
+from coco_sql.sqlkit.ai_catalogue import COUNT_TOKENS_MODEL_FUNCTIONS
 
 Counter = Callable[[str], int]
 COUNTED_TEXTS = 1 << 18  # texts whose token count each counter remembers (about 50 MB of short texts at most)
@@ -84,7 +84,7 @@ class TokenCounter:
             return estimate_tokens
         if endpoint not in self._counters:
             # memoised per text: the e5 tokenizer takes about 0.2 ms a text, and billing the embedded
-            # AI_CLASSIFY (`aifuncs.billing`) counts every row of every evaluation, mostly the same rows again
+            # AI_CLASSIFY (`engines.duckdb.ai.billing`) counts every row of every evaluation, mostly the same rows again
             self._counters[endpoint] = lru_cache(maxsize=COUNTED_TEXTS)(self._load(endpoint))
         return self._counters[endpoint]
 

@@ -4,7 +4,7 @@ The validator's binder (`sqlkit.ai_binding`) rewrites every AI call to one of th
 arity and JSON arguments, so each UDF receives whole chunks (about 2,000 rows) of JSON text and answers them in
 one batch: identical inputs within the chunk are embedded or completed once, and cached ones not at all.
 Which UDFs exist, their arity, return types and the `AiFunctions` method answering each come from
-`coco_sql.aifuncs.catalogue`.
+`coco_sql.sqlkit.ai_catalogue`.
 
 `side_effects=True` keeps DuckDB from folding calls with constant arguments into one (STACK-FACTS), and
 `null_handling='special'` passes NULL arguments (omitted optional parameters) through to the function.
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from coco_sql.aifuncs.catalogue import bound_udfs
+from coco_sql.sqlkit.ai_catalogue import bound_udfs
 
 if TYPE_CHECKING:
-    from coco_sql.aifuncs.functions import AiFunctions
+    from coco_sql.engines.duckdb.ai.functions import AiFunctions
 
 UdfCall = Callable[[str, list[list[Any]]], list[Any]]
 

@@ -1,5 +1,5 @@
 """The AI functions that judge a text: AI_CLASSIFY (and SNOWFLAKE.CORTEX.CLASSIFY_TEXT), AI_FILTER and AI_SENTIMENT
-(and SNOWFLAKE.CORTEX.SENTIMENT). Their return shapes and failure rules are in :mod:`coco_sql.aifuncs.functions`;
+(and SNOWFLAKE.CORTEX.SENTIMENT). Their return shapes and failure rules are in :mod:`coco_sql.engines.duckdb.ai.functions`;
 they live here so that module stays one job: the plumbing and the generating functions."""
 
 from __future__ import annotations
@@ -9,20 +9,24 @@ from typing import Any
 
 import numpy as np
 
-from coco_sql.aifuncs import semantic
-from coco_sql.aifuncs.arguments import (
+from coco_sql.engines.duckdb.ai import semantic
+from coco_sql.engines.duckdb.ai.billing import bill_classify
+from coco_sql.engines.duckdb.ai.requests import iter_requests
+from coco_sql.errors import ProviderError
+from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Message
+from coco_sql.llm.routing import EMBEDDED_MODELS
+from coco_sql.llm.usage import Usage
+from coco_sql.sqlkit.ai_arguments import (
     Cell,
     _decode,
     _example_labels,
     category_prototypes,
     check_array,
     check_object,
-    iter_requests,
     refuse,
     render_prompt,
 )
-from coco_sql.aifuncs.billing import bill_classify
-from coco_sql.aifuncs.catalogue import (
+from coco_sql.sqlkit.ai_catalogue import (
     CLASSIFY_CATEGORIES,
     CLASSIFY_CONFIG,
     CLASSIFY_TEXT_CATEGORIES,
@@ -31,14 +35,10 @@ from coco_sql.aifuncs.catalogue import (
     SENTIMENTS,
     Limits,
 )
-from coco_sql.errors import ProviderError
-from coco_sql.llm.providers.base import CompletionRequest, CompletionResult, Message
-from coco_sql.llm.routing import EMBEDDED_MODELS
-from coco_sql.llm.usage import Usage
 
 
 class JudgingFunctions:
-    """Classification, yes/no and sentiment functions of :class:`coco_sql.aifuncs.functions.AiFunctions`, which
+    """Classification, yes/no and sentiment functions of :class:`coco_sql.engines.duckdb.ai.functions.AiFunctions`, which
     mixes them in and supplies the plumbing they call (`_answers`, `_embed`, `_embedded`, `_judging_model`,
     `runtime`, `tokens`)."""
 
@@ -99,7 +99,7 @@ class JudgingFunctions:
         if not texts:
             return []
         example_texts = [text for text, _ in examples]
-        work = Usage()  # accounted below as Cortex bills the rows (`aifuncs.billing`)
+        work = Usage()  # accounted below as Cortex bills the rows (`engines.duckdb.ai.billing`)
         vectors = self._embed("AI_CLASSIFY", [*texts, *prototypes, *example_texts], model, work)
         if vectors is None:
             self.runtime.usage.merge(work)  # the failed provider call, as it happened
