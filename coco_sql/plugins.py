@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING
 from coco_sql.plugin_loader import (
     BUILTIN_ENGINES,
     BUILTIN_KINDS,
+    DEPLOY_DIALECT,
     ENGINE_GROUP,
     KIND_GROUP,
+    SANDBOX_DIALECT,
     engine_names,
     kind_names,
     load_engine,
@@ -38,9 +40,9 @@ if TYPE_CHECKING:
     from coco_sql.languages.kind import KindPlugin
     from coco_sql.store import Warehouse
 
-FILE_ENGINE = "duckdb"  # the engine of a store given as a database file (`db=` a path)
+FILE_ENGINE = SANDBOX_DIALECT  # the engine of a store given as a database file (`db=` a path)
 DEPLOY_ENGINE = (
-    "snowflake"  # the warehouse a champion deploys to (`coco-sql check-deploy`, the warehouse forms)
+    DEPLOY_DIALECT  # the warehouse a champion deploys to (`coco-sql check-deploy`, the warehouse forms)
 )
 
 

@@ -278,10 +278,6 @@ DIALECT_NAMES = frozenset({"duckdb", "snowflake"})
 # standard library, by rule); and dbt's adapter type in a dbt profile (dbt-duckdb's name, not ours).
 DIALECT_NAMED = {
     "coco_sql/plugin_loader.py": "the registry's built-ins",
-    "coco_sql/plugins.py": "the registry's file and deploy engines",
-    "coco_sql/messages.py": "the wire's message schemas import only the standard library",
-    "coco_sql/languages/dbt/jinja_context.py": "dbt's `target.type`: the dbt-duckdb adapter's name",
-    "coco_sql/languages/dbt/export.py": "profiles.yml's adapter type: the dbt-duckdb adapter's name",
 }
 
 

@@ -58,6 +58,7 @@ class SqlRules:
     dialect: str  # sqlglot's name of it
     translated: bool = False  # its programs are transpiled to DuckDB to run in the sandbox (FLATTEN, names)
     materialized_ctes: bool = True  # its parser takes `WITH x AS MATERIALIZED (...)`
+    dbt_adapter: str | None = None  # dbt's adapter for it: profiles.yml's `type`, a model's `target.type`
 
 
 @dataclass(frozen=True)

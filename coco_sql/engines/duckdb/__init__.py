@@ -6,7 +6,7 @@ from coco_sql.engines import EnginePlugin, Part, SqlRules
 
 PLUGIN = EnginePlugin(
     name="duckdb",
-    sql=SqlRules(dialect="duckdb"),
+    sql=SqlRules(dialect="duckdb", dbt_adapter="duckdb"),
     store=Part("coco_sql.engines.duckdb.store:DuckDBStore"),
     local_ai=Part("coco_sql.engines.duckdb.ai.local:LOCAL_AI"),
 )

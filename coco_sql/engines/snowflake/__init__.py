@@ -10,7 +10,7 @@ from coco_sql.engines import AiBinding, EnginePlugin, Part, SqlRules
 
 PLUGIN = EnginePlugin(
     name="snowflake",
-    sql=SqlRules(dialect="snowflake", translated=True, materialized_ctes=False),
+    sql=SqlRules(dialect="snowflake", translated=True, materialized_ctes=False, dbt_adapter="snowflake"),
     ai=AiBinding(
         cortex_names_only=True, embed_model="snowflake-arctic-embed-m-v1.5"
     ),  # llm.routing.CORTEX_EMBEDDING_MODEL

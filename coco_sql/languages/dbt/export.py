@@ -20,6 +20,7 @@ import yaml
 from coco_sql.errors import ConfigError
 from coco_sql.languages.dbt.project import DbtProject
 from coco_sql.languages.dbt.task import DbtTask
+from coco_sql.plugin_loader import SANDBOX_DIALECT, load_engine
 
 FORMS = ("dbt_project", "dbt_patch")
 PROFILE = "coco_export"
@@ -54,11 +55,16 @@ def export_files(code: str, task: Any) -> dict[str, str]:
         {
             PROFILE: {
                 "target": "dev",
-                "outputs": {"dev": {"type": "duckdb", "path": "coco.duckdb", "threads": 1}},
+                "outputs": {"dev": {"type": _adapter(), "path": "coco.duckdb", "threads": 1}},
             }
         }
     )
     return dict(sorted(files.items()))
+
+
+def _adapter() -> str:
+    """profiles.yml's `type`: the dbt adapter of the engine the folder runs on, the sandbox engine's (a DuckDB file)."""
+    return str(load_engine(SANDBOX_DIALECT).sql.dbt_adapter)
 
 
 def _whole_sources(data: DbtTask) -> Mapping[str, Any]:

@@ -34,7 +34,7 @@ import sqlglot
 from sqlglot import exp
 
 from coco_sql.errors import CandidateRejected
-from coco_sql.plugin_loader import SANDBOX_DIALECT
+from coco_sql.plugin_loader import SANDBOX_DIALECT, load_engine
 
 _MACRO = re.compile(r"\{%-?\s*macro\s+([A-Za-z_]\w*)\s*\(.*?\{%-?\s*endmacro\s*-?%\}", re.S)
 _BLOCKS = re.compile(r"\{%-?\s*(test|materialization|snapshot)\b.*?\{%-?\s*end\1\s*-?%\}", re.S)
@@ -228,7 +228,12 @@ class _Api:
 
 
 class _Target:
-    name, type, schema, database, profile_name, threads = "dev", "duckdb", "main", "memory", "coco", 1
+    """dbt's `target`: the sandbox's, whose `type` is the sandbox engine's dbt adapter (`SqlRules.dbt_adapter`)."""
+
+    name, schema, database, profile_name, threads = "dev", "main", "memory", "coco", 1
+
+    def __init__(self) -> None:
+        self.type = load_engine(SANDBOX_DIALECT).sql.dbt_adapter
 
 
 class _This:
