@@ -12,7 +12,8 @@ __version__ = "0.1.0"
 
 
 def connect(path: str = ":memory:") -> Any:
-    """A DuckDB connection to `path` with coco-sql's tables and procedures installed (see coco_sql.procedures)."""
-    from coco_sql.engines.duckdb.procedures import connect as connect_duckdb
+    """A DuckDB connection to `path` with coco-sql's tables and procedures installed (see coco_sql.procedures):
+    the file engine's (`plugins.FILE_ENGINE`, `EnginePlugin.connect`), found through the registry."""
+    from coco_sql.plugins import FILE_ENGINE, engine
 
-    return connect_duckdb(path)
+    return engine(FILE_ENGINE).connect(path)

@@ -16,23 +16,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coco_sql import cli_demo, cli_init, cli_run, cli_warehouse, cli_watch
+from coco_sql import cli_init, cli_run, cli_warehouse, cli_watch
 from coco_sql.cli_common import UsageError, ai_config, json_error, read_program
 from coco_sql.cli_help import (
     DESCRIPTION,
     EPILOG,
     add_ai_options,
     add_db,
+    add_installed_commands,
     add_json,
+    add_plugin_commands,
     add_quiet,
     add_run,
     add_version,
     command,
+    command_word,
     parser_class,
 )
 from coco_sql.cli_inspect import HISTORY_ALIASES, cmd_cost, cmd_history, cmd_report, cmd_status
 from coco_sql.errors import CocoError, ConfigError
 from coco_sql.options import TOOL_ARGUMENTS
+from coco_sql.plugin_loader import BUILTIN_COMMANDS, COMMAND_GROUP
 from coco_sql.progress import terminal_width
 from coco_sql.reflect.history import HistoryTools
 
@@ -60,7 +64,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     wants_json = "--json" in argv
     try:
-        args = _parser().parse_args(argv)
+        args = _parser(argv).parse_args(argv)
     except UsageError as error:
         print(error.usage + f"coco-sql: error: {error}", file=sys.stderr, end="\n")
         json_error(wants_json, error, "usage")
@@ -94,7 +98,9 @@ def _quiet_libraries(*, debug: bool) -> None:
     warnings.simplefilter("ignore")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line's parser; `argv`, when known, spares reading the installed plug-ins' commands
+    unless it names none of the others (`cli_help.add_installed_commands`)."""
     parser = parser_class()(prog="coco-sql", description=DESCRIPTION, epilog=EPILOG)
     add_version(parser)
     parser.add_argument("--debug", action="store_true", help="show a traceback instead of the one-line error")
@@ -168,8 +174,8 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=cmd_report)
 
     cli_warehouse.add_parsers(commands)  # export, sql, deploy, mirror, check-deploy
-    cli_init.add_parsers(commands)  # init aifo, init dbt
-    cli_demo.add_parser(commands)
+    cli_init.add_parsers(commands, argv)  # init aifo, and each kind's source (init dbt)
+    add_plugin_commands(commands, COMMAND_GROUP, BUILTIN_COMMANDS)  # the kinds' own: demo-agent-server
 
     history = command(
         commands, "history", "query a run's search history as JSON (the history tools of the paper's Table 6)"
@@ -201,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
         "--depth", type=int, default=None, metavar="N", help="get_lineage: how many ancestors (default: 10)"
     )
     history.set_defaults(handler=cmd_history)
+    add_installed_commands(commands, COMMAND_GROUP, command_word(argv))
     return parser
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
 from coco_sql import __version__
 from coco_sql.cli_common import Parser
 from coco_sql.options import RUN_OPTIONS
+from coco_sql.plugin_loader import installed, load
 
 DEFAULT_DB = "coco.duckdb"
 VERSION = f"coco-sql {__version__}"
@@ -173,6 +174,34 @@ class ExportForms:
 
     def __contains__(self, form: object) -> bool:
         return form in list(self)
+
+
+def add_plugin_commands(commands: argparse._SubParsersAction, group: str, builtin: Mapping[str, str]) -> None:
+    """The built-in plug-ins' commands of `group` (`plugin_loader.BUILTIN_COMMANDS`, `BUILTIN_INIT_SOURCES`: a
+    kind's own commands), added to `commands` in their listed order. Each target is a light module's
+    `add_parser(commands)`: adding it loads no kind."""
+    for name, target in builtin.items():
+        load(target, group, name)(commands)
+
+
+def add_installed_commands(commands: argparse._SubParsersAction, group: str, word: str | None) -> None:
+    """The commands of `group` that installed distributions declare as entry points, added after every other
+    command, by name (one a built-in already added is skipped). Read only when the command line's `word` at
+    this level is none of the commands already there (an installed plug-in's, a typo, or no word: `--help`, the
+    whole parser of the docs): reading every distribution's metadata costs ~25 ms that a built-in's start does
+    not pay."""
+    if word is not None and word in commands.choices:
+        return
+    for name, target in sorted(installed(group).items()):
+        if name not in commands.choices:
+            load(target, group, name)(commands)
+
+
+def command_word(argv: Sequence[str] | None, depth: int = 0) -> str | None:
+    """The command line's word at `depth` (0: the command, 1: a command's own subcommand), options skipped;
+    None when there is none or the command line is not known (the whole parser)."""
+    words = [arg for arg in argv or () if not arg.startswith("-")]
+    return words[depth] if argv is not None and len(words) > depth else None
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:

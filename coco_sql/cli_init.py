@@ -1,9 +1,8 @@
 """`coco-sql init`: a task from what a user already has.
 
-`coco-sql init dbt PROJECT` makes a task folder from a dbt project as it stands (`languages.dbt.init_task`): its
-sources, the models to score and the rows they should give; the command parses, calls the library and prints
-the one-screen report.
-
+`coco-sql init dbt PROJECT` makes a task folder from a dbt project as it stands: the dbt kind's own source of
+`init` (`languages/dbt/cli.py`), which the registry names (`plugin_loader.BUILTIN_INIT_SOURCES`; an installed
+kind adds its own as an entry point of group `coco_sql.init`).
 
 `coco-sql init aifo SPEC.yaml --db PATH` reads a Snowflake AI_FUNCTION_OPTIMIZATION specification (the YAML of
 `CREATE EXPERIMENT ... FROM SPECIFICATION $$ ... $$`) and registers it as a task over a table of the store: the
@@ -18,15 +17,26 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from coco_sql.cli_common import read_program
-from coco_sql.cli_help import add_db, command, parser_class
+from coco_sql.cli_help import (
+    add_db,
+    add_installed_commands,
+    add_plugin_commands,
+    command,
+    command_word,
+    parser_class,
+)
 from coco_sql.errors import ConfigError
 from coco_sql.options import TASK_NAME
+from coco_sql.plugin_loader import BUILTIN_INIT_SOURCES, INIT_GROUP
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> None:
+def add_parsers(commands: argparse._SubParsersAction, argv: Sequence[str] | None = None) -> None:
+    """`init` and its sources: `aifo`, then the kinds' (`BUILTIN_INIT_SOURCES`, and installed ones when the
+    command line is `init` with a source none of these is, or is not known: `argv` None)."""
     init = command(
         commands, "init", "register a task from another tool's description of it",
         "The task is registered in the store under a name, as `CALL coco_task` registers one; `evolve`, `eval`, "
@@ -37,7 +47,6 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         required=True,
         metavar="KIND",
         parser_class=parser_class(),
-        help="what to read: aifo or dbt",
     )
     aifo = command(
         kinds, "aifo", "a Snowflake AI_FUNCTION_OPTIMIZATION specification (YAML) over a table of the store"
@@ -60,72 +69,18 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help='more coco_task options as JSON, e.g. \'{"id_column": "ticket_id"}\' (default: none)',
     )  # fmt: skip
     aifo.set_defaults(handler=cmd_init_aifo)
-    _add_dbt(kinds)
-
-
-def _add_dbt(kinds: argparse._SubParsersAction) -> None:
-    dbt = command(
-        kinds, "dbt", "a dbt project as it stands, made into a task folder",
-        "Scores the models the expected rows name (or the ones no other model reads), partitions the rows by an "
-        "entity, and prints what it found and refused.",
-    )  # fmt: skip
-    dbt.add_argument("project", type=Path, help="the project folder (dbt_project.yml)")
-    dbt.add_argument(
-        "--expected", type=Path, metavar="PATH",
-        help="the rows the pipeline should give: a golden DuckDB file, or a folder of CSV / Parquet files named "
-        "after the models, or one such file (required)",
-    )  # fmt: skip
-    dbt.add_argument(
-        "--data", type=Path, metavar="PATH", help="a DuckDB file holding the sources (default: the profile's)"
-    )
-    dbt.add_argument(
-        "--target", action="append", default=[], metavar="MODEL[:KEY,...]",
-        help="a model to score, with its key columns (repeatable; default: the models found in --expected that "
-        "no other found model reads; keys from unique tests or the rows)",
-    )  # fmt: skip
-    dbt.add_argument(
-        "--entity",
-        metavar="SOURCE.TABLE.COLUMN",
-        help="the source column the splits partition (default: found)",
-    )
-    dbt.add_argument("--name", help="the task's name (default: the project's)")
-    dbt.add_argument("--out", type=Path, metavar="DIR", help="the task folder (default: PROJECT/.coco/NAME)")
-    dbt.add_argument("--force", action="store_true", help="replace a task made there before")
-    dbt.add_argument("--no-score", action="store_true", help="do not score the seed (no dbt run)")
-    dbt.set_defaults(handler=cmd_init_dbt)
-
-
-def cmd_init_dbt(args: argparse.Namespace) -> int:
-    from coco_sql.languages.dbt.init_task import InitOptions, init_dbt
-
-    report = init_dbt(
-        InitOptions(
-            project=args.project,
-            out=args.out,
-            expected=args.expected,
-            data=args.data,
-            targets=tuple(args.target),
-            entity=args.entity,
-            name=args.name,
-            force=args.force,
-            score=not args.no_score,
-        )
-    )
-    for line in report.lines:
-        print(line)
-    for line in report.refused:
-        print(f"refused: {line}")
-    where = args.project if args.out is None else report.out
-    print(f"next: coco-sql evolve {where} --budget 30 --seed 1")
-    return 0
+    add_plugin_commands(kinds, INIT_GROUP, BUILTIN_INIT_SOURCES)
+    if argv is None or command_word(argv) == "init":
+        add_installed_commands(kinds, INIT_GROUP, command_word(argv, 1))
+    kinds.help = f"what to read: {' or '.join(kinds.choices)}"
 
 
 def cmd_init_aifo(args: argparse.Namespace) -> int:
     from coco_sql import api
-    from coco_sql.engines.snowflake.aifo import parse_spec
+    from coco_sql.plugins import deploy_engine
 
     text = read_program(args.spec)
-    spec = parse_spec(text)
+    spec = deploy_engine().ai_optimizer().parse_spec(text)  # Snowflake's AI_FUNCTION_OPTIMIZATION document
     options = json.loads(args.options) if args.options else {}
     if not isinstance(options, dict):
         raise ConfigError(

@@ -20,6 +20,7 @@ from coco_sql.plugin_loader import DEPLOY_DIALECT
 from coco_sql.stage import STAGE
 
 if TYPE_CHECKING:
+    from coco_sql.engines.snowflake.procs.commands import WarehouseCommands
     from coco_sql.engines.snowflake.procs.deploy import TaskRun
 
 
@@ -213,11 +214,12 @@ def cmd_check_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from coco_sql.engines.snowflake.procs import deploy as snowflake
+    from coco_sql.plugins import deploy_engine
 
+    snowflake = deploy_engine().warehouse_commands()  # the deploy engine's `commands` part
     if not (args.print_script or args.connection or args.zip):
         raise ConfigError("deploy needs --print (the script), --connection NAME (run it) or --zip FILE")
-    options = {"stage": args.stage, "schema": args.schema, "task_run": _task_run(args)}
+    options = {"stage": args.stage, "schema": args.schema, "task_run": _task_run(args, snowflake)}
     script = snowflake.deploy_script(**options) if args.print_script else None  # checks the names first
     if args.zip:
         print(f"wrote {snowflake.build_package_zip(args.zip)}", file=sys.stderr)
@@ -233,27 +235,18 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_mirror(args: argparse.Namespace) -> int:
     from coco_sql import api
-    from coco_sql.engines.duckdb.store import DuckDBStore
-    from coco_sql.engines.snowflake.procs.connection import open_session, snowflake_errors
-    from coco_sql.engines.snowflake.procs.mirror import mirror_run
-    from coco_sql.engines.snowflake.store import SnowparkStore
+    from coco_sql.plugins import engine, open_store
 
-    session = open_session(args.connection, "mirror")
-    try:
-        with snowflake_errors():
-            source = SnowparkStore(session, read_only=True)
-            run_id = api.resolve_run(source, args.run, f"connection {args.connection}")
-            with DuckDBStore(args.db) as target:
-                copied = mirror_run(source, target, run_id, progress_line(args))
-    finally:
-        session.close()
+    remote = engine(args.source).warehouse_commands()  # --from's engine: its `commands` part
+    with remote.store(args.connection, "mirror") as source:
+        run_id = api.resolve_run(source, args.run, f"connection {args.connection}")
+        with contextlib.closing(open_store(args.db)) as target:
+            copied = remote.mirror(source, target, run_id, progress_line(args))
     print(f"mirrored run {copied.run_id} ({copied.task}) into {args.db}: {sum(copied.rows.values()):,} rows")
     return 0
 
 
-def _task_run(args: argparse.Namespace) -> TaskRun | None:
-    from coco_sql.engines.snowflake.procs import deploy as snowflake
-
+def _task_run(args: argparse.Namespace, snowflake: WarehouseCommands) -> TaskRun | None:
     if args.task_run is None:
         if args.warehouse or args.task_options:
             raise ConfigError("--warehouse and --task-options only make sense with --task-run TASK BUDGET")
@@ -274,7 +267,7 @@ def _task_run(args: argparse.Namespace) -> TaskRun | None:
 
     run_options, _ = split_options(options)
     RunConfig.from_dict({**run_options, "budget": int(budget)})  # what the task would refuse, refused now
-    return snowflake.TaskRun(task, int(budget), args.warehouse, options)
+    return snowflake.task_run(task, int(budget), args.warehouse, options)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

@@ -32,6 +32,19 @@ BUILTIN_ENGINES: dict[str, str] = {
     "snowflake": "coco_sql.engines.snowflake:PLUGIN",
 }
 
+# A kind's own commands of `coco-sql`, as dbt's adapters bring their own: each "module:attr" names a function
+# `add_parser(subparsers)` in a light module of the kind (argparse and `cli_help` only; its handler imports the
+# kind when it runs), found by the command's name. COMMAND_GROUP's are commands of `coco-sql`, INIT_GROUP's the
+# sources `coco-sql init` reads (`cli_help.add_plugin_commands`).
+COMMAND_GROUP = "coco_sql.commands"
+INIT_GROUP = "coco_sql.init"
+BUILTIN_COMMANDS: dict[str, str] = {
+    "demo-agent-server": "coco_sql.languages.agent_spec.cli:add_parser",
+}
+BUILTIN_INIT_SOURCES: dict[str, str] = {
+    "dbt": "coco_sql.languages.dbt.cli:add_parser",
+}
+
 
 SANDBOX_DIALECT = "duckdb"
 """DuckDB's dialect: what coco-sql's own SQL is written in (the schema, the named reads), and what a candidate is
@@ -104,10 +117,14 @@ def local_functions(runtime: Any) -> LocalFunctions:
 
 
 __all__ = [
+    "BUILTIN_COMMANDS",
     "BUILTIN_ENGINES",
+    "BUILTIN_INIT_SOURCES",
     "BUILTIN_KINDS",
+    "COMMAND_GROUP",
     "DEPLOY_DIALECT",
     "ENGINE_GROUP",
+    "INIT_GROUP",
     "KIND_GROUP",
     "SANDBOX_DIALECT",
     "engine_names",

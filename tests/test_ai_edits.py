@@ -18,12 +18,11 @@ from coco_sql.languages.sql.mutate.ai_edits import (
     confusions,
     guard_candidates,
     read_spec,
-    to_node,
-    to_python,
 )
 from coco_sql.languages.sql.mutate.offline import OfflineMutator
 from coco_sql.mutate import MutationRequest, ProgramView
 from coco_sql.reflect import DraftEnvironment
+from coco_sql.sqlkit.literals import to_node, to_python
 from coco_sql.tasks import load_task
 from tests.test_ai_runs import small_goemotions
 

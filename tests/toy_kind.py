@@ -11,6 +11,7 @@ programs are the test's own, never hostile.
 
 from __future__ import annotations
 
+import argparse
 import re
 import tempfile
 import time
@@ -151,3 +152,32 @@ PLUGIN = KindPlugin(
     task_options=TASK_OPTIONS,
     registrar=ToyRegistrar(),
 )
+
+
+# -- the toy's own commands of `coco-sql`: entry points of `coco_sql.commands` and `coco_sql.init` ---------------
+def add_command(commands: argparse._SubParsersAction) -> None:
+    """`coco-sql toy-check PROGRAM`: whether PROGRAM reads as a toy program (a one-line error when not)."""
+    check = commands.add_parser("toy-check", help="check that a line is a toy program")
+    check.add_argument("program", help="the program's line")
+    check.set_defaults(handler=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    if _PROGRAM.fullmatch(args.program) is None:
+        raise TaskError("a toy program is one line: threshold <input column> <integer>")
+    print("a toy program")
+    return 0
+
+
+def add_init(kinds: argparse._SubParsersAction) -> None:
+    """`coco-sql init toy FOLDER`: a toy seed program in FOLDER."""
+    init = kinds.add_parser("toy", help="a toy seed program")
+    init.add_argument("folder", type=Path, help="where to write seed.toy")
+    init.set_defaults(handler=_init)
+
+
+def _init(args: argparse.Namespace) -> int:
+    args.folder.mkdir(parents=True, exist_ok=True)
+    (args.folder / "seed.toy").write_text("threshold x 0\n")
+    print(f"wrote {args.folder / 'seed.toy'}")
+    return 0

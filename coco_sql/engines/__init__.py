@@ -17,6 +17,13 @@ up again by a leaf module. Its parts:
     deploy_check  the findings of a program about to deploy there (Snowflake's: `snowflake/deploy_check.py`)
     checks     its own checks of a program written in its dialect and the program's translation to the DuckDB
                tree the sandbox runs (`sqlkit.checks.DialectChecks`; Snowflake's: `snowflake/checks.py`)
+    procedures a connection to a database file with coco-sql's tables and procedures installed (`connect`:
+               what `coco_sql.connect` and `coco-sql sql` open; DuckDB's: `duckdb/procedures.py`)
+    optimizer  its AI-function optimizer's documents, read and written (`ai_optimizer`; Snowflake's
+               AI_FUNCTION_OPTIMIZATION spec and CREATE AI FUNCTION: `snowflake/aifo.py`, which the SQL kind's
+               spec tasks, its AI-function exports and `coco-sql init aifo` use)
+    commands   what the warehouse commands do there (`warehouse_commands`: `coco-sql deploy` and `mirror`;
+               Snowflake's: `snowflake/procs/commands.py`)
 
 A part that is code is a `Part`, a "module:attr" string imported on first use, so that naming an engine loads
 none of it. Each built-in engine is one package: `duckdb/` and `snowflake/`. What both stores do the same way
@@ -82,6 +89,9 @@ class EnginePlugin:
     checks: Part | None = None  # its `sqlkit.checks.DialectChecks`; None: its programs run as written
     deploy_check: Part | None = None  # a program's `Finding`s before it deploys there (`check_deploy`)
     local_ai: Part | None = None  # its `LocalAi`: AI functions answered in this process (`ai_functions`)
+    procedures: Part | None = None  # a function: a database file's path -> a connection with the procedures
+    optimizer: Part | None = None  # its AI-function optimizer's spec reader and statement writer (a module)
+    commands: Part | None = None  # its deploy and mirror, as `coco-sql deploy` and `coco-sql mirror` run them
 
     @property
     def dialect(self) -> str:
@@ -107,6 +117,26 @@ class EnginePlugin:
         if self.local_ai is None:
             raise ConfigError(f"engine {self.name!r} has no local AI functions")
         return self.local_ai.load()  # type: ignore[no-any-return]
+
+    def connect(self, path: str) -> Any:
+        """A connection to the database file `path` (":memory:": none) with coco-sql's tables and procedures
+        installed; ConfigError when the engine has none."""
+        return self._part(self.procedures, "no connection with procedures")(path)
+
+    def ai_optimizer(self) -> Any:
+        """Its AI-function optimizer's documents, read and written (Snowflake's: `snowflake/aifo.py`:
+        `parse_spec`, `parse_ai_function`, `create_ai_function`, ...); ConfigError when it has none."""
+        return self._part(self.optimizer, "no AI-function optimizer")
+
+    def warehouse_commands(self) -> Any:
+        """What `coco-sql deploy` and `coco-sql mirror` do on it (Snowflake's: `snowflake/procs/commands.py`);
+        ConfigError when it has none."""
+        return self._part(self.commands, "no deploy or mirror commands")
+
+    def _part(self, part: Part | None, lacking: str) -> Any:
+        if part is None:
+            raise ConfigError(f"engine {self.name!r} has {lacking}")
+        return part.load()
 
     def schema_statements(self) -> list[str]:
         """The schema's DDL (`sql/`) as this engine runs it."""

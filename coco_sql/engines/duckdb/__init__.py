@@ -9,4 +9,5 @@ PLUGIN = EnginePlugin(
     sql=SqlRules(dialect="duckdb", dbt_adapter="duckdb"),
     store=Part("coco_sql.engines.duckdb.store:DuckDBStore"),
     local_ai=Part("coco_sql.engines.duckdb.ai.local:LOCAL_AI"),
+    procedures=Part("coco_sql.engines.duckdb.procedures:connect"),
 )

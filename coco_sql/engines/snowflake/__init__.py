@@ -19,4 +19,6 @@ PLUGIN = EnginePlugin(
     ddl=Part("coco_sql.engines.snowflake.ddl:snowflake_statements"),
     checks=Part("coco_sql.engines.snowflake.checks:CHECKS"),
     deploy_check=Part("coco_sql.engines.snowflake.deploy_check:check_program"),
+    optimizer=Part("coco_sql.engines.snowflake.aifo"),
+    commands=Part("coco_sql.engines.snowflake.procs.commands:COMMANDS"),
 )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from coco_sql.languages.sql.mutate.ai_edits import ClassifySpec, classify_calls, read_spec, set_spec
+from coco_sql.sqlkit.ai_classify import ClassifySpec, classify_calls, read_spec, set_spec
 
 if TYPE_CHECKING:
     from coco_sql.languages.dbt.evidence import Evidence

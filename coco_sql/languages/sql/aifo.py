@@ -1,7 +1,8 @@
 """A Snowflake AI_FUNCTION_OPTIMIZATION specification as a SQL task: coco_task's option `spec` (and
 `ai_function`), `coco-sql init aifo SPEC.yaml`.
 
-The specification (`engines.snowflake.aifo`) names an AI function, the labelled rows, one metric and the models
+The specification (the deploy engine's optimizer part, `EnginePlugin.ai_optimizer`: Snowflake's is
+`engines.snowflake.aifo`, found through the registry, `optimizer`) names an AI function, the labelled rows, one metric and the models
 to try. As a task:
 
 - the seed program is the function's body over `input`: `SELECT id, <body> AS <label> FROM input`, each argument
@@ -25,20 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.engines.snowflake.aifo import (
-    AiFunctionDefinition,
-    OptimizationSpec,
-    parse_ai_function,
-    parse_spec,
-    scalar_expression,
-)
 from coco_sql.errors import TaskError
-from coco_sql.plugin_loader import DEPLOY_DIALECT
+from coco_sql.plugin_loader import DEPLOY_DIALECT, load_engine
+
+if TYPE_CHECKING:
+    from coco_sql.engines.snowflake.aifo import AiFunctionDefinition, OptimizationSpec
 
 SETTINGS_KEY = "aifo"  # the [sql.aifo] table of a task.toml
 SCORERS = {"exact_match": "exact"}  # the spec's metric -> coco-sql's scorer
@@ -123,6 +120,12 @@ class AifoSettings:
         )
 
 
+def optimizer() -> Any:
+    """The AI-function optimizer's documents, read and written: the deploy engine's (`DEPLOY_DIALECT`,
+    `EnginePlugin.ai_optimizer`; Snowflake's `engines.snowflake.aifo`), found through the registry."""
+    return load_engine(DEPLOY_DIALECT).ai_optimizer()
+
+
 class SpecTasks:
     """`languages.base.TaskSpec` for SQL: coco_task options `spec` and `ai_function`."""
 
@@ -202,7 +205,7 @@ class SpecTasks:
 def _read(name: str, options: Mapping[str, Any]) -> tuple[OptimizationSpec, AiFunctionDefinition | None]:
     where = f"task {name!r}: " if name else ""
     try:
-        spec = parse_spec(options.get("spec"))
+        spec = optimizer().parse_spec(options.get("spec"))
         if spec.metric not in SCORERS:
             raise TaskError(
                 f"AI_FUNCTION_OPTIMIZATION spec: metrics.name: coco-sql scores {', '.join(SCORERS)}; "
@@ -222,7 +225,7 @@ def _read(name: str, options: Mapping[str, Any]) -> tuple[OptimizationSpec, AiFu
                 "CREATE AI FUNCTION statement as option 'ai_function' (coco-sql init aifo: --function FILE), or "
                 "write the body in the spec as function.function_body"
             )
-        definition = parse_ai_function(str(text))
+        definition = optimizer().parse_ai_function(str(text))
         signature = spec.signature
         assert signature is not None
         if (definition.name.upper(), definition.argument_types) != (signature[0].upper(), signature[1]):
@@ -249,7 +252,7 @@ def _argument_columns(
         names = [a for a, _ in definition.arguments]
         unknown = [k for k in mapping if k not in names and not _positional(k, len(names))]
     else:
-        tree = scalar_expression(_body(spec, None), "the spec's function.function_body")
+        tree = optimizer().scalar_expression(_body(spec, None), "the spec's function.function_body")
         names = list(dict.fromkeys(c.name for c in tree.find_all(exp.Column) if not c.table))
         unknown = [k for k in mapping if k not in names]
     if unknown:
@@ -269,7 +272,7 @@ def _positional(key: str, count: int) -> bool:
 
 def _over_columns(name: str, body: str, arguments: list[tuple[str, str]]) -> str:
     """`body` with each argument read as the dataset column it maps to (in Snowflake's dialect)."""
-    tree = scalar_expression(body, "the function's body")
+    tree = optimizer().scalar_expression(body, "the function's body")
     columns = {a.lower(): c for a, c in arguments}
     for column in list(tree.find_all(exp.Column)):
         if column.table:

@@ -12,7 +12,7 @@ says so in one line and names the forms that take them). The function's signatur
 - any other task: `coco_<task>_champion`, one argument per input column under its own name and type (DuckDB's
   types written as Snowflake's), returning the contract's type.
 
-A statement written so is read back (`engines.snowflake.aifo.parse_ai_function`) and its body checked by sqlglot
+A statement written so is read back (the optimizer part's `parse_ai_function`: `aifo.optimizer`) and its body checked by sqlglot
 in Snowflake's dialect before it is returned; `coco-sql check-deploy --program FILE --task T` checks a file
 holding one (`check_statement`): the statement, the body's own rules, and the body as a program over the
 arguments through the usual deploy check.
@@ -26,17 +26,8 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from coco_sql.engines.snowflake.aifo import (
-    body_problems,
-    complete_missing,
-    create_ai_function,
-    create_experiment,
-    create_from_experiment,
-    evaluation_spec,
-    parse_ai_function,
-)
 from coco_sql.errors import TaskError
-from coco_sql.languages.sql.aifo import RETURNS, AifoSettings, ai_function_body
+from coco_sql.languages.sql.aifo import RETURNS, AifoSettings, ai_function_body, optimizer
 from coco_sql.plugin_loader import DEPLOY_DIALECT, SANDBOX_DIALECT
 from coco_sql.sqlkit.macros import expand_program
 
@@ -64,7 +55,8 @@ def ai_function_export(code: str, dialect: str, pack: TaskPack, name: str) -> st
         returns = RETURNS.get(pack.contract.type, "VARCHAR")
     program = expand_program(code, dialect) or code
     body = ai_function_body(program, dialect, carried, pack.contract.output)
-    problems = body_problems(body)
+    aifo = optimizer()
+    problems = aifo.body_problems(body)
     if problems:
         raise TaskError(
             f"the champion cannot be an AI function: {problems[0]}; export it as snowflake_function or "
@@ -74,12 +66,14 @@ def ai_function_export(code: str, dialect: str, pack: TaskPack, name: str) -> st
         f"-- coco-sql: the champion as an AI function; SELECT {function}({', '.join(carried)}) FROM <table>\n"
         "-- answers what the program's output column answers for each row.\n"
     )
-    if complete_missing(body):
+    if aifo.complete_missing(body):
         header += (
             "-- Its body calls no AI_COMPLETE: CREATE AI FUNCTION's usage notes accept AI_CLASSIFY and the other\n"
             "-- scalar AI functions, its Arguments section asks for AI_COMPLETE (a preview page).\n"
         )
-    return header + create_ai_function(function, arguments, returns, body, comment=f"coco-sql {pack.name}")
+    return header + aifo.create_ai_function(
+        function, arguments, returns, body, comment=f"coco-sql {pack.name}"
+    )
 
 
 def experiment_export(code: str, dialect: str, pack: TaskPack, name: str) -> str:
@@ -98,19 +92,22 @@ def experiment_export(code: str, dialect: str, pack: TaskPack, name: str) -> str
     coco = f"{settings.function}_coco" if settings.function else name
     base = settings.function or name
     columns = ", ".join(column for _, _, column in settings.arguments)
-    evaluation = evaluation_spec(
+    aifo = optimizer()
+    evaluation = aifo.evaluation_spec(
         f"{coco}({columns})", settings.metric, settings.dataset, settings.version, settings.ground_truth
     )
     signature = [(argument, kind) for argument, kind, _ in settings.arguments]
-    promote = create_from_experiment(f"{base}_tuned", signature, settings.returns, f"{base}_opt", "ITER_1")
+    promote = aifo.create_from_experiment(
+        f"{base}_tuned", signature, settings.returns, f"{base}_opt", "ITER_1"
+    )
     return (
         "-- coco-sql: its champion and Snowflake's optimizer on the same specification, side by side in\n"
         "-- Snowflake's own harness (the spec's dataset version and metric). 1. the champion:\n"
         f"{function}\n-- 2. the champion measured by Snowflake (SHOW RUN METRICS IN EXPERIMENT {coco}_eval):\n"
-        f"{create_experiment(f'{coco}_eval', evaluation, 'AI_FUNCTION_EVALUATION')}\n"
+        f"{aifo.create_experiment(f'{coco}_eval', evaluation, 'AI_FUNCTION_EVALUATION')}\n"
         "-- 3. Snowflake's optimizer on the spec (runs SEED, ITER_<n>; compare test_score and\n"
         f"-- cost_compared_to_seed: SHOW RUN METRICS IN EXPERIMENT {base}_opt):\n"
-        f"{create_experiment(f'{base}_opt', settings.spec)}\n"
+        f"{aifo.create_experiment(f'{base}_opt', settings.spec)}\n"
         "-- 4. then promote the frontier run you choose, e.g.:\n"
         + "".join(f"-- {line}\n" for line in promote.splitlines())
     )
@@ -125,16 +122,19 @@ def check_statement(
     code: str, where: str, check_program: Callable[[str, Mapping[str, str]], list[Finding]]
 ) -> list[Finding]:
     """The deploy check of a CREATE AI FUNCTION statement: it reads as one, its body keeps an AI function's
-    rules (`engines.snowflake.aifo.body_problems`), and the body passes `check_program` as the query
+    rules (the optimizer part's `body_problems`), and the body passes `check_program` as the query
     `SELECT <body> AS answer FROM input` over the arguments as input's columns (name -> DuckDB type)."""
     from coco_sql.engines import Finding
 
     text = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("--"))
+    aifo = optimizer()
     try:
-        definition = parse_ai_function(text)
+        definition = aifo.parse_ai_function(text)
     except TaskError as error:
         return [Finding(where, str(error))]
-    findings = [Finding(f"{where}: {definition.name}", problem) for problem in body_problems(definition.body)]
+    findings = [
+        Finding(f"{where}: {definition.name}", problem) for problem in aifo.body_problems(definition.body)
+    ]
     if findings:
         return findings
     columns = {argument: _duckdb_type(kind) for argument, kind in definition.arguments}

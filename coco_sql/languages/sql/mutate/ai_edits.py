@@ -49,7 +49,7 @@ from coco_sql.languages.sql.mutate.guard_rules import (
 )
 from coco_sql.languages.sql.mutate.label_words import distinctive_words
 from coco_sql.plugin_loader import SANDBOX_DIALECT
-from coco_sql.sqlkit.literals import to_node, to_python
+from coco_sql.sqlkit.ai_classify import ClassifySpec, classify_calls, read_spec, set_spec
 
 SHRINK_SIZES = (16, 64)  # the example subsets `shrink_examples` offers
 
@@ -75,60 +75,6 @@ class TrainingView:
     vectors: Vectors = field(default_factory=dict)
     # ids of likely label errors (`label_noise`): never few-shot examples, never counted when a guard is fitted
     suspects: frozenset[str] = frozenset()
-
-
-def classify_calls(query: exp.Expression) -> list[exp.Expression]:
-    return [
-        node
-        for node in query.walk()
-        if isinstance(node, exp.AIClassify)
-        or (isinstance(node, exp.Anonymous) and node.name.upper() == "AI_CLASSIFY")
-    ]
-
-
-def _arguments(call: exp.Expression) -> list[exp.Expression | None]:
-    if isinstance(call, exp.AIClassify):
-        return [call.this, call.args.get("categories"), call.args.get("config")]
-    args = list(call.expressions)
-    return args + [None] * (3 - len(args))
-
-
-@dataclass(frozen=True)
-class ClassifySpec:
-    """The literal arguments of one AI_CLASSIFY call, as Python values."""
-
-    categories: list[Any]
-    config: dict[str, Any]
-
-    @property
-    def labels(self) -> list[str]:
-        return [c if isinstance(c, str) else c["label"] for c in self.categories]
-
-    @property
-    def example_inputs(self) -> set[str]:
-        return {e["input"] for e in self.config.get("examples") or [] if isinstance(e, dict) and "input" in e}
-
-
-def read_spec(call: exp.Expression) -> ClassifySpec | None:
-    """The call's categories and config, when both are literals (else the call is not edited)."""
-    _, categories, config = _arguments(call)
-    try:
-        values = to_python(categories), to_python(config) or {}
-    except ValueError:
-        return None
-    if not isinstance(values[0], list) or not isinstance(values[1], dict):
-        return None
-    return ClassifySpec(values[0], values[1])
-
-
-def set_spec(call: exp.Expression, spec: ClassifySpec) -> None:
-    """Write `spec` as the call's literal categories and config (in place)."""
-    categories, config = to_node(spec.categories), to_node(spec.config)
-    if isinstance(call, exp.AIClassify):
-        call.set("categories", categories)
-        call.set("config", config)
-    else:
-        call.set("expressions", [call.expressions[0], categories, config])
 
 
 def _replace_spec(index: int, spec: ClassifySpec) -> Callable[[exp.Expression], exp.Expression]:

@@ -18,13 +18,14 @@ from collections.abc import Callable, Mapping
 import sqlglot
 from sqlglot import exp
 
-from coco_sql.languages.sql.mutate.ai_edits import TrainingView, to_python
+from coco_sql.languages.sql.mutate.ai_edits import TrainingView
 from coco_sql.languages.sql.mutate.edits import Edit
 from coco_sql.languages.sql.mutate.linear_edits import linear_probabilities
 from coco_sql.languages.sql.mutate.proxy_edits import prototype_vectors, written_genes
 from coco_sql.languages.sql.mutate.proxy_fit import ProxyGenes, head_grid, scorer
 from coco_sql.languages.sql.mutate.proxy_sql import ProxyPlan, proxy_ctes
 from coco_sql.reflect.environment import DraftEnvironment
+from coco_sql.sqlkit.literals import to_python
 
 OPERATOR = "centroid_head"
 

@@ -1,6 +1,9 @@
-"""`coco-sql demo-agent-server`: the scripted data agent behind an OpenAI-compatible endpoint, to see the data-agent
-kind work end to end offline. It is not a language model: it answers DABStep's fee questions by rules, applying a
-rule only when the spec it is given states it (`languages.agent_spec.demo_model`)."""
+"""The data-agent kind's own command, `coco-sql demo-agent-server`: the scripted data agent behind an
+OpenAI-compatible endpoint, to see the kind work end to end offline. It is not a language model: it answers
+DABStep's fee questions by rules, applying a rule only when the spec it is given states it (`demo_model`).
+
+A plug-in command (`plugin_loader.BUILTIN_COMMANDS`): the CLI adds its parser when it builds its own, so this
+module imports only argparse and the CLI's help; the server and the model load when the command runs."""
 
 from __future__ import annotations
 
