@@ -7,9 +7,9 @@ tested on the training rows.
 2. score the parent cross-fitted (`cross_fitted`): a training row that a program uses as a few-shot example is
    trivially right in it, so such rows are predicted by a variant that does not hold them; the edits are mined
    from these predictions for the same reason;
-3. test up to `max_drafts` edits the same way and commit one of the near-best by gain (`choice`): a draw from
-   the injected RNG among the drafts within a row or two of the best, so that seeds explore different edit
-   orders (issue 15, part 5);
+3. test up to `max_drafts` edits the same way (the shared loop, `mutate.drafts`) and commit one of the near-best
+   by worth (`choice`: gain plus the cost saving): a draw from the injected RNG among the drafts within a row or
+   two of the best, so that seeds explore different edit orders (issue 15, part 5);
 4. in the first iterations after the first, propose instead a plain head (the linear or the centroid head alone,
    made from the run's seed) that no iteration has proposed yet, unless it is significantly worse on the
    training rows than that pick (`plain_heads`): the champion rule then compares every richer program with them.
@@ -57,7 +57,8 @@ from coco_sql.languages.sql.mutate.proxy_edits import (
     written_proxy,
 )
 from coco_sql.mutate.base import MutationRequest, Proposal
-from coco_sql.mutate.choice import NearBest, pick_near_best
+from coco_sql.mutate.choice import NearBest
+from coco_sql.mutate.drafts import DraftLoop
 from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.search.label_noise import likely_errors
@@ -79,6 +80,26 @@ OWN_PROXY = frozenset(
 CALL_CONFIG_EDITS = frozenset(
     {"few_shot", "prune_examples", "shrink_examples", "describe_label", "output_mode"}
 )
+
+
+@dataclass(frozen=True)
+class AiDraft:
+    """An edit applied to the parent: the child, and the parent's proxy CTEs it keeps (`render`; None when the
+    edit writes its own or there is none)."""
+
+    edit: Edit
+    child: exp.Expression
+    proxy: exp.With | None = None
+
+
+@dataclass(frozen=True)
+class Worth:
+    """What testing an AI draft measured: its (cross-fitted) training outcome, its score gain over the parent's,
+    and its worth, the gain plus the cost saving (`AI_COST_WEIGHT`), by which drafts are picked."""
+
+    outcome: Outcome
+    gain: float
+    worth: float
 
 
 @dataclass(frozen=True)
@@ -140,30 +161,36 @@ class AiPipelineSearch:
         ]
         if proxy is not None and not answered_by_call(parent_outcome):  # the proxy answers every training row
             edits = [e for e in edits if e.operator not in CALL_CONFIG_EDITS]
-        tested: dict[str, tuple[Edit, Outcome, float, float]] = {}  # edit, outcome, gain, worth
-        for edit in edits[: self.max_drafts]:
-            child = edit.apply(parent_query)
-            kept = proxy if edit.operator not in OWN_PROXY else None
-            code = render(child, env, kept)
-            if code in tested or code == request.parent.code:
-                continue
-            outcome = cross_fitted(child, env, texts, proxy=kept)
+
+        def applied(edit: Edit) -> AiDraft:
+            return AiDraft(edit, edit.apply(parent_query), proxy if edit.operator not in OWN_PROXY else None)
+
+        def test(draft: AiDraft, _: str) -> Worth:
+            outcome = cross_fitted(draft.child, env, texts, proxy=draft.proxy)
             # The score difference itself (regressions weigh 1): a classifier edit that fixes 40 rows and
             # moves 10 others is progress, unlike a rule that fits the sample by breaking rows.
             gain = outcome.score - parent_fit.score if outcome.ok else float("-inf")
-            tested[code] = (edit, outcome, gain, gain + self._saving(parent_fit, outcome))
-        if not tested:
+            return Worth(outcome, gain, gain + self._saving(parent_fit, outcome))
+
+        loop: DraftLoop[AiDraft, Worth] = DraftLoop(
+            lambda draft: render(draft.child, env, draft.proxy),
+            test,
+            lambda measured: (measured.worth,),
+            skip=[request.parent.code],
+        )
+        loop.run(map(applied, edits[: self.max_drafts]))
+        rows = max(len(parent_fit.rows), 1)
+        policy = replace(self.near_best, absolute=max(self.near_best.absolute, self.near_best_rows / rows))
+        chosen = loop.pick(rng, policy)
+        if chosen is None:
             return Proposal(
                 request.parent.code,
                 "no applicable AI-pipeline edit",
                 strategy,
                 exhausted="no applicable AI-pipeline edit",
             )
-        codes = list(tested)
-        rows = max(len(parent_fit.rows), 1)
-        policy = replace(self.near_best, absolute=max(self.near_best.absolute, self.near_best_rows / rows))
-        code = codes[pick_near_best([tested[c][3] for c in codes], rng, policy)]
-        best, outcome, gain, worth = tested[code]
+        code, best = chosen.code, chosen.draft.edit
+        outcome, gain, worth = chosen.result.outcome, chosen.result.gain, chosen.result.worth
         forced: dict[str, object] = {}
         if root_query is not None and due(context, request.iteration):
             found = plain_head(root_query, request, parent_outcome, vectors, texts, outcome)
@@ -178,12 +205,12 @@ class AiPipelineSearch:
             notes={
                 "targets": list(targets[: self.max_targets]),
                 "hypotheses": {"ai_pipeline": len(edits)},
-                "drafts_tested": len(tested),
+                "drafts_tested": len(loop.trials),
                 "parent_train_score": parent_fit.score,
                 "child_train_score": outcome.score,
                 "net_gain": gain,
                 "worth": worth,
-                "best_gain": max(t[2] for t in tested.values()),
+                "best_gain": max(trial.result.gain for trial in loop.trials),
                 "cross_fitted": True,
                 **forced,
             },
@@ -410,4 +437,12 @@ def labels_of(cell: str | None) -> tuple[str, ...]:
     return () if value is None else (str(value),)
 
 
-__all__ = ["AiPipelineSearch", "cross_fitted", "is_multi_label", "training_views", "with_similarities"]
+__all__ = [
+    "AiDraft",
+    "AiPipelineSearch",
+    "Worth",
+    "cross_fitted",
+    "is_multi_label",
+    "training_views",
+    "with_similarities",
+]

@@ -17,6 +17,9 @@ that already solve a target, the ledger, the parent's already-tried approaches) 
    The committed draft is drawn from the RNG among the near-best (`choice`, `sql_near_best`): within 10% of the
    best gain, at most the top 3, so different seeds take different edit orders.
 
+Steps 3 and 4 (and the joint fit below) are stages: generators of drafts that feed the shared draft -> test ->
+pick loop (`mutate.drafts.DraftLoop`) in order, share its budget, and read its trials to decide whether to go on.
+
 When the ledger shows stagnation the mutator takes a named new direction, recorded as 'restructure' instead of
 'hillclimb': first it refits all point guards of the parent jointly against every training row (`joint_fit`, once
 per parent), then the draft budget shifts from new guards to restructuring (recombine, prune, leaf changes). With `probe=False` (ablation)
@@ -28,7 +31,9 @@ Everything random comes from the injected RNG, so a proposal is a pure function 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 from sqlglot import exp
@@ -68,7 +73,8 @@ from coco_sql.languages.sql.mutate.prompt_only import PromptOnlyMutator
 from coco_sql.languages.sql.mutate.scope_probing import ScopeProbing, _Probes
 from coco_sql.languages.sql.mutate.screening import screenable, screening_sql, split_by_hypothesis
 from coco_sql.mutate.base import MutationRequest, Proposal
-from coco_sql.mutate.choice import NearBest, pick_near_best
+from coco_sql.mutate.choice import NearBest
+from coco_sql.mutate.drafts import DraftLoop
 from coco_sql.plugin_loader import SANDBOX_DIALECT
 from coco_sql.reflect.environment import DraftEnvironment
 from coco_sql.sandbox import QueryResult
@@ -94,6 +100,27 @@ RESTRUCTURE = OperatorShares(duplicate_guard=0.3, change_leaf=0.2, recombine=0.2
 # (`ai_pipeline.AI_NEAR_BEST`): a guard's net gain counts regressions ten times, so a 10% gap is already a
 # real difference there.
 SQL_NEAR_BEST = NearBest(relative=0.1, absolute=0.0, top=3)
+
+
+@dataclass
+class _Search:
+    """One proposal's search, which its stages read and fill: the request, the parent parsed and its training
+    outcome, the probes made so far, and what the stages found, for the notes (the targets investigated, the
+    hypotheses each operator made, the joint fit's notes)."""
+
+    request: MutationRequest
+    query: exp.Expression
+    outcome: Outcome
+    numeric: bool
+    probes: _Probes = field(default_factory=_Probes)
+    targets: list[str | None] = field(default_factory=list)
+    hypotheses: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def _gains(loop: DraftLoop[Edit, tuple[float, float]]) -> bool:
+    """Whether a draft the loop tested gains over the parent."""
+    return any(trial.result[0] > 0 for trial in loop.trials)
 
 
 class OfflineMutator(ScopeProbing):
@@ -161,109 +188,121 @@ class OfflineMutator(ScopeProbing):
         numeric = env.output_type.upper() in NUMERIC_TYPES
         if classify_calls(parent_query):
             return self._propose_ai(request, parent_query, parent_outcome, strategy, rng)
-        drafts = DraftScorer(env, request.parent.code, parent_outcome, numeric, self.regression_penalty)
+        scorer = DraftScorer(env, request.parent.code, parent_outcome, numeric, self.regression_penalty)
         ranked_targets = list(context.targets) or self._own_failures(parent_outcome, rng)
         targets = ranked_targets[: self.max_targets] or [None]
-        probes = _Probes()
-        tested: dict[str, tuple[Edit, float, float]] = {}  # code -> (edit, training score, net gain)
-        hypotheses: dict[str, int] = {}
-        tried: list[str | None] = []
-        notes_extra: dict[str, object] = {}
-        budget = self.max_drafts
-
-        def try_draft(edit: Edit) -> int:
-            """Render, validate and test one draft on the training rows; 1 if it was new and tested."""
-            code = self._render(edit.apply(parent_query), env)
-            if code in tested or code == request.parent.code:
-                return 0
-            gain, score = drafts.test(code)
-            tested[code] = (edit, score, gain)
-            return 1
-
-        # Stage 0, a named new direction when hill-climbing stalls: fit all point guards jointly (`joint_fit`).
-        if (
-            strategy == "restructure"
-            and self.joint_fit
-            and not any(approach.startswith(f"{JOINT_FIT}:") for approach in context.tried)
-        ):
-            root = self._parse(context.root.code, env) if context.root is not None else None
-            fitted, fit_notes = self._joint_fit(parent_query, env, probes, root)
-            hypotheses["joint_fit"] = int(fit_notes.get("hypotheses", 0))
-            notes_extra["joint_fit"] = fit_notes
-            if fitted is not None:
-                budget -= try_draft(fitted)
-
-        # Stage 1: contrast many failures at once. Guards fitted to each of the top targets (and arms of the
-        # donors) are screened together in one query; the best few are then tested as real drafts.
-        if self.screen_targets:
-            screened = self._screen(
-                parent_query,
-                request,
-                ranked_targets[: self.screen_targets],
-                parent_outcome,
-                numeric,
-                probes,
-                rng,
+        search = _Search(request, parent_query, parent_outcome, numeric)
+        # Each draft measured as (net gain, training score) and ranked by both; no program tested twice, nor the
+        # parent's. The stages feed one loop, in order; each runs only when the loop asks for its drafts.
+        loop: DraftLoop[Edit, tuple[float, float]] = DraftLoop(
+            lambda edit: self._render(edit.apply(parent_query), env),
+            lambda _, code: scorer.test(code),
+            lambda measured: measured,
+            skip=[request.parent.code],
+        )
+        loop.run(
+            chain(
+                self._joint_fit_drafts(search, strategy),
+                self._screened_drafts(search, ranked_targets[: self.screen_targets], rng),
+                self._target_drafts(search, targets, shares, loop, rng),
             )
-            hypotheses["screened"] = len(screened)
-            tried.extend(t for t in ranked_targets[: self.screen_targets] if t is not None)
-            fresh = [edit for edit, _ in screened if edit.approach not in context.tried]
-            for edit in fresh[: self.confirm]:
-                budget -= try_draft(edit)
-
-        # Stage 2: investigate one target at a time with every operator; move on only while nothing gains.
-        for target in targets if not any(gain > 0 for _, _, gain in tested.values()) else []:
-            quota = budget  # the first target gets the whole budget; later ones only what it left
-            scopes = self._profile_scopes(parent_query, env, target, probes)
-            pools: dict[str, list[Edit]] = {
-                "duplicate_guard": duplicate_guard(parent_query, scopes, self._fires(env, target)),
-                "change_leaf": change_leaf(parent_query, scopes),
-                "recombine": self._recombinations(parent_query, request, target, rng),
-                "drop_guard": drop_guard(parent_query),
-            }
-            for name, pool in pools.items():
-                hypotheses[name] = hypotheses.get(name, 0) + len(pool)
-            if target not in tried:
-                tried.append(target)
-            for edit in self._allocate(pools, rng, quota, shares):
-                if edit.approach not in context.tried:
-                    budget -= try_draft(edit)
-            if any(gain > 0 for _, _, gain in tested.values()):
-                break
-        if not any(gain > 0 for _, _, gain in tested.values()) and complete_calls(parent_query):
+        )
+        if not _gains(loop) and complete_calls(parent_query):
             # an AI_COMPLETE prompt: the edits Snowflake's optimizer makes (its model, its prompt), so that this
             # search holds that one (`prompt_only`)
             prompt = PromptOnlyMutator(self.max_drafts, self.max_examples).propose(request, rng)
-            if prompt.exhausted is None or not tested:
+            if prompt.exhausted is None or not loop.trials:
                 return prompt
-        if not tested:
+        # By net gain, then training score, then the order drafts were drawn in; one of the near-best is drawn.
+        chosen = loop.pick(rng, self.sql_near_best)
+        if chosen is None:
             return Proposal(
                 code=request.parent.code,
                 approach="no applicable edit",
                 strategy=strategy,
-                notes={"targets": tried, **notes_extra},
+                notes={"targets": search.targets, **search.extra},
                 exhausted="no applicable edit",
             )
-        # By net gain, then training score, then the order drafts were drawn in; one of the near-best is drawn.
-        codes = sorted(tested, key=lambda c: (-tested[c][2], -tested[c][1]))
-        code = codes[pick_near_best([tested[c][2] for c in codes], rng, self.sql_near_best)]
-        best, score, gain = tested[code]
+        gain, score = chosen.result
         return Proposal(
-            code=code,
-            approach=best.approach,
+            code=chosen.code,
+            approach=chosen.draft.approach,
             strategy=strategy,
-            donor_id=best.donor_id,
+            donor_id=chosen.draft.donor_id,
             notes={
-                "targets": tried,
-                "hypotheses": hypotheses,
-                "drafts_tested": len(tested),
+                "targets": search.targets,
+                "hypotheses": search.hypotheses,
+                "drafts_tested": len(loop.trials),
                 "parent_train_score": parent_outcome.score,
                 "child_train_score": score,
                 "net_gain": gain,
-                "best_gain": tested[codes[0]][2],
-                **notes_extra,
+                "best_gain": loop.ranked()[0].result[0],
+                **search.extra,
             },
         )
+
+    # -- the stages: drafts for the one loop, in order -----------------------------------------------------
+    def _joint_fit_drafts(self, search: _Search, strategy: str) -> Iterator[Edit]:
+        """Stage 0, a named new direction when hill-climbing stalls: all point guards fitted jointly
+        (`joint_fit`), once per parent."""
+        context = search.request.context
+        if (
+            strategy != "restructure"
+            or not self.joint_fit
+            or any(approach.startswith(f"{JOINT_FIT}:") for approach in context.tried)
+        ):
+            return
+        env = search.request.env
+        root = self._parse(context.root.code, env) if context.root is not None else None
+        fitted, fit_notes = self._joint_fit(search.query, env, search.probes, root)
+        search.hypotheses["joint_fit"] = int(fit_notes.get("hypotheses", 0))
+        search.extra["joint_fit"] = fit_notes
+        if fitted is not None:
+            yield fitted
+
+    def _screened_drafts(
+        self, search: _Search, targets: list[str | None], rng: np.random.Generator
+    ) -> Iterator[Edit]:
+        """Stage 1: contrast many failures at once. Guards fitted to each of `targets` (and arms of the donors)
+        are screened together in one query; the best `confirm` untried ones are tested as real drafts."""
+        if not self.screen_targets:
+            return
+        screened = self._screen(
+            search.query, search.request, targets, search.outcome, search.numeric, search.probes, rng
+        )
+        search.hypotheses["screened"] = len(screened)
+        search.targets.extend(t for t in targets if t is not None)
+        fresh = [edit for edit, _ in screened if edit.approach not in search.request.context.tried]
+        yield from fresh[: self.confirm]
+
+    def _target_drafts(
+        self,
+        search: _Search,
+        targets: list[str | None],
+        shares: OperatorShares,
+        loop: DraftLoop[Edit, tuple[float, float]],
+        rng: np.random.Generator,
+    ) -> Iterator[Edit]:
+        """Stage 2: investigate one target at a time with every operator, moving on only while no tested draft
+        gains. The first target's drafts take the budget the earlier stages left; later ones only what it left."""
+        request, query = search.request, search.query
+        for target in targets:
+            if _gains(loop):
+                return
+            quota = self.max_drafts - len(loop.trials)
+            scopes = self._profile_scopes(query, request.env, target, search.probes)
+            pools: dict[str, list[Edit]] = {
+                "duplicate_guard": duplicate_guard(query, scopes, self._fires(request.env, target)),
+                "change_leaf": change_leaf(query, scopes),
+                "recombine": self._recombinations(query, request, target, rng),
+                "drop_guard": drop_guard(query),
+            }
+            for name, pool in pools.items():
+                search.hypotheses[name] = search.hypotheses.get(name, 0) + len(pool)
+            if target not in search.targets:
+                search.targets.append(target)
+            drawn = self._allocate(pools, rng, quota, shares)
+            yield from [edit for edit in drawn if edit.approach not in request.context.tried]
 
     def _propose_ai(
         self,

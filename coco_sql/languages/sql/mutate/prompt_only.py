@@ -25,7 +25,7 @@ or head, any second AI call. Deterministic given the run's seed (everything rand
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import sqlglot
@@ -40,6 +40,8 @@ from coco_sql.languages.sql.mutate.ai_pipeline import (
     AI_COST_WEIGHT,
     AI_NEAR_BEST,
     AI_NEAR_BEST_ROWS,
+    AiDraft,
+    Worth,
     cross_fitted,
     embeddings,
     is_multi_label,
@@ -57,7 +59,7 @@ from coco_sql.languages.sql.mutate.prompt_edits import (
     row_text_sql,
 )
 from coco_sql.mutate.base import MutationRequest, Proposal
-from coco_sql.mutate.choice import pick_near_best
+from coco_sql.mutate.drafts import DraftLoop
 from coco_sql.reflect.environment import DraftEnvironment
 
 NAME = "prompt_only"
@@ -65,14 +67,6 @@ Scoring = Callable[[exp.Expression, Outcome], float]  # a draft's honest trainin
 CLASSIFY_PROMPT_EDITS = frozenset(
     {"few_shot", "prune_examples", "shrink_examples", "describe_label", "output_mode"}
 )
-
-
-@dataclass(frozen=True)
-class _Draft:
-    edit: Edit
-    outcome: Outcome
-    gain: float
-    worth: float
 
 
 class PromptOnlyMutator:
@@ -121,35 +115,37 @@ class PromptOnlyMutator:
             )
         edits = [e for e in edits if e.approach not in request.context.tried]
         parent_score = score(query, parent)
-        tested: dict[str, _Draft] = {}
-        for edit in edits[: self.max_drafts]:
-            child = edit.apply(query)
-            code = render(child, env)
-            if code in tested or code == request.parent.code:
-                continue
+
+        def test(draft: AiDraft, code: str) -> Worth:
             outcome = env.test_draft(code)
-            gain = score(child, outcome) - parent_score if outcome.ok else float("-inf")
-            tested[code] = _Draft(edit, outcome, gain, gain + self._saving(parent, outcome))
-        if not tested:
-            return Proposal(
-                request.parent.code, "no applicable prompt edit", exhausted="no applicable prompt edit"
-            )
-        codes = list(tested)
+            gain = score(draft.child, outcome) - parent_score if outcome.ok else float("-inf")
+            return Worth(outcome, gain, gain + self._saving(parent, outcome))
+
+        loop: DraftLoop[AiDraft, Worth] = DraftLoop(
+            lambda draft: render(draft.child, env),
+            test,
+            lambda measured: (measured.worth,),
+            skip=[request.parent.code],
+        )
+        loop.run(AiDraft(edit, edit.apply(query)) for edit in edits[: self.max_drafts])
         policy = replace(
             AI_NEAR_BEST, absolute=max(AI_NEAR_BEST.absolute, AI_NEAR_BEST_ROWS / max(len(parent.rows), 1))
         )
-        code = codes[pick_near_best([tested[c].worth for c in codes], rng, policy)]
-        chosen = tested[code]
+        chosen = loop.pick(rng, policy)
+        if chosen is None:
+            return Proposal(
+                request.parent.code, "no applicable prompt edit", exhausted="no applicable prompt edit"
+            )
         return Proposal(
-            code=code,
-            approach=chosen.edit.approach,
+            code=chosen.code,
+            approach=chosen.draft.edit.approach,
             strategy="prompt_only",
             notes={
-                "drafts_tested": len(tested),
+                "drafts_tested": len(loop.trials),
                 "hypotheses": {NAME: len(edits)},
-                "net_gain": chosen.gain,
-                "worth": chosen.worth,
-                "best_gain": max(d.gain for d in tested.values()),
+                "net_gain": chosen.result.gain,
+                "worth": chosen.result.worth,
+                "best_gain": max(trial.result.gain for trial in loop.trials),
                 "cross_fitted": True,
             },
         )
